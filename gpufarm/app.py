@@ -1,0 +1,88 @@
+"""The CDK app: which tiers to synthesize, from context, with clean errors and exit codes.
+
+Context keys: ``tier`` (a preset name), ``tier_file`` (a YAML path). With neither, every preset
+is synthesized. Exit status: 0 ok, 1 compliance gate failed, 2 invalid input.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import aws_cdk as cdk
+
+from gpufarm.config import ConfigError, TierConfig, load_preset, load_tier_file, preset_names
+from gpufarm.constructs.compliance import enable_compliance_checks
+from gpufarm.stacks import GpuFarmStack
+
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def select_tiers(context: Mapping[str, Any]) -> list[TierConfig]:
+    """The tier configs the context asks for; raises :class:`ConfigError` on bad input."""
+    tier, tier_file = context.get("tier"), context.get("tier_file")
+    if tier and tier_file:
+        raise ConfigError(
+            [
+                _issue(
+                    "tier",
+                    f"give either -c tier or -c tier_file, not both (got tier={tier!r}, "
+                    f"tier_file={tier_file!r}); a tier file can start with `extends: {tier}`",
+                )
+            ],
+            source="context",
+        )
+    if tier_file:
+        return [load_tier_file(str(tier_file))]
+    if tier:
+        return [load_preset(str(tier))]
+    return [load_preset(name) for name in preset_names()]
+
+
+def _issue(path: str, message: str) -> Any:
+    from gpufarm.config import ConfigIssue
+
+    return ConfigIssue(path=path, message=message)
+
+
+def build_app(
+    configs: list[TierConfig], *, context: Mapping[str, Any] | None = None, outdir: str | None = None
+) -> cdk.App:
+    """An app holding one stack per config, with the compliance checks enabled."""
+    app = cdk.App(context=dict(context or {}), outdir=outdir)
+    for config in configs:
+        GpuFarmStack(app, config=config)
+    enable_compliance_checks(app)
+    return app
+
+
+def main() -> int:
+    """Entry point of `app.py` (run by the CDK CLI)."""
+    probe = cdk.App()
+    context = {
+        key: probe.node.try_get_context(key)
+        for key in ("tier", "tier_file")
+        if probe.node.try_get_context(key)
+    }
+    try:
+        configs = select_tiers(context)
+    except ConfigError as exc:
+        print(exc.render(), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    app = probe
+    for config in configs:
+        GpuFarmStack(app, config=config)
+    enable_compliance_checks(app)
+    try:
+        app.synth()
+    except RuntimeError as exc:
+        if "ValidationFailed" in str(exc):
+            print(
+                "compliance gate failed: cdk-nag findings are not acknowledged; "
+                f"see {app.outdir}/validation-report.json",
+                file=sys.stderr,
+            )
+            return EXIT_CHECK_FAILED
+        raise
+    return EXIT_OK

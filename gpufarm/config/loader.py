@@ -1,0 +1,223 @@
+"""Read a tier from a preset or a user file, resolve `extends`, validate, and explain errors.
+
+A user file may start with ``extends: <preset>`` (or a path to another tier file, relative to the
+file): mappings merge key by key, and any other value (lists included) replaces the inherited one.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from gpufarm.config.errors import ConfigError, ConfigIssue
+from gpufarm.config.model import TierConfig
+from gpufarm.config.validate import validate_tier
+
+PRESET_DIR = Path(__file__).parent
+"""Folder holding the preset tier files (`<name>.yaml`)."""
+
+
+def preset_names() -> list[str]:
+    """Names of the shipped presets, sorted."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def load_preset(name: str) -> TierConfig:
+    """Load and validate a shipped preset by name (``poc``, ...)."""
+    return build_tier(_resolve_preset(name, seen=()), source=f"preset {name!r}")
+
+
+def load_tier_file(path: str | Path) -> TierConfig:
+    """Load and validate a user tier file, following its `extends` chain."""
+    file = Path(path)
+    return build_tier(_read_with_extends(file, seen=()), source=str(file))
+
+
+def build_tier(document: dict[str, Any], *, source: str = "tier config") -> TierConfig:
+    """Validate a merged tier document; raise :class:`ConfigError` listing every issue."""
+    try:
+        # JSON mode in strict: strings may become enums, but '8' never silently becomes 8.
+        cfg = TierConfig.model_validate_json(json.dumps(document, default=str), strict=True)
+    except ValidationError as exc:
+        raise ConfigError([_issue(err) for err in exc.errors()], source=source) from None
+    issues = validate_tier(cfg)
+    if issues:
+        raise ConfigError(issues, source=source)
+    return cfg
+
+
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge `override` into a copy of `base`: mappings merge, everything else replaces."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+# --------------------------------------------------------------------------- reading files
+
+
+def _read_yaml(file: Path, source: str) -> dict[str, Any]:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            [ConfigIssue(path="", message=f"cannot read the file: {exc.strerror}")], source=source
+        ) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise ConfigError(
+            [ConfigIssue(path="", message=f"is not valid YAML{where}: {problem}")], source=source
+        ) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            [ConfigIssue(path="", message=f"must be a mapping of settings, got {type(data).__name__}")],
+            source=source,
+        )
+    return data
+
+
+def _resolve_preset(name: str, seen: tuple[str, ...]) -> dict[str, Any]:
+    if name not in preset_names():
+        raise ConfigError(
+            [
+                ConfigIssue(
+                    path="extends" if seen else "tier",
+                    message=f"must be one of {', '.join(repr(n) for n in preset_names())}, got {name!r}",
+                )
+            ],
+            source=seen[-1] if seen else "tier selection",
+        )
+    return _read_with_extends(PRESET_DIR / f"{name}.yaml", seen=seen)
+
+
+def _read_with_extends(file: Path, seen: tuple[str, ...]) -> dict[str, Any]:
+    source = str(file)
+    key = str(file.resolve())
+    if key in seen:
+        raise ConfigError(
+            [ConfigIssue(path="extends", message=f"forms a cycle: {' -> '.join((*seen, key))}")],
+            source=source,
+        )
+    data = _read_yaml(file, source)
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str):
+        raise ConfigError(
+            [ConfigIssue(path="extends", message=f"must be a preset name or a file path, got {parent!r}")],
+            source=source,
+        )
+    if parent.endswith((".yaml", ".yml")):
+        base = _read_with_extends((file.parent / parent), seen=(*seen, key))
+    else:
+        base = _resolve_preset(parent, seen=(*seen, key))
+    return merge(base, data)
+
+
+# --------------------------------------------------------------------------- pydantic errors
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The config class that holds the field at `loc` (used to list the allowed keys)."""
+    current: Any = TierConfig
+    for part in loc:
+        current = _unwrap(current)
+        if isinstance(part, int):
+            args = typing.get_args(current)
+            current = args[0] if args else None
+        elif isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(part)
+            current = field.annotation if field else None
+        else:
+            return None
+    current = _unwrap(current)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    """Strip Optional/Annotated so lists and models can be walked."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _unwrap(members[0]) if len(members) == 1 else annotation
+    return annotation
+
+
+def _issue(err: ErrorDetails) -> ConfigIssue:
+    loc = tuple(err["loc"])
+    kind = err["type"]
+    given = err.get("input")
+    ctx = err.get("ctx", {})
+    got = f"got {_show(given)}"
+    messages = {
+        "missing": "is required",
+        "int_type": f"must be an integer, {got}",
+        "int_from_float": f"must be a whole number, {got}",
+        "float_type": f"must be a number, {got}",
+        "bool_type": f"must be true or false, {got}",
+        "list_type": f"must be a list, {got}",
+        "model_type": f"must be a mapping, {got}",
+        "model_attributes_type": f"must be a mapping, {got}",
+        "dict_type": f"must be a mapping, {got}",
+        "enum": f"must be one of {ctx.get('expected')}, {got}",
+        "literal_error": f"must be one of {ctx.get('expected')}, {got}",
+        "greater_than_equal": f"must be >= {ctx.get('ge')}, {got}",
+        "greater_than": f"must be > {ctx.get('gt')}, {got}",
+        "less_than_equal": f"must be <= {ctx.get('le')}, {got}",
+        "less_than": f"must be < {ctx.get('lt')}, {got}",
+        "string_pattern_mismatch": f"must match the pattern {ctx.get('pattern')}, {got}",
+        # The value itself can be long: show its length, not the text.
+        "string_too_long": f"must be at most {ctx.get('max_length')} characters, "
+        f"got {len(given) if isinstance(given, str) else _show(given)}",
+    }
+    if kind == "extra_forbidden":
+        holder = _model_at(loc[:-1])
+        allowed = ", ".join(holder.model_fields) if holder else "see the config reference"
+        return ConfigIssue(path=_path(loc), message=f"is not a known setting (allowed: {allowed})")
+    if kind == "string_type":
+        hint = f" (quote it: '{given}')" if isinstance(given, int | float) else ""
+        return ConfigIssue(path=_path(loc), message=f"must be a string{hint}, {got}")
+    if kind in ("too_short", "too_long"):
+        bound = "at least" if kind == "too_short" else "at most"
+        limit = ctx.get("min_length" if kind == "too_short" else "max_length")
+        return ConfigIssue(
+            path=_path(loc), message=f"must have {bound} {limit} item(s), got {ctx.get('actual_length')}"
+        )
+    if kind == "value_error":
+        return ConfigIssue(path=_path(loc), message=str(err["msg"]).removeprefix("Value error, "))
+    return ConfigIssue(path=_path(loc), message=messages.get(kind, f"{err['msg']}, {got}"))
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, Enum):
+        value = value.value
+    if isinstance(value, dict):
+        return "a mapping"
+    return repr(value)

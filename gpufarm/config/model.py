@@ -1,0 +1,432 @@
+"""The tier model: every setting a tier can carry, with its default and a one-line description.
+
+A tier document (YAML) is read into :class:`TierConfig`. Field-level rules (types, ranges,
+closed sets, unknown keys) live here; rules that tie several fields together live in
+:mod:`gpufarm.config.validate`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+# --------------------------------------------------------------------------- value types
+
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DURATION = re.compile(r"^(?=\d)(\d+h)?(\d+m)?(\d+s)?$")
+HF_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$")
+_ACM_ARN = re.compile(r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]{36}$")
+_IAM_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+_SECRET_REF = re.compile(
+    r"^(arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+|[\w/+=.@-]{1,512})$"
+)
+_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
+# Karpenter's own pattern for NodePool disruption budgets: a count, or 0%-100%.
+_BUDGET_NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
+_IMAGE = re.compile(r"^[\w.-]+(:\d+)?(/[\w.-]+)+(:[\w.-]+|@sha256:[0-9a-f]{64})$")
+
+
+def _dns_label(value: str) -> str:
+    if len(value) > 40 or not _DNS_LABEL.match(value):
+        raise ValueError(
+            "must be a lowercase DNS label (a-z, 0-9, '-', starting with a letter, "
+            f"at most 40 characters), got {value!r}"
+        )
+    return value
+
+
+def _duration(value: str) -> str:
+    if value != "Never" and not _DURATION.match(value):
+        raise ValueError(f"must be a duration such as '30m', '1h' or '2h30m' (or 'Never'), got {value!r}")
+    return value
+
+
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
+"""Retention periods CloudWatch Logs accepts, in days."""
+
+
+def _log_retention(value: int) -> int:
+    if value not in LOG_RETENTION_DAYS:
+        raise ValueError(
+            f"must be a CloudWatch Logs retention ({', '.join(map(str, LOG_RETENTION_DAYS))}), got {value}"
+        )
+    return value
+
+
+def _cidr(value: str) -> str:
+    try:
+        network = ipaddress.IPv4Network(value, strict=True)
+    except ValueError:
+        raise ValueError(
+            f"must be an IPv4 CIDR block with no host bits set, such as '10.0.0.0/16', got {value!r}"
+        ) from None
+    return str(network)
+
+
+def _pattern(regex: re.Pattern[str], what: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not regex.match(value):
+            raise ValueError(f"must be {what}, got {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
+DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+Duration = Annotated[str, AfterValidator(_duration)]
+Cidr = Annotated[str, AfterValidator(_cidr)]
+LogRetentionDays = Annotated[int, AfterValidator(_log_retention)]
+Region = Annotated[str, _pattern(_REGION, "an AWS region name such as 'us-east-1'")]
+AcmCertificateArn = Annotated[
+    str, _pattern(_ACM_ARN, "an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)")
+]
+IamRoleArn = Annotated[str, _pattern(_IAM_ROLE_ARN, "an IAM role ARN (arn:aws:iam::<account>:role/<name>)")]
+SecretRef = Annotated[str, _pattern(_SECRET_REF, "a Secrets Manager secret name or ARN")]
+NodeBudget = Annotated[
+    str, _pattern(_BUDGET_NODES, "a node count such as '1' or a percentage from '0%' to '100%'")
+]
+
+
+def _pinned_image(value: str) -> str:
+    if not _IMAGE.match(value) or value.endswith(":latest"):
+        raise ValueError(
+            "must be a container image pinned to a version tag or digest, such as "
+            f"'repo/name:v1.2.3' (not ':latest'), got {value!r}"
+        )
+    return value
+
+
+ImageRef = Annotated[str, AfterValidator(_pinned_image)]
+AccountId = Annotated[str, _pattern(re.compile(r"^\d{12}$"), "a 12-digit AWS account ID")]
+
+
+class _Model(BaseModel):
+    """Base for every config object: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+
+# --------------------------------------------------------------------------- enums
+
+
+class Provisioning(StrEnum):
+    """How GPU nodes are provisioned."""
+
+    AUTO_MODE = "auto-mode"
+
+
+class CapacityType(StrEnum):
+    """EC2 purchase option for GPU nodes (the values of `karpenter.sh/capacity-type`)."""
+
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+    RESERVED = "reserved"
+
+
+class EndpointAccess(StrEnum):
+    """Who can reach the Kubernetes API endpoint."""
+
+    PRIVATE = "private"
+    PUBLIC_AND_PRIVATE = "public_and_private"
+
+
+class ControlPlaneLog(StrEnum):
+    """EKS control-plane log types shipped to CloudWatch Logs."""
+
+    API = "api"
+    AUDIT = "audit"
+    AUTHENTICATOR = "authenticator"
+    CONTROLLER_MANAGER = "controllerManager"
+    SCHEDULER = "scheduler"
+
+
+class InterfaceEndpoint(StrEnum):
+    """VPC interface endpoints gpufarm knows how to create (AWS service short names)."""
+
+    ECR_API = "ecr.api"
+    ECR_DKR = "ecr.dkr"
+    STS = "sts"
+    LOGS = "logs"
+    EC2 = "ec2"
+    EKS = "eks"
+    EKS_AUTH = "eks-auth"
+    ELASTIC_LOAD_BALANCING = "elasticloadbalancing"
+    SECRETS_MANAGER = "secretsmanager"
+    SSM = "ssm"
+    KMS = "kms"
+
+
+class AutoModeBuiltinPool(StrEnum):
+    """Node pools that EKS Auto Mode manages itself (for CPU workloads)."""
+
+    SYSTEM = "system"
+    GENERAL_PURPOSE = "general-purpose"
+
+
+class LoadBalancerScheme(StrEnum):
+    """Whether the load balancer has public addresses."""
+
+    INTERNAL = "internal"
+    INTERNET_FACING = "internet-facing"
+
+
+class RemovalPolicy(StrEnum):
+    """What happens to keys and log groups when the stack is deleted or they are replaced."""
+
+    RETAIN = "retain"
+    DESTROY = "destroy"
+
+
+# --------------------------------------------------------------------------- sections
+
+
+class EnvironmentConfig(_Model):
+    """Where the tier is deployed. Synth never looks these up, so it runs offline."""
+
+    region: Region = Field("us-east-1", description="AWS region of the stack.")
+    account: AccountId | None = Field(
+        None,
+        description="12-digit account ID; empty leaves the template account-agnostic.",
+    )
+    availability_zones: list[str] = Field(
+        ["us-east-1a", "us-east-1b"],
+        min_length=2,
+        max_length=6,
+        description="Availability zones of the VPC, in order; must belong to `region`.",
+    )
+
+
+class FlowLogsConfig(_Model):
+    """VPC flow logs to CloudWatch Logs."""
+
+    enabled: bool = Field(True, description="Record VPC flow logs.")
+    retention_days: LogRetentionDays = Field(
+        30, description="Days the flow log group keeps records (a CloudWatch Logs retention)."
+    )
+
+
+class NetworkConfig(_Model):
+    """The VPC: subnets in every configured AZ, NAT, flow logs and endpoints."""
+
+    cidr: Cidr = Field("10.0.0.0/16", description="IPv4 CIDR of the VPC (a /16 to /20).")
+    nat_gateways: int = Field(1, ge=0, le=6, description="NAT gateways (at most one per AZ).")
+    flow_logs: FlowLogsConfig = Field(default_factory=FlowLogsConfig, description="VPC flow logs.")
+    s3_gateway_endpoint: bool = Field(
+        True, description="Gateway endpoint for S3 (image layers and model weights stay off NAT)."
+    )
+    interface_endpoints: list[InterfaceEndpoint] = Field(
+        [
+            InterfaceEndpoint.ECR_API,
+            InterfaceEndpoint.ECR_DKR,
+            InterfaceEndpoint.STS,
+            InterfaceEndpoint.LOGS,
+        ],
+        description="Interface endpoints (private DNS) in the private subnets.",
+    )
+
+
+class ClusterConfig(_Model):
+    """The EKS control plane and how nodes are provisioned."""
+
+    kubernetes_version: str = Field("1.34", description="Kubernetes minor version, pinned.")
+    provisioning: Provisioning = Field(Provisioning.AUTO_MODE, description="How GPU nodes are provisioned.")
+    auto_mode_builtin_pools: list[AutoModeBuiltinPool] = Field(
+        [AutoModeBuiltinPool.SYSTEM, AutoModeBuiltinPool.GENERAL_PURPOSE],
+        description="Auto Mode's own CPU node pools to enable.",
+    )
+    endpoint_access: EndpointAccess = Field(
+        EndpointAccess.PRIVATE, description="Who can reach the Kubernetes API endpoint."
+    )
+    public_access_cidrs: list[Cidr] = Field(
+        [], description="CIDRs allowed to reach the public endpoint (public_and_private only)."
+    )
+    control_plane_logging: list[ControlPlaneLog] = Field(
+        list(ControlPlaneLog), description="Control-plane log types sent to CloudWatch Logs."
+    )
+    secrets_encryption: bool = Field(
+        True, description="Envelope-encrypt Kubernetes secrets with a customer-managed KMS key."
+    )
+    admin_role_arn: IamRoleArn | None = Field(
+        None, description="IAM role given cluster-admin through an EKS access entry."
+    )
+
+
+class NodePoolConfig(_Model):
+    """A pool of GPU nodes that models are scheduled on."""
+
+    name: DnsLabel = Field(description="Pool name; the NodePool is named `gpu-<name>`.")
+    instance_families: list[str] = Field(
+        ["g6e"], min_length=1, description="GPU instance families the pool may launch."
+    )
+    instance_types: list[str] = Field(
+        [], description="Narrow the pool to these instance types (empty: any size of the families)."
+    )
+    capacity_types: list[CapacityType] = Field(
+        [CapacityType.ON_DEMAND], min_length=1, description="EC2 purchase options allowed."
+    )
+    gpu_limit: int = Field(8, ge=1, le=4096, description="Most GPUs the pool may run at once.")
+    consolidate_after: Duration = Field(
+        "30m", description="How long a node must be empty before it is removed."
+    )
+    expire_after: Duration = Field(
+        "336h", description="Node lifetime before replacement (Auto Mode allows at most 504h)."
+    )
+    disruption_budget_nodes: NodeBudget = Field(
+        "1", description="Nodes (count or percent) that may be disrupted at once."
+    )
+
+
+class ModelConfig(_Model):
+    """A model served by vLLM."""
+
+    name: DnsLabel = Field(description="Name used for Kubernetes objects and the route prefix.")
+    weights: str = Field(
+        description="Hugging Face repo id ('Qwen/Qwen3-8B') or S3 URI ('s3://bucket/prefix/')."
+    )
+    served_model_name: str | None = Field(
+        None, description="The `model` clients send (default: the model's `name`)."
+    )
+    revision: str | None = Field(
+        None, description="Hugging Face revision (commit, branch or tag) to pin the weights."
+    )
+    hf_token_secret: SecretRef | None = Field(
+        None, description="Secrets Manager secret holding a Hugging Face token (gated models)."
+    )
+    node_pool: str | None = Field(None, description="GPU pool the model runs on (default: the first pool).")
+    gpus: int = Field(1, ge=1, description="GPUs per replica; vLLM's tensor-parallel size.")
+    replicas: int = Field(1, ge=0, le=100, description="vLLM pods.")
+    max_model_len: int = Field(
+        8192, ge=256, le=1_048_576, description="Context length in tokens (--max-model-len)."
+    )
+    gpu_memory_utilization: float = Field(
+        0.90, gt=0.1, le=0.98, description="GPU memory share vLLM may use (--gpu-memory-utilization)."
+    )
+    max_num_seqs: int | None = Field(
+        None, ge=1, le=4096, description="Concurrent sequences per replica (--max-num-seqs)."
+    )
+    dtype: Literal["auto", "half", "float16", "bfloat16", "float32"] = Field(
+        "auto", description="Weight and activation precision (--dtype)."
+    )
+    quantization: str | None = Field(
+        None, pattern=r"^[a-z0-9_-]+$", description="--quantization (e.g. 'fp8', 'awq')."
+    )
+    extra_args: list[str] = Field([], description="More `vllm serve` arguments, appended as given.")
+    cpu: float = Field(4, gt=0, le=192, description="CPU cores requested per replica.")
+    memory_gib: int = Field(32, ge=4, le=2048, description="Memory requested per replica, GiB.")
+    startup_timeout_seconds: int = Field(
+        1800, ge=60, le=7200, description="Time allowed to download and load weights."
+    )
+
+    @property
+    def is_s3(self) -> bool:
+        """True when the weights come from S3 (mounted with Mountpoint) rather than Hugging Face."""
+        return self.weights.startswith("s3://")
+
+    @property
+    def api_model_name(self) -> str:
+        """The model name clients put in the request body."""
+        return self.served_model_name or self.name
+
+
+class ServingConfig(_Model):
+    """Settings shared by every vLLM deployment."""
+
+    namespace: DnsLabel = Field("gpufarm", description="Namespace of the serving workloads.")
+    vllm_image: ImageRef = Field(
+        "vllm/vllm-openai:v0.31.0", description="vLLM OpenAI-compatible server image, pinned."
+    )
+    aws_cli_image: ImageRef = Field(
+        "public.ecr.aws/aws-cli/aws-cli:2.31.23",
+        description="Image of the init container that reads the Hugging Face token secret.",
+    )
+    port: int = Field(8000, ge=1024, le=65535, description="Port vLLM listens on in the pod.")
+
+
+class AccessLogsConfig(_Model):
+    """Load balancer access logs to S3."""
+
+    enabled: bool = Field(True, description="Write ALB access logs to an encrypted S3 bucket.")
+    retention_days: int = Field(90, ge=1, le=3653, description="Days access logs are kept.")
+
+
+class IngressConfig(_Model):
+    """The Application Load Balancer in front of the models."""
+
+    scheme: LoadBalancerScheme = Field(
+        LoadBalancerScheme.INTERNAL, description="Internal (default) or internet-facing."
+    )
+    certificate_arn: AcmCertificateArn | None = Field(
+        None, description="ACM certificate for the HTTPS listener (required when internet-facing)."
+    )
+    allowed_cidrs: list[Cidr] = Field(
+        [], description="Client CIDRs allowed to connect (default: the VPC CIDR when internal)."
+    )
+    idle_timeout_seconds: int = Field(
+        600, ge=60, le=4000, description="ALB idle timeout; long generations stream for minutes."
+    )
+    slow_start_seconds: int = Field(
+        60, ge=0, le=900, description="Ramp-up for a new target (0 turns slow start off, else 30-900)."
+    )
+    deregistration_delay_seconds: int = Field(
+        300, ge=0, le=3600, description="Time in-flight requests get to finish when a pod leaves."
+    )
+    health_check_interval_seconds: int = Field(
+        15, ge=5, le=300, description="Target health-check interval on /health."
+    )
+    access_logs: AccessLogsConfig = Field(default_factory=AccessLogsConfig, description="ALB access logs.")
+
+
+class TierConfig(_Model):
+    """A whole tier: everything one gpufarm stack deploys."""
+
+    name: DnsLabel = Field(description="Tier name; the stack is named `gpufarm-<name>`.")
+    description: str = Field("", max_length=1024, description="Free text, copied to the stack.")
+    removal_policy: RemovalPolicy = Field(
+        RemovalPolicy.RETAIN,
+        description="Removal policy of KMS keys and log groups (buckets are always retained).",
+    )
+    environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    node_pools: list[NodePoolConfig] = Field(min_length=1, description="GPU node pools.")
+    serving: ServingConfig = Field(default_factory=ServingConfig)
+    models: list[ModelConfig] = Field(min_length=1, max_length=50, description="Models to serve.")
+    ingress: IngressConfig = Field(default_factory=IngressConfig)
+
+    @property
+    def stack_name(self) -> str:
+        """CloudFormation stack name."""
+        return f"gpufarm-{self.name}"
+
+    def pool_of(self, model: ModelConfig) -> NodePoolConfig:
+        """The node pool a model runs on (its `node_pool`, or the first pool)."""
+        wanted = model.node_pool or self.node_pools[0].name
+        return next(p for p in self.node_pools if p.name == wanted)

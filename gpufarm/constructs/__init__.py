@@ -1,0 +1,28 @@
+"""Reusable L3 constructs for GPU inference on EKS; each takes an existing VPC or cluster where it can.
+
+Example::
+
+    from gpufarm.constructs import AutoModeGpuNodePool
+    from gpufarm.config import NodePoolConfig
+
+    AutoModeGpuNodePool(self, "Gpus", cluster=my_cluster, pool=NodePoolConfig(name="l40s"))
+"""
+
+from gpufarm.constructs.cluster import InferenceCluster
+from gpufarm.constructs.compliance import enable_compliance_checks
+from gpufarm.constructs.gpu_node_pool import AutoModeGpuNodePool
+from gpufarm.constructs.ingress import InferenceAlb, route_prefix
+from gpufarm.constructs.model_store import S3ModelStore
+from gpufarm.constructs.network import InferenceNetwork
+from gpufarm.constructs.serving import VllmServing
+
+__all__ = [
+    "AutoModeGpuNodePool",
+    "InferenceAlb",
+    "InferenceCluster",
+    "InferenceNetwork",
+    "S3ModelStore",
+    "VllmServing",
+    "enable_compliance_checks",
+    "route_prefix",
+]

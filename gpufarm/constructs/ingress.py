@@ -1,0 +1,286 @@
+"""The Application Load Balancer in front of the models, owned by CDK (never by Kubernetes).
+
+Routing: OpenAI-style clients name the model in the JSON body, which a load balancer cannot read.
+Each model therefore gets a path prefix: a client sets ``base_url=http://<alb>/<model>/v1`` and the
+listener rule forwards ``/<model>/*`` to that model's target group, rewriting the path to drop the
+prefix (``/qwen3-8b/v1/chat/completions`` reaches vLLM as ``/v1/chat/completions``). Any OpenAI
+SDK works unchanged. See docs/decisions/0003-path-routing.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from gpufarm.config.model import IngressConfig, LoadBalancerScheme
+from gpufarm.constructs._util import acknowledge, construct_id
+from gpufarm.k8s.binding import AUTO_MODE_TGB_API, target_group_binding
+
+HEALTH_CHECK_PATH = "/health"
+TLS_POLICY = elbv2.SslPolicy.RECOMMENDED_TLS
+"""TLS 1.2 and 1.3 only (ELBSecurityPolicy-TLS13-1-2-2021-06)."""
+_RULE_PRIORITY_STEP = 10
+
+
+def route_prefix(model_name: str) -> str:
+    """The path prefix that reaches a model: '/<model>'."""
+    return f"/{model_name}"
+
+
+class InferenceAlb(Construct):
+    """An ALB with one IP target group per model, least-outstanding-requests routing.
+
+    Defaults (from :class:`IngressConfig`): internal, in the private subnets, HTTP on port 80
+    while internal (HTTPS on 443 with a TLS 1.2+ policy when a certificate is given; required
+    when internet-facing), clients limited to `allowed_cidrs` (`vpc_cidr`, else the VPC's
+    CIDR, when empty), idle timeout 600 s so long generations are not cut, invalid headers
+    dropped, access logs to an SSE-S3 bucket kept 90 days. Target groups:
+    `least_outstanding_requests`, 60 s slow start, 300 s deregistration delay, health check
+    `GET /health` every 15 s. The load balancer may reach targets only on `target_port`,
+    through the security groups passed to :meth:`allow_targets_in`. Unknown paths get a 404
+    that explains the routing.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        vpc: ec2.IVpc,
+        config: IngressConfig,
+        model_names: Sequence[str],
+        target_port: int,
+        cluster_name: str,
+        vpc_cidr: str | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        self.config = config
+        self.target_port = target_port
+        internet_facing = config.scheme is LoadBalancerScheme.INTERNET_FACING
+        self.https = config.certificate_arn is not None
+        self.listener_port = 443 if self.https else 80
+
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            allow_all_outbound=False,
+            description="Inference load balancer: clients in, vLLM pods out",
+        )
+        # A literal CIDR keeps the rule reviewable; the VPC's token CIDR is the last resort.
+        cidrs = list(config.allowed_cidrs) or [vpc_cidr or vpc.vpc_cidr_block]
+        for cidr in cidrs:
+            self.security_group.add_ingress_rule(
+                ec2.Peer.ipv4(cidr), ec2.Port.tcp(self.listener_port), "Inference clients"
+            )
+        subnets = vpc.public_subnets if internet_facing else vpc.private_subnets
+        self.load_balancer = elbv2.ApplicationLoadBalancer(
+            self,
+            "Resource",
+            vpc=vpc,
+            internet_facing=internet_facing,
+            security_group=self.security_group,
+            vpc_subnets=ec2.SubnetSelection(subnets=subnets),
+            idle_timeout=cdk.Duration.seconds(config.idle_timeout_seconds),
+            drop_invalid_header_fields=True,
+        )
+        self.access_logs_bucket: s3.Bucket | None = None
+        if config.access_logs.enabled:
+            self.access_logs_bucket = self._access_logs_bucket()
+            self.load_balancer.log_access_logs(self.access_logs_bucket, prefix="alb")
+
+        self.listener = self._listener()
+        self.target_groups: dict[str, elbv2.CfnTargetGroup] = {}
+        for index, name in enumerate(model_names):
+            self.target_groups[name] = self._model_route(
+                index, name, vpc_id=vpc.vpc_id, cluster_name=cluster_name
+            )
+
+    # ----------------------------------------------------------------------- public API
+
+    @property
+    def connections(self) -> ec2.Connections:
+        """The load balancer's security-group connections."""
+        return self.load_balancer.connections
+
+    @property
+    def dns_name(self) -> str:
+        """DNS name of the load balancer."""
+        return self.load_balancer.load_balancer_dns_name
+
+    @property
+    def scheme(self) -> str:
+        """'https' or 'http', as clients must call the listener."""
+        return "https" if self.https else "http"
+
+    def base_url(self, model_name: str) -> str:
+        """The OpenAI `base_url` for a model: `<scheme>://<alb>/<model>/v1`."""
+        return f"{self.scheme}://{self.dns_name}{route_prefix(model_name)}/v1"
+
+    def allow_targets_in(self, target_security_group: ec2.ISecurityGroup) -> None:
+        """Open `target_port` from this load balancer to the pods' security group, nothing else."""
+        self.connections.allow_to(
+            target_security_group, ec2.Port.tcp(self.target_port), "Load balancer to vLLM pods"
+        )
+
+    def bind_services(
+        self,
+        *,
+        cluster: eks.ICluster,
+        namespace: str,
+        services: dict[str, str],
+        api_version: str = AUTO_MODE_TGB_API,
+        after: dict[str, Construct] | None = None,
+    ) -> dict[str, eks.KubernetesManifest]:
+        """Register each model's Service pods in its target group with a TargetGroupBinding.
+
+        `services` maps model name to Service name; `after` maps model name to the construct
+        that creates the Service, so the binding is applied after it.
+        """
+        bindings: dict[str, eks.KubernetesManifest] = {}
+        for name, service in services.items():
+            manifest = eks.KubernetesManifest(
+                self,
+                f"Binding{construct_id(name)}",
+                cluster=cluster,
+                overwrite=True,
+                manifest=[
+                    target_group_binding(
+                        name=service,
+                        namespace=namespace,
+                        service_name=service,
+                        service_port=self.target_port,
+                        target_group_arn=self.target_groups[name].ref,
+                        api_version=api_version,
+                    )
+                ],
+            )
+            if after and name in after:
+                manifest.node.add_dependency(after[name])
+            bindings[name] = manifest
+        return bindings
+
+    # ----------------------------------------------------------------------- internals
+
+    def _access_logs_bucket(self) -> s3.Bucket:
+        bucket = s3.Bucket(
+            self,
+            "AccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            versioned=False,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+            lifecycle_rules=[
+                s3.LifecycleRule(expiration=cdk.Duration.days(self.config.access_logs.retention_days))
+            ],
+        )
+        acknowledge(
+            bucket,
+            "AwsSolutions-S1",
+            "This bucket only receives the load balancer's access logs; logging reads of it to a "
+            "further bucket would add a log of a log. Public access is blocked and TLS enforced.",
+        )
+        return bucket
+
+    def _listener(self) -> elbv2.ApplicationListener:
+        not_found = elbv2.ListenerAction.fixed_response(
+            404,
+            content_type="application/json",
+            message_body=json.dumps(
+                {
+                    "error": {
+                        "message": "Unknown route. Call /<model>/v1/... (set the OpenAI client's "
+                        "base_url to <scheme>://<host>/<model>/v1).",
+                        "type": "not_found",
+                    }
+                }
+            ),
+        )
+        if self.https:
+            return self.load_balancer.add_listener(
+                "Https",
+                port=443,
+                protocol=elbv2.ApplicationProtocol.HTTPS,
+                certificates=[elbv2.ListenerCertificate.from_arn(str(self.config.certificate_arn))],
+                ssl_policy=TLS_POLICY,
+                open=False,
+                default_action=not_found,
+            )
+        return self.load_balancer.add_listener(
+            "Http",
+            port=80,
+            protocol=elbv2.ApplicationProtocol.HTTP,
+            open=False,
+            default_action=not_found,
+        )
+
+    def _model_route(self, index: int, name: str, *, vpc_id: str, cluster_name: str) -> elbv2.CfnTargetGroup:
+        cfg = self.config
+        attributes = {
+            "load_balancing.algorithm.type": "least_outstanding_requests",
+            "deregistration_delay.timeout_seconds": str(cfg.deregistration_delay_seconds),
+            "slow_start.duration_seconds": str(cfg.slow_start_seconds),
+        }
+        scope = Construct(self, construct_id(name))
+        target_group = elbv2.CfnTargetGroup(
+            scope,
+            "TargetGroup",
+            target_type="ip",
+            protocol="HTTP",
+            protocol_version="HTTP1",
+            port=self.target_port,
+            vpc_id=vpc_id,
+            health_check_enabled=True,
+            health_check_path=HEALTH_CHECK_PATH,
+            health_check_port="traffic-port",
+            health_check_protocol="HTTP",
+            health_check_interval_seconds=cfg.health_check_interval_seconds,
+            health_check_timeout_seconds=5,
+            healthy_threshold_count=2,
+            unhealthy_threshold_count=3,
+            matcher=elbv2.CfnTargetGroup.MatcherProperty(http_code="200"),
+            target_group_attributes=[
+                elbv2.CfnTargetGroup.TargetGroupAttributeProperty(key=k, value=v)
+                for k, v in attributes.items()
+            ],
+            # EKS Auto Mode registers pods only in target groups tagged with its cluster name.
+            tags=[cdk.CfnTag(key="eks:eks-cluster-name", value=cluster_name)],
+        )
+        prefix = route_prefix(name)
+        elbv2.CfnListenerRule(
+            scope,
+            "Rule",
+            listener_arn=self.listener.listener_arn,
+            priority=(index + 1) * _RULE_PRIORITY_STEP,
+            conditions=[
+                elbv2.CfnListenerRule.RuleConditionProperty(
+                    field="path-pattern",
+                    path_pattern_config=elbv2.CfnListenerRule.PathPatternConfigProperty(
+                        values=[f"{prefix}/*"]
+                    ),
+                )
+            ],
+            transforms=[
+                elbv2.CfnListenerRule.TransformProperty(
+                    type="url-rewrite",
+                    url_rewrite_config=elbv2.CfnListenerRule.RewriteConfigObjectProperty(
+                        rewrites=[
+                            elbv2.CfnListenerRule.RewriteConfigProperty(
+                                regex=f"^{prefix}/(.*)$", replace="/$1"
+                            )
+                        ]
+                    ),
+                )
+            ],
+            actions=[elbv2.CfnListenerRule.ActionProperty(type="forward", target_group_arn=target_group.ref)],
+        )
+        return target_group

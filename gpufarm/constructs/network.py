@@ -1,0 +1,118 @@
+"""The VPC for a GPU inference cluster: public and private subnets per AZ, NAT, flow logs, endpoints."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from gpufarm.config.model import LOG_RETENTION_DAYS, InterfaceEndpoint, NetworkConfig
+
+# Private subnets get an eighth of the VPC each (room for pod IPs), public ones a 128th.
+_PRIVATE_EXTRA_BITS = 3
+_PUBLIC_EXTRA_BITS = 7
+
+
+class InferenceNetwork(Construct):
+    """A VPC laid out for EKS GPU nodes.
+
+    Defaults (from :class:`NetworkConfig`): a /16, one public and one private subnet per
+    availability zone (private: 1/8 of the VPC each, public: 1/128), one NAT gateway, flow logs
+    of all traffic to a KMS-encrypted log group kept 30 days, an S3 gateway endpoint and interface
+    endpoints (private DNS) for ECR, STS and CloudWatch Logs so nodes pull images privately.
+    The default security group is stripped of its rules.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: NetworkConfig,
+        availability_zones: Sequence[str],
+        logs_key: kms.IKey | None = None,
+        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
+    ) -> None:
+        super().__init__(scope, id)
+        self.cidr = config.cidr
+        prefix = ipaddress.IPv4Network(config.cidr).prefixlen
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(config.cidr),
+            availability_zones=list(availability_zones),
+            nat_gateways=config.nat_gateways,
+            restrict_default_security_group=True,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(
+                    name="Public",
+                    subnet_type=ec2.SubnetType.PUBLIC,
+                    cidr_mask=prefix + _PUBLIC_EXTRA_BITS,
+                    map_public_ip_on_launch=False,
+                ),
+                ec2.SubnetConfiguration(
+                    name="Private",
+                    subnet_type=(
+                        ec2.SubnetType.PRIVATE_WITH_EGRESS
+                        if config.nat_gateways
+                        else ec2.SubnetType.PRIVATE_ISOLATED
+                    ),
+                    cidr_mask=prefix + _PRIVATE_EXTRA_BITS,
+                ),
+            ],
+        )
+        self.flow_log_group: logs.LogGroup | None = None
+        if config.flow_logs.enabled:
+            self.flow_log_group = logs.LogGroup(
+                self,
+                "FlowLogGroup",
+                retention=log_retention(config.flow_logs.retention_days),
+                encryption_key=logs_key,
+                removal_policy=removal_policy,
+            )
+            self.vpc.add_flow_log(
+                "FlowLog",
+                destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),
+                traffic_type=ec2.FlowLogTrafficType.ALL,
+            )
+        if config.s3_gateway_endpoint:
+            self.vpc.add_gateway_endpoint(
+                "S3Endpoint",
+                service=ec2.GatewayVpcEndpointAwsService.S3,
+                subnets=[ec2.SubnetSelection(subnets=self.vpc.private_subnets)],
+            )
+        self.interface_endpoints: dict[InterfaceEndpoint, ec2.InterfaceVpcEndpoint] = {}
+        for endpoint in config.interface_endpoints:
+            self.add_interface_endpoint(endpoint)
+
+    def add_interface_endpoint(self, endpoint: InterfaceEndpoint) -> ec2.InterfaceVpcEndpoint:
+        """Add (once) an interface endpoint with private DNS, reachable from inside the VPC only."""
+        if endpoint in self.interface_endpoints:
+            return self.interface_endpoints[endpoint]
+        created = self.vpc.add_interface_endpoint(
+            _endpoint_id(endpoint),
+            service=ec2.InterfaceVpcEndpointAwsService(endpoint.value),
+            private_dns_enabled=True,
+            subnets=ec2.SubnetSelection(subnets=self.vpc.private_subnets),
+            open=False,
+        )
+        created.connections.allow_default_port_from(
+            ec2.Peer.ipv4(self.cidr), f"HTTPS to {endpoint.value} from inside the VPC"
+        )
+        self.interface_endpoints[endpoint] = created
+        return created
+
+
+def _endpoint_id(endpoint: InterfaceEndpoint) -> str:
+    return "".join(p.capitalize() for p in endpoint.value.replace(".", "-").split("-")) + "Endpoint"
+
+
+def log_retention(days: int) -> logs.RetentionDays:
+    """The CDK enum member for a retention in days (one of :data:`LOG_RETENTION_DAYS`)."""
+    members = [m for m in logs.RetentionDays if m is not logs.RetentionDays.INFINITE]
+    return dict(zip(LOG_RETENTION_DAYS, members, strict=True))[days]

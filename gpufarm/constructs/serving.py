@@ -1,0 +1,108 @@
+"""vLLM serving: one Deployment and Service per model, applied through the cluster's kubectl provider."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from gpufarm.config.model import ModelConfig, ServingConfig
+from gpufarm.constructs._util import construct_id, pod_identity_role
+from gpufarm.k8s import serving as k8s_serving
+from gpufarm.k8s.labels import workload_name
+from gpufarm.k8s.storage import s3_weights_volume
+
+
+def secret_arn(scope: Construct, ref: str) -> str:
+    """The ARN pattern IAM needs for a secret given by name or ARN.
+
+    A name matches any version suffix Secrets Manager appended (`<name>-??????`).
+    """
+    if ref.startswith("arn:"):
+        return ref
+    return cdk.Stack.of(scope).format_arn(
+        service="secretsmanager",
+        resource="secret",
+        resource_name=f"{ref}-??????",
+        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+    )
+
+
+class VllmServing(Construct):
+    """Serves models with vLLM on an existing cluster.
+
+    Renders a namespace and, per model, a Deployment + ClusterIP Service (and a read-only S3
+    volume for `s3://` weights). Models reading a gated Hugging Face repo get a service account
+    whose Pod Identity role may read exactly the named secrets. `pools` maps a model's pool name
+    to the Kubernetes NodePool it must run on.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: eks.ICluster,
+        config: ServingConfig,
+        models: Sequence[ModelConfig],
+        default_pool: str,
+        region: str,
+        termination_grace_seconds: int = 300,
+    ) -> None:
+        super().__init__(scope, id)
+        self.config = config
+        self.namespace = config.namespace
+        namespace_docs = [k8s_serving.namespace(config.namespace)]
+        secrets = sorted({m.hf_token_secret for m in models if m.hf_token_secret})
+        self.role: iam.Role | None = None
+        if secrets:
+            namespace_docs.append(k8s_serving.service_account(config.namespace))
+            self.role = pod_identity_role(
+                self, "PodRole", description="vLLM pods: read the Hugging Face token secrets"
+            )
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["secretsmanager:GetSecretValue"],
+                    resources=[secret_arn(self, s) for s in secrets],
+                )
+            )
+            eks.CfnPodIdentityAssociation(
+                self,
+                "PodIdentity",
+                cluster_name=cluster.cluster_name,
+                namespace=config.namespace,
+                service_account=k8s_serving.SERVICE_ACCOUNT,
+                role_arn=self.role.role_arn,
+            )
+        self.namespace_manifest = eks.KubernetesManifest(
+            self, "Namespace", cluster=cluster, manifest=namespace_docs, overwrite=True
+        )
+        self.model_manifests: dict[str, eks.KubernetesManifest] = {}
+        for model in models:
+            docs = []
+            if model.is_s3:
+                docs += s3_weights_volume(
+                    model_name=model.name, namespace=config.namespace, s3_uri=model.weights, region=region
+                )
+            docs.append(
+                k8s_serving.vllm_deployment(
+                    model,
+                    config,
+                    pool_name=model.node_pool or default_pool,
+                    region=region,
+                    termination_grace_seconds=termination_grace_seconds,
+                )
+            )
+            docs.append(k8s_serving.vllm_service(model, config))
+            manifest = eks.KubernetesManifest(
+                self, f"Model{construct_id(model.name)}", cluster=cluster, manifest=docs, overwrite=True
+            )
+            manifest.node.add_dependency(self.namespace_manifest)
+            self.model_manifests[model.name] = manifest
+
+    def service_of(self, model_name: str) -> str:
+        """Name of the Service in front of a model's pods."""
+        return workload_name(model_name)

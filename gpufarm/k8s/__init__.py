@@ -1,0 +1,35 @@
+"""Pure functions that return Kubernetes manifests as dicts (no CDK import, unit-testable)."""
+
+from gpufarm.k8s.binding import AUTO_MODE_TGB_API, LBC_TGB_API, target_group_binding
+from gpufarm.k8s.labels import common_labels, model_selector, nodepool_name, workload_name
+from gpufarm.k8s.nodepool import AUTO_MODE_NODECLASS, auto_mode_gpu_nodepool
+from gpufarm.k8s.serving import (
+    SERVICE_ACCOUNT,
+    namespace,
+    service_account,
+    vllm_args,
+    vllm_deployment,
+    vllm_service,
+)
+from gpufarm.k8s.storage import s3_weights_volume, split_s3_uri, weights_claim_name
+
+__all__ = [
+    "AUTO_MODE_NODECLASS",
+    "AUTO_MODE_TGB_API",
+    "LBC_TGB_API",
+    "SERVICE_ACCOUNT",
+    "auto_mode_gpu_nodepool",
+    "common_labels",
+    "model_selector",
+    "namespace",
+    "nodepool_name",
+    "s3_weights_volume",
+    "service_account",
+    "split_s3_uri",
+    "target_group_binding",
+    "vllm_args",
+    "vllm_deployment",
+    "vllm_service",
+    "weights_claim_name",
+    "workload_name",
+]

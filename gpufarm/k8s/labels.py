@@ -1,0 +1,34 @@
+"""Labels and names shared by every manifest gpufarm renders."""
+
+from __future__ import annotations
+
+PART_OF = "gpufarm"
+MODEL_LABEL = "gpufarm.io/model"
+POOL_LABEL = "gpufarm.io/pool"
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_RESOURCE = "nvidia.com/gpu"
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+
+
+def common_labels(component: str) -> dict[str, str]:
+    """Labels every gpufarm object carries: what it is and that gpufarm manages it."""
+    return {
+        "app.kubernetes.io/part-of": PART_OF,
+        "app.kubernetes.io/managed-by": "gpufarm",
+        "app.kubernetes.io/component": component,
+    }
+
+
+def model_selector(model_name: str) -> dict[str, str]:
+    """Selector matching the pods of one model (stable across releases: never add to it)."""
+    return {"app.kubernetes.io/name": "vllm", MODEL_LABEL: model_name}
+
+
+def workload_name(model_name: str) -> str:
+    """Name of a model's Deployment and Service."""
+    return f"vllm-{model_name}"
+
+
+def nodepool_name(pool_name: str) -> str:
+    """Name of the Kubernetes NodePool behind a gpufarm pool."""
+    return f"gpu-{pool_name}"

@@ -1,0 +1,240 @@
+"""vLLM serving manifests: Namespace, ServiceAccount, Deployment and Service per model."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gpufarm.config.model import ModelConfig, ServingConfig
+from gpufarm.k8s.labels import (
+    GPU_RESOURCE,
+    GPU_TAINT_KEY,
+    MODEL_LABEL,
+    NODEPOOL_LABEL,
+    common_labels,
+    model_selector,
+    nodepool_name,
+    workload_name,
+)
+from gpufarm.k8s.storage import weights_claim_name
+
+SERVICE_ACCOUNT = "vllm"
+"""Service account of the vLLM pods (bound to an IAM role through EKS Pod Identity)."""
+
+HF_CACHE_DIR = "/var/cache/huggingface"
+TOKEN_DIR = "/var/run/gpufarm/hf"
+MODELS_DIR = "/models"
+STARTUP_PERIOD_SECONDS = 10
+PRESTOP_SLEEP_SECONDS = 15
+"""Time the load balancer gets to stop sending new requests before vLLM receives SIGTERM."""
+
+
+def namespace(name: str) -> dict[str, Any]:
+    """The serving namespace."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": common_labels("serving")},
+    }
+
+
+def service_account(ns: str) -> dict[str, Any]:
+    """The vLLM service account; its AWS permissions come from a Pod Identity association."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": SERVICE_ACCOUNT, "namespace": ns, "labels": common_labels("serving")},
+        "automountServiceAccountToken": False,
+    }
+
+
+def vllm_args(model: ModelConfig, serving: ServingConfig) -> list[str]:
+    """Arguments to `vllm serve`: the weights first, then flags derived from the model config."""
+    source = f"{MODELS_DIR}/{model.name}" if model.is_s3 else model.weights
+    args = [
+        source,
+        "--served-model-name",
+        model.api_model_name,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(serving.port),
+        "--tensor-parallel-size",
+        str(model.gpus),
+        "--max-model-len",
+        str(model.max_model_len),
+        "--gpu-memory-utilization",
+        f"{model.gpu_memory_utilization:g}",
+        "--dtype",
+        model.dtype,
+    ]
+    if model.revision:
+        args += ["--revision", model.revision]
+    if model.quantization:
+        args += ["--quantization", model.quantization]
+    if model.max_num_seqs:
+        args += ["--max-num-seqs", str(model.max_num_seqs)]
+    return args + list(model.extra_args)
+
+
+def _http_probe(path: str, **timing: int) -> dict[str, Any]:
+    return {"httpGet": {"path": path, "port": "http"}, **timing}
+
+
+def _token_init_container(model: ModelConfig, serving: ServingConfig, region: str) -> dict[str, Any]:
+    """Reads the Hugging Face token from Secrets Manager into a memory-backed volume.
+
+    The token never appears in the template, the pod spec or a Kubernetes Secret; vLLM's
+    Hugging Face client reads it through `HF_TOKEN_PATH`.
+    """
+    return {
+        "name": "hf-token",
+        "image": serving.aws_cli_image,
+        "command": ["/bin/sh", "-c"],
+        "args": [
+            'aws secretsmanager get-secret-value --secret-id "$SECRET_ID" '
+            f"--query SecretString --output text > {TOKEN_DIR}/token"
+        ],
+        "env": [
+            {"name": "SECRET_ID", "value": model.hf_token_secret},
+            {"name": "AWS_REGION", "value": region},
+        ],
+        "resources": {
+            "requests": {"cpu": "50m", "memory": "64Mi"},
+            "limits": {"memory": "256Mi"},
+        },
+        "securityContext": {"allowPrivilegeEscalation": False},
+        "volumeMounts": [{"name": "hf-token", "mountPath": TOKEN_DIR}],
+    }
+
+
+def vllm_deployment(
+    model: ModelConfig,
+    serving: ServingConfig,
+    *,
+    pool_name: str,
+    region: str,
+    termination_grace_seconds: int = 300,
+) -> dict[str, Any]:
+    """The vLLM Deployment for one model.
+
+    Defaults worth knowing: the startup probe allows `startup_timeout_seconds` for download and
+    load before liveness starts; rolling updates add a pod before removing one (maxSurge 1,
+    maxUnavailable 0) so capacity never dips; pods carry `karpenter.sh/do-not-disrupt` so
+    voluntary node disruption waits for them; `/dev/shm` is memory-backed for tensor parallelism.
+    """
+    labels = {**common_labels("vllm"), **model_selector(model.name)}
+    env: list[dict[str, Any]] = [
+        {"name": "HF_HOME", "value": HF_CACHE_DIR},
+        {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
+        {"name": "DO_NOT_TRACK", "value": "1"},
+    ]
+    volumes: list[dict[str, Any]] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(2, 2 * model.gpus)}Gi"}},
+        {"name": "hf-cache", "emptyDir": {}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "hf-cache", "mountPath": HF_CACHE_DIR},
+    ]
+    init_containers: list[dict[str, Any]] = []
+    if model.hf_token_secret:
+        env.append({"name": "HF_TOKEN_PATH", "value": f"{TOKEN_DIR}/token"})
+        volumes.append({"name": "hf-token", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
+        mounts.append({"name": "hf-token", "mountPath": TOKEN_DIR, "readOnly": True})
+        init_containers.append(_token_init_container(model, serving, region))
+    if model.is_s3:
+        volumes.append(
+            {
+                "name": "weights",
+                "persistentVolumeClaim": {"claimName": weights_claim_name(model.name), "readOnly": True},
+            }
+        )
+        mounts.append({"name": "weights", "mountPath": f"{MODELS_DIR}/{model.name}", "readOnly": True})
+
+    gpus = str(model.gpus)
+    container = {
+        "name": "vllm",
+        "image": serving.vllm_image,
+        "command": ["vllm", "serve"],
+        "args": vllm_args(model, serving),
+        "ports": [{"name": "http", "containerPort": serving.port, "protocol": "TCP"}],
+        "env": env,
+        "resources": {
+            "requests": {
+                "cpu": f"{model.cpu:g}",
+                "memory": f"{model.memory_gib}Gi",
+                GPU_RESOURCE: gpus,
+            },
+            "limits": {"memory": f"{model.memory_gib}Gi", GPU_RESOURCE: gpus},
+        },
+        "startupProbe": _http_probe(
+            "/health",
+            periodSeconds=STARTUP_PERIOD_SECONDS,
+            timeoutSeconds=5,
+            failureThreshold=math.ceil(model.startup_timeout_seconds / STARTUP_PERIOD_SECONDS),
+        ),
+        "readinessProbe": _http_probe("/health", periodSeconds=5, timeoutSeconds=5, failureThreshold=3),
+        "livenessProbe": _http_probe("/health", periodSeconds=15, timeoutSeconds=10, failureThreshold=4),
+        "lifecycle": {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}},
+        "securityContext": {"allowPrivilegeEscalation": False},
+        "volumeMounts": mounts,
+    }
+    pod_spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": termination_grace_seconds + PRESTOP_SLEEP_SECONDS,
+        "nodeSelector": {NODEPOOL_LABEL: nodepool_name(pool_name)},
+        "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": model_selector(model.name)},
+            }
+        ],
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if model.hf_token_secret:
+        pod_spec["serviceAccountName"] = SERVICE_ACCOUNT
+        pod_spec["initContainers"] = init_containers
+    else:
+        pod_spec["automountServiceAccountToken"] = False
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": workload_name(model.name), "namespace": serving.namespace, "labels": labels},
+        "spec": {
+            "replicas": model.replicas,
+            "revisionHistoryLimit": 3,
+            "progressDeadlineSeconds": model.startup_timeout_seconds + 600,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "selector": {"matchLabels": model_selector(model.name)},
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {"karpenter.sh/do-not-disrupt": "true"},
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def vllm_service(model: ModelConfig, serving: ServingConfig) -> dict[str, Any]:
+    """ClusterIP Service in front of a model's pods; the load balancer reaches pods through it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": workload_name(model.name),
+            "namespace": serving.namespace,
+            "labels": {**common_labels("vllm"), MODEL_LABEL: model.name},
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "selector": model_selector(model.name),
+            "ports": [{"name": "http", "port": serving.port, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }

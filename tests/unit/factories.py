@@ -1,0 +1,45 @@
+"""Build tier documents and configs from the poc preset with small variations."""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from typing import Any
+
+import yaml
+
+from gpufarm.config import TierConfig, build_tier, merge
+from gpufarm.config.loader import PRESET_DIR
+
+
+@cache
+def _poc_document() -> dict[str, Any]:
+    return yaml.safe_load((PRESET_DIR / "poc.yaml").read_text(encoding="utf-8"))
+
+
+def poc_document() -> dict[str, Any]:
+    """The raw poc preset document (a fresh copy: callers may mutate it)."""
+    return copy.deepcopy(_poc_document())
+
+
+def model_override(**fields: Any) -> dict[str, Any]:
+    """An override replacing the poc's only model with one that has `fields` changed."""
+    return {"models": [{**poc_document()["models"][0], **fields}]}
+
+
+def pool_override(**fields: Any) -> dict[str, Any]:
+    """An override replacing the poc's only node pool with one that has `fields` changed."""
+    return {"node_pools": [{**poc_document()["node_pools"][0], **fields}]}
+
+
+def overrides(*parts: dict[str, Any]) -> dict[str, Any]:
+    """Several overrides combined into one (later ones win)."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        out = merge(out, part)
+    return out
+
+
+def make_tier(*parts: dict[str, Any]) -> TierConfig:
+    """The poc tier with `parts` merged over it, validated like a user file."""
+    return build_tier(merge(poc_document(), overrides(*parts)))

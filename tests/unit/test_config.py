@@ -1,0 +1,890 @@
+"""Tier config: presets, `extends`, and the exact message of every invalid input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufarm.config import (
+    CapacityType,
+    ConfigError,
+    ConfigIssue,
+    EndpointAccess,
+    LoadBalancerScheme,
+    Provisioning,
+    TierConfig,
+    build_tier,
+    load_preset,
+    load_tier_file,
+    merge,
+    preset_names,
+)
+
+from .factories import make_tier, model_override, overrides, poc_document, pool_override
+
+CERT_ARN = "arn:aws:acm:{region}:123456789012:certificate/12345678-1234-1234-1234-123456789012"
+POC_MODEL = poc_document()["models"][0]
+POC_POOL = poc_document()["node_pools"][0]
+
+
+def issues_of(*parts: dict[str, Any]) -> list[str]:
+    """The issues (as rendered, one string each) of the poc tier with `parts` merged over it."""
+    with pytest.raises(ConfigError) as caught:
+        make_tier(*parts)
+    return [str(issue) for issue in caught.value.issues]
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------- presets
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_every_preset_loads(name: str) -> None:
+    cfg = load_preset(name)
+    assert cfg.name == name
+    assert cfg.models and cfg.node_pools
+
+
+def test_poc_is_a_preset() -> None:
+    assert "poc" in preset_names()
+
+
+def test_poc_preset_values(poc: TierConfig) -> None:
+    assert poc.environment.region == "us-east-1"
+    assert poc.environment.availability_zones == ["us-east-1a", "us-east-1b"]
+    assert poc.network.nat_gateways == 1
+    assert poc.cluster.provisioning is Provisioning.AUTO_MODE
+    assert poc.cluster.endpoint_access is EndpointAccess.PUBLIC_AND_PRIVATE
+    assert poc.cluster.public_access_cidrs, "the public endpoint must be limited to some CIDRs"
+    assert "0.0.0.0/0" not in poc.cluster.public_access_cidrs
+    assert poc.ingress.scheme is LoadBalancerScheme.INTERNAL
+    assert poc.ingress.certificate_arn is None
+    [pool] = poc.node_pools
+    assert pool.instance_families == ["g6e"]
+    assert pool.capacity_types == [CapacityType.ON_DEMAND]
+    [model] = poc.models
+    assert model.gpus == 1
+    assert poc.pool_of(model) is pool
+    assert poc.stack_name == "gpufarm-poc"
+
+
+def test_unknown_preset_is_rejected() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_preset("prod")
+    assert caught.value.render() == ("invalid tier selection:\n  - tier: must be one of 'poc', got 'prod'")
+
+
+# --------------------------------------------------------------------------- extends
+
+
+def test_extends_overrides_a_nested_field_and_keeps_the_rest(tmp_path: Path, poc: TierConfig) -> None:
+    file = write(
+        tmp_path / "tier.yaml",
+        "extends: poc\n"
+        "name: two-nat\n"
+        "environment:\n"
+        "  availability_zones: [us-east-1b, us-east-1c, us-east-1d]\n"
+        "network:\n"
+        "  nat_gateways: 2\n",
+    )
+    cfg = load_tier_file(file)
+    assert cfg.name == "two-nat"
+    assert cfg.network.nat_gateways == 2
+    # A list replaces the inherited list; it is never appended to.
+    assert cfg.environment.availability_zones == ["us-east-1b", "us-east-1c", "us-east-1d"]
+    # Siblings of the overridden fields keep the preset's values.
+    assert cfg.environment.region == poc.environment.region
+    assert cfg.network.cidr == poc.network.cidr
+    assert cfg.network.flow_logs == poc.network.flow_logs
+    assert cfg.network.interface_endpoints == poc.network.interface_endpoints
+    assert cfg.cluster == poc.cluster
+    assert cfg.node_pools == poc.node_pools
+    assert cfg.models == poc.models
+    assert cfg.ingress == poc.ingress
+
+
+def test_extends_list_of_mappings_is_replaced_not_merged(tmp_path: Path) -> None:
+    file = write(
+        tmp_path / "tier.yaml",
+        "extends: poc\nmodels:\n  - name: small\n    weights: Qwen/Qwen3-0.6B\n",
+    )
+    cfg = load_tier_file(file)
+    [model] = cfg.models
+    assert model.name == "small"
+    # Fields of the poc's model are not carried into the replacing list item.
+    assert model.max_model_len == 8192
+    assert model.startup_timeout_seconds == 1800
+
+
+def test_extends_chain_through_relative_file_paths(tmp_path: Path) -> None:
+    write(tmp_path / "base" / "team.yaml", "extends: poc\nnetwork:\n  nat_gateways: 2\n")
+    write(tmp_path / "envs" / "dev.yaml", "extends: ../base/team.yaml\nname: dev\n")
+    leaf = write(
+        tmp_path / "envs" / "dev-eu.yaml",
+        "extends: dev.yaml\n"
+        "environment:\n"
+        "  region: eu-west-1\n"
+        "  availability_zones: [eu-west-1a, eu-west-1b]\n",
+    )
+    cfg = load_tier_file(leaf)
+    assert cfg.name == "dev"
+    assert cfg.network.nat_gateways == 2
+    assert cfg.environment.region == "eu-west-1"
+    assert cfg.environment.availability_zones == ["eu-west-1a", "eu-west-1b"]
+    assert cfg.node_pools[0].name == "l40s"
+
+
+def test_extends_merge_of_a_child_can_make_the_tier_invalid(tmp_path: Path) -> None:
+    file = write(tmp_path / "tier.yaml", "extends: poc\nnetwork:\n  nat_gateways: 3\n")
+    with pytest.raises(ConfigError) as caught:
+        load_tier_file(file)
+    assert caught.value.render() == (
+        f"invalid {file}:\n"
+        "  - network.nat_gateways: must be at most the number of availability zones (2), got 3"
+    )
+
+
+def test_extends_cycle_is_detected(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.yaml", "extends: b.yaml\n")
+    b = write(tmp_path / "b.yaml", "extends: a.yaml\n")
+    with pytest.raises(ConfigError) as caught:
+        load_tier_file(a)
+    a_key, b_key = a.resolve(), b.resolve()
+    assert caught.value.issues == [
+        ConfigIssue(path="extends", message=f"forms a cycle: {a_key} -> {b_key} -> {a_key}")
+    ]
+
+
+def test_extends_itself_is_a_cycle(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.yaml", "extends: a.yaml\n")
+    with pytest.raises(ConfigError) as caught:
+        load_tier_file(a)
+    key = a.resolve()
+    assert [str(i) for i in caught.value.issues] == [f"extends: forms a cycle: {key} -> {key}"]
+
+
+def test_extends_unknown_preset(tmp_path: Path) -> None:
+    file = write(tmp_path / "tier.yaml", "extends: pco\n")
+    with pytest.raises(ConfigError) as caught:
+        load_tier_file(file)
+    assert [str(i) for i in caught.value.issues] == ["extends: must be one of 'poc', got 'pco'"]
+
+
+def test_extends_must_be_a_string(tmp_path: Path) -> None:
+    file = write(tmp_path / "tier.yaml", "extends: [poc]\n")
+    with pytest.raises(ConfigError) as caught:
+        load_tier_file(file)
+    assert caught.value.render() == (
+        f"invalid {file}:\n  - extends: must be a preset name or a file path, got ['poc']"
+    )
+
+
+def test_extends_missing_parent_file(tmp_path: Path) -> None:
+    file = write(tmp_path / "tier.yaml", "extends: nowhere.yaml\n")
+    with pytest.raises(ConfigError) as caught:
+        load_tier_file(file)
+    assert caught.value.render() == (
+        f"invalid {tmp_path / 'nowhere.yaml'}:\n  - cannot read the file: No such file or directory"
+    )
+
+
+def test_merge_is_deep_and_does_not_mutate_its_inputs() -> None:
+    base = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
+    override = {"a": {"c": [3]}, "e": 2}
+    assert merge(base, override) == {"a": {"b": 1, "c": [3]}, "d": 1, "e": 2}
+    assert base == {"a": {"b": 1, "c": [1, 2]}, "d": 1}
+    assert override == {"a": {"c": [3]}, "e": 2}
+
+
+def test_merge_mapping_replaced_by_scalar() -> None:
+    assert merge({"a": {"b": 1}}, {"a": None}) == {"a": None}
+
+
+# --------------------------------------------------------------------------- invalid inputs
+
+INVALID: list[Any] = [
+    # ---- unknown keys
+    pytest.param(
+        {"nmae": "poc"},
+        [
+            "nmae: is not a known setting (allowed: name, description, removal_policy, environment, "
+            "network, cluster, node_pools, serving, models, ingress)"
+        ],
+        id="unknown-top-level-key",
+    ),
+    pytest.param(
+        {"network": {"nat_gateway": 2}},
+        [
+            "network.nat_gateway: is not a known setting (allowed: cidr, nat_gateways, flow_logs, "
+            "s3_gateway_endpoint, interface_endpoints)"
+        ],
+        id="unknown-nested-key",
+    ),
+    pytest.param(
+        {"network": {"flow_logs": {"retention": 7}}},
+        ["network.flow_logs.retention: is not a known setting (allowed: enabled, retention_days)"],
+        id="unknown-key-two-levels-down",
+    ),
+    pytest.param(
+        pool_override(foo=1),
+        [
+            "node_pools[0].foo: is not a known setting (allowed: name, instance_families, "
+            "instance_types, capacity_types, gpu_limit, consolidate_after, expire_after, "
+            "disruption_budget_nodes)"
+        ],
+        id="unknown-key-in-list-item",
+    ),
+    pytest.param(
+        model_override(gpu=1),
+        [
+            "models[0].gpu: is not a known setting (allowed: name, weights, served_model_name, "
+            "revision, hf_token_secret, node_pool, gpus, replicas, max_model_len, "
+            "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
+            "startup_timeout_seconds)"
+        ],
+        id="unknown-key-in-model",
+    ),
+    # ---- wrong types
+    pytest.param(
+        {"network": {"nat_gateways": "2"}},
+        ["network.nat_gateways: must be an integer, got '2'"],
+        id="string-for-int",
+    ),
+    pytest.param(
+        {"network": {"nat_gateways": None}},
+        ["network.nat_gateways: must be an integer, got None"],
+        id="null-for-int",
+    ),
+    pytest.param(
+        model_override(memory_gib=32.5),
+        ["models[0].memory_gib: must be an integer, got 32.5"],
+        id="float-for-int",
+    ),
+    pytest.param(
+        model_override(cpu="6"),
+        ["models[0].cpu: must be a number, got '6'"],
+        id="string-for-float",
+    ),
+    pytest.param(
+        {"cluster": {"kubernetes_version": 1.34}},
+        ["cluster.kubernetes_version: must be a string (quote it: '1.34'), got 1.34"],
+        id="number-for-string-hints-quoting",
+    ),
+    pytest.param(
+        pool_override(disruption_budget_nodes=1),
+        ["node_pools[0].disruption_budget_nodes: must be a string (quote it: '1'), got 1"],
+        id="int-for-string-hints-quoting",
+    ),
+    pytest.param(
+        {"network": {"s3_gateway_endpoint": "yes please"}},
+        ["network.s3_gateway_endpoint: must be true or false, got 'yes please'"],
+        id="string-for-bool",
+    ),
+    pytest.param(
+        {"network": ["10.0.0.0/16"]},
+        ["network: must be a mapping, got ['10.0.0.0/16']"],
+        id="list-for-mapping",
+    ),
+    pytest.param(
+        {"models": ["Qwen/Qwen3-8B"]},
+        ["models[0]: must be a mapping, got 'Qwen/Qwen3-8B'"],
+        id="string-for-list-item-mapping",
+    ),
+    pytest.param(
+        {"node_pools": {"name": "l40s"}},
+        ["node_pools: must be a list, got a mapping"],
+        id="mapping-for-list",
+    ),
+    pytest.param(
+        {"environment": {"availability_zones": "us-east-1a"}},
+        ["environment.availability_zones: must be a list, got 'us-east-1a'"],
+        id="string-for-list",
+    ),
+    # ---- closed sets
+    pytest.param(
+        {"cluster": {"provisioning": "karpenter"}},
+        ["cluster.provisioning: must be one of 'auto-mode', got 'karpenter'"],
+        id="enum-single-value",
+    ),
+    pytest.param(
+        pool_override(capacity_types=["spot", "ondemand"]),
+        ["node_pools[0].capacity_types[1]: must be one of 'on-demand', 'spot' or 'reserved', got 'ondemand'"],
+        id="enum-in-list",
+    ),
+    pytest.param(
+        {"ingress": {"scheme": "public"}},
+        ["ingress.scheme: must be one of 'internal' or 'internet-facing', got 'public'"],
+        id="enum-scheme",
+    ),
+    # ---- ranges and lengths
+    pytest.param(
+        {"network": {"nat_gateways": -1}},
+        ["network.nat_gateways: must be >= 0, got -1"],
+        id="below-ge",
+    ),
+    pytest.param(
+        model_override(replicas=101),
+        ["models[0].replicas: must be <= 100, got 101"],
+        id="above-le",
+    ),
+    pytest.param(
+        model_override(gpu_memory_utilization=0.05),
+        ["models[0].gpu_memory_utilization: must be > 0.1, got 0.05"],
+        id="not-above-gt",
+    ),
+    pytest.param(
+        {"serving": {"port": 80}},
+        ["serving.port: must be >= 1024, got 80"],
+        id="privileged-port",
+    ),
+    pytest.param(
+        {"environment": {"availability_zones": ["us-east-1a"]}},
+        ["environment.availability_zones: must have at least 2 item(s), got 1"],
+        id="too-few-azs",
+    ),
+    pytest.param(
+        {"models": []},
+        ["models: must have at least 1 item(s), got 0"],
+        id="no-models",
+    ),
+    pytest.param(
+        {"description": "x" * 1025},
+        ["description: must be at most 1024 characters, got 1025"],
+        id="string-too-long-shows-length",
+    ),
+    # ---- required fields
+    pytest.param(
+        {"models": [{"name": "qwen"}]},
+        ["models[0].weights: is required"],
+        id="missing-model-weights",
+    ),
+    pytest.param(
+        {"node_pools": [{"instance_families": ["g6e"]}]},
+        ["node_pools[0].name: is required"],
+        id="missing-pool-name",
+    ),
+    # ---- formats
+    pytest.param(
+        {"name": "PoC"},
+        [
+            "name: must be a lowercase DNS label (a-z, 0-9, '-', starting with a letter, at most "
+            "40 characters), got 'PoC'"
+        ],
+        id="name-not-dns-label",
+    ),
+    pytest.param(
+        {"environment": {"region": "US-East-1"}},
+        ["environment.region: must be an AWS region name such as 'us-east-1', got 'US-East-1'"],
+        id="bad-region",
+    ),
+    pytest.param(
+        {"environment": {"account": "1234"}},
+        ["environment.account: must be a 12-digit AWS account ID, got '1234'"],
+        id="bad-account",
+    ),
+    pytest.param(
+        pool_override(consolidate_after="30 minutes"),
+        [
+            "node_pools[0].consolidate_after: must be a duration such as '30m', '1h' or '2h30m' "
+            "(or 'Never'), got '30 minutes'"
+        ],
+        id="invalid-duration",
+    ),
+    pytest.param(
+        pool_override(disruption_budget_nodes="150%"),
+        [
+            "node_pools[0].disruption_budget_nodes: must be a node count such as '1' or a "
+            "percentage from '0%' to '100%', got '150%'"
+        ],
+        id="budget-over-100-percent",
+    ),
+    pytest.param(
+        {"serving": {"vllm_image": "vllm/vllm-openai"}},
+        [
+            "serving.vllm_image: must be a container image pinned to a version tag or digest, "
+            "such as 'repo/name:v1.2.3' (not ':latest'), got 'vllm/vllm-openai'"
+        ],
+        id="image-without-tag",
+    ),
+    pytest.param(
+        {"serving": {"vllm_image": "vllm/vllm-openai:latest"}},
+        [
+            "serving.vllm_image: must be a container image pinned to a version tag or digest, "
+            "such as 'repo/name:v1.2.3' (not ':latest'), got 'vllm/vllm-openai:latest'"
+        ],
+        id="image-latest",
+    ),
+    pytest.param(
+        {"cluster": {"admin_role_arn": "arn:aws:iam::123:role/admin"}},
+        [
+            "cluster.admin_role_arn: must be an IAM role ARN (arn:aws:iam::<account>:role/<name>), "
+            "got 'arn:aws:iam::123:role/admin'"
+        ],
+        id="bad-role-arn",
+    ),
+    pytest.param(
+        {"ingress": {"certificate_arn": "my-cert"}},
+        [
+            "ingress.certificate_arn: must be an ACM certificate ARN "
+            "(arn:aws:acm:<region>:<account>:certificate/<id>), got 'my-cert'"
+        ],
+        id="bad-certificate-arn",
+    ),
+    pytest.param(
+        model_override(hf_token_secret="my token"),
+        ["models[0].hf_token_secret: must be a Secrets Manager secret name or ARN, got 'my token'"],
+        id="bad-secret-name",
+    ),
+    pytest.param(
+        model_override(dtype="fp8"),
+        ["models[0].dtype: must be one of 'auto', 'half', 'float16', 'bfloat16' or 'float32', got 'fp8'"],
+        id="bad-dtype",
+    ),
+    # ---- environment and network (cross-field)
+    pytest.param(
+        {"environment": {"availability_zones": ["us-east-1a", "us-west-2b"]}},
+        [
+            "environment.availability_zones[1]: must be an availability zone of region 'us-east-1' "
+            "(such as 'us-east-1a'), got 'us-west-2b'"
+        ],
+        id="az-not-in-region",
+    ),
+    pytest.param(
+        {"environment": {"availability_zones": ["us-east-1a", "us-east-1-bos-1a"]}},
+        [
+            "environment.availability_zones[1]: must be an availability zone of region 'us-east-1' "
+            "(such as 'us-east-1a'), got 'us-east-1-bos-1a'"
+        ],
+        id="local-zone-is-not-an-az",
+    ),
+    pytest.param(
+        {"environment": {"availability_zones": ["us-east-1a", "us-east-1a"]}},
+        ["environment.availability_zones: must not repeat an availability zone, got 'us-east-1a' 2 times"],
+        id="duplicate-az",
+    ),
+    pytest.param(
+        {"network": {"nat_gateways": 3}},
+        ["network.nat_gateways: must be at most the number of availability zones (2), got 3"],
+        id="more-nat-than-azs",
+    ),
+    pytest.param(
+        {"network": {"cidr": "10.0.0.0/24"}},
+        ["network.cidr: must be a /16 to /20 block (room for a private subnet per AZ), got '10.0.0.0/24'"],
+        id="cidr-prefix-too-long",
+    ),
+    pytest.param(
+        {"network": {"cidr": "10.0.0.0/8"}},
+        ["network.cidr: must be a /16 to /20 block (room for a private subnet per AZ), got '10.0.0.0/8'"],
+        id="cidr-prefix-too-short",
+    ),
+    pytest.param(
+        {"network": {"cidr": "10.0.0.1/16"}},
+        [
+            "network.cidr: must be an IPv4 CIDR block with no host bits set, such as '10.0.0.0/16', "
+            "got '10.0.0.1/16'"
+        ],
+        id="cidr-host-bits",
+    ),
+    pytest.param(
+        {"network": {"interface_endpoints": ["sts", "logs", "sts"]}},
+        ["network.interface_endpoints: must not list an endpoint twice, got 'sts' 2 times"],
+        id="duplicate-interface-endpoint",
+    ),
+    # ---- cluster
+    pytest.param(
+        {"cluster": {"kubernetes_version": "1.29"}},
+        ["cluster.kubernetes_version: must be one of '1.33', '1.34', '1.35', got '1.29'"],
+        id="unsupported-kubernetes-version",
+    ),
+    pytest.param(
+        {"cluster": {"public_access_cidrs": []}},
+        [
+            "cluster.public_access_cidrs: must list at least one CIDR when endpoint_access is "
+            "'public_and_private' (the public endpoint is never open to everyone by default), got []"
+        ],
+        id="public-endpoint-without-cidrs",
+    ),
+    pytest.param(
+        {"cluster": {"endpoint_access": "private"}},
+        [
+            "cluster.public_access_cidrs: must be empty when endpoint_access is 'private', "
+            "got ['198.51.100.0/24']"
+        ],
+        id="private-endpoint-with-cidrs",
+    ),
+    # ---- node pools
+    pytest.param(
+        pool_override(instance_families=["m5"]),
+        [
+            "node_pools[0].instance_families[0]: must be a GPU instance family ('g5', 'g6', 'g6e', "
+            "'g7e', 'p4d', 'p4de', 'p5', 'p5e', 'p5en', 'p6-b200'), got 'm5'"
+        ],
+        id="unknown-instance-family",
+    ),
+    pytest.param(
+        pool_override(instance_types=["g6e.xlarge", "g6.xlarge"]),
+        [
+            "node_pools[0].instance_types[1]: must be a known GPU instance type of the pool's "
+            "instance_families ('g6e'), got 'g6.xlarge'"
+        ],
+        id="instance-type-outside-families",
+    ),
+    pytest.param(
+        pool_override(instance_types=["g6e.huge"]),
+        [
+            "node_pools[0].instance_types[0]: must be a known GPU instance type of the pool's "
+            "instance_families ('g6e'), got 'g6e.huge'"
+        ],
+        id="unknown-instance-size",
+    ),
+    pytest.param(
+        pool_override(capacity_types=["on-demand", "reserved"]),
+        [
+            "node_pools[0].capacity_types: must be 'on-demand' and/or 'spot' with auto-mode "
+            "provisioning (reserved capacity needs a custom NodeClass), got ['on-demand', 'reserved']"
+        ],
+        id="reserved-capacity-with-auto-mode",
+    ),
+    pytest.param(
+        pool_override(expire_after="505h"),
+        [
+            "node_pools[0].expire_after: must be at most 504h with auto-mode provisioning (Auto Mode "
+            "replaces nodes after 21 days), got '505h'"
+        ],
+        id="expire-after-over-504h",
+    ),
+    pytest.param(
+        pool_override(expire_after="503h61m"),
+        [
+            "node_pools[0].expire_after: must be at most 504h with auto-mode provisioning (Auto Mode "
+            "replaces nodes after 21 days), got '503h61m'"
+        ],
+        id="expire-after-over-504h-in-minutes",
+    ),
+    pytest.param(
+        pool_override(expire_after="Never"),
+        [
+            "node_pools[0].expire_after: must be at most 504h with auto-mode provisioning (Auto Mode "
+            "replaces nodes after 21 days), got 'Never'"
+        ],
+        id="expire-after-never",
+    ),
+    pytest.param(
+        {"node_pools": [POC_POOL, POC_POOL]},
+        ["node_pools: pool names must be unique, got 'l40s' 2 times"],
+        id="duplicate-pool-names",
+    ),
+    # ---- models
+    pytest.param(
+        {"models": [POC_MODEL, {**POC_MODEL, "served_model_name": "qwen"}]},
+        ["models: name must be unique, got 'qwen3-8b' 2 times"],
+        id="duplicate-model-names",
+    ),
+    pytest.param(
+        {"models": [POC_MODEL, {**POC_MODEL, "name": "other", "served_model_name": "qwen3-8b"}]},
+        ["models: served_model_name must be unique, got 'qwen3-8b' 2 times"],
+        id="duplicate-served-model-names",
+    ),
+    pytest.param(
+        model_override(weights="qwen3-8b"),
+        [
+            "models[0].weights: must be a Hugging Face repo id ('org/name') or an S3 URI "
+            "('s3://bucket/prefix/'), got 'qwen3-8b'"
+        ],
+        id="bad-hugging-face-id",
+    ),
+    pytest.param(
+        model_override(weights="s3://My_Bucket/qwen/"),
+        ["models[0].weights: must be an S3 URI such as 's3://bucket/prefix/', got 's3://My_Bucket/qwen/'"],
+        id="bad-s3-uri",
+    ),
+    pytest.param(
+        model_override(weights="s3://models/qwen/", revision="main"),
+        ["models[0].revision: applies only to Hugging Face weights, not 's3://models/qwen/'"],
+        id="revision-with-s3-weights",
+    ),
+    pytest.param(
+        model_override(weights="s3://models/qwen/", hf_token_secret="hf-token"),
+        ["models[0].hf_token_secret: applies only to Hugging Face weights, not 's3://models/qwen/'"],
+        id="hf-token-with-s3-weights",
+    ),
+    pytest.param(
+        model_override(gpus=3),
+        ["models[0].gpus: must be one of 1, 2, 4, 8 (the tensor-parallel size), got 3"],
+        id="gpus-not-a-tensor-parallel-size",
+    ),
+    pytest.param(
+        model_override(gpus=0),
+        ["models[0].gpus: must be >= 1, got 0"],
+        id="zero-gpus",
+    ),
+    pytest.param(
+        overrides(pool_override(instance_types=["g6e.xlarge"]), model_override(gpus=4)),
+        ["models[0].gpus: must fit on one instance of pool 'l40s' (at most 1 GPU(s) per instance), got 4"],
+        id="gpus-above-largest-pool-instance",
+    ),
+    pytest.param(
+        model_override(node_pool="h100"),
+        ["models[0].node_pool: must name a node pool ('l40s'), got 'h100'"],
+        id="unknown-node-pool",
+    ),
+    pytest.param(
+        model_override(extra_args=["--enforce-eager", "--max-model-len=4096"]),
+        [
+            "models[0].extra_args[1]: must not set --max-model-len (gpufarm derives it from the "
+            "model config), got '--max-model-len=4096'"
+        ],
+        id="reserved-vllm-flag",
+    ),
+    pytest.param(
+        model_override(extra_args=["-tp", "2"]),
+        ["models[0].extra_args[0]: must not set -tp (gpufarm derives it from the model config), got '-tp'"],
+        id="reserved-vllm-flag-short-alias",
+    ),
+    pytest.param(
+        model_override(extra_args=["--dtype", "half"]),
+        [
+            "models[0].extra_args[0]: must not set --dtype (gpufarm derives it from the model "
+            "config), got '--dtype'"
+        ],
+        id="reserved-vllm-flag-dtype",
+    ),
+    pytest.param(
+        model_override(replicas=5),
+        [
+            "node_pools[0].gpu_limit: must cover the GPUs its models request (5 = sum of gpus x "
+            "replicas), got 4"
+        ],
+        id="gpu-limit-below-requests",
+    ),
+    # ---- ingress
+    pytest.param(
+        {"ingress": {"scheme": "internet-facing"}},
+        [
+            "ingress.certificate_arn: is required when ingress.scheme is 'internet-facing' (public "
+            "traffic is served over HTTPS only), got None",
+            "ingress.allowed_cidrs: must list at least one CIDR when ingress.scheme is "
+            "'internet-facing', got []",
+        ],
+        id="internet-facing-without-certificate-or-cidrs",
+    ),
+    pytest.param(
+        {"ingress": {"certificate_arn": CERT_ARN.format(region="eu-west-1")}},
+        [
+            "ingress.certificate_arn: must be in the stack's region 'us-east-1', got a certificate "
+            "in 'eu-west-1'"
+        ],
+        id="certificate-in-another-region",
+    ),
+    pytest.param(
+        {"ingress": {"slow_start_seconds": 10}},
+        ["ingress.slow_start_seconds: must be 0 (off) or 30-900, got 10"],
+        id="slow-start-10",
+    ),
+]
+
+
+@pytest.mark.parametrize(("override", "expected"), INVALID)
+def test_invalid_input_message(override: dict[str, Any], expected: list[str]) -> None:
+    assert issues_of(override) == expected
+
+
+def test_invalid_cases_are_many_and_distinct() -> None:
+    ids = [case.id for case in INVALID]
+    assert len(ids) == len(set(ids))
+    assert len(ids) >= 25
+
+
+VALID: list[Any] = [
+    pytest.param(pool_override(expire_after="504h"), id="expire-after-504h"),
+    pytest.param(pool_override(consolidate_after="Never"), id="consolidate-never"),
+    pytest.param(pool_override(disruption_budget_nodes="100%"), id="budget-100-percent"),
+    pytest.param(pool_override(disruption_budget_nodes="0"), id="budget-zero"),
+    pytest.param(pool_override(capacity_types=["spot", "on-demand"]), id="spot-and-on-demand"),
+    pytest.param(
+        overrides(pool_override(gpu_limit=16), model_override(gpus=8, replicas=2)),
+        id="eight-gpus-fit-g6e-48xlarge",
+    ),
+    pytest.param(
+        overrides(pool_override(instance_types=["g6e.12xlarge"]), model_override(gpus=4)),
+        id="four-gpus-fit-g6e-12xlarge",
+    ),
+    pytest.param(model_override(replicas=0), id="zero-replicas"),
+    pytest.param({"ingress": {"slow_start_seconds": 0}}, id="slow-start-off"),
+    pytest.param({"ingress": {"slow_start_seconds": 30}}, id="slow-start-30"),
+    pytest.param({"network": {"cidr": "10.0.0.0/20"}}, id="cidr-20"),
+    pytest.param({"network": {"nat_gateways": 0}}, id="no-nat"),
+    pytest.param(
+        {"cluster": {"endpoint_access": "private", "public_access_cidrs": []}},
+        id="private-endpoint",
+    ),
+    pytest.param(
+        {
+            "ingress": {
+                "scheme": "internet-facing",
+                "certificate_arn": CERT_ARN.format(region="us-east-1"),
+                "allowed_cidrs": ["203.0.113.0/24"],
+            }
+        },
+        id="internet-facing-with-tls-and-cidrs",
+    ),
+    pytest.param(model_override(weights="s3://gpufarm-models/qwen/"), id="s3-weights"),
+    pytest.param(
+        model_override(hf_token_secret="arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-AbCdEf"),
+        id="hf-token-secret-arn",
+    ),
+    pytest.param(
+        {
+            "serving": {
+                "vllm_image": "public.ecr.aws/example/vllm@sha256:" + "0" * 64,
+            }
+        },
+        id="image-by-digest",
+    ),
+    pytest.param(model_override(extra_args=["--enable-prefix-caching"]), id="free-extra-args"),
+]
+
+
+@pytest.mark.parametrize("override", VALID)
+def test_valid_overrides(override: dict[str, Any]) -> None:
+    make_tier(override)
+
+
+def test_several_issues_are_reported_together_in_document_order() -> None:
+    found = issues_of(
+        {"network": {"nat_gateways": "two"}},
+        {"cluster": {"kubernetes_version": 134}},
+        pool_override(gpu_limit=0),
+        model_override(gpus=0, replicas=-1),
+        {"ingress": {"idle_timeout_seconds": 1}},
+    )
+    assert found == [
+        "network.nat_gateways: must be an integer, got 'two'",
+        "cluster.kubernetes_version: must be a string (quote it: '134'), got 134",
+        "node_pools[0].gpu_limit: must be >= 1, got 0",
+        "models[0].gpus: must be >= 1, got 0",
+        "models[0].replicas: must be >= 0, got -1",
+        "ingress.idle_timeout_seconds: must be >= 60, got 1",
+    ]
+
+
+def test_several_cross_field_issues_are_reported_together_in_document_order() -> None:
+    found = issues_of(
+        {"environment": {"availability_zones": ["us-east-1a", "us-east-1a"]}},
+        {"network": {"cidr": "10.0.0.0/24"}},
+        {"cluster": {"kubernetes_version": "1.20"}},
+        pool_override(expire_after="600h"),
+        model_override(gpus=3),
+        {"ingress": {"slow_start_seconds": 10}},
+    )
+    assert [issue.split(":", 1)[0] for issue in found] == [
+        "environment.availability_zones",
+        "network.cidr",
+        "cluster.kubernetes_version",
+        "node_pools[0].expire_after",
+        "models[0].gpus",
+        "ingress.slow_start_seconds",
+    ]
+
+
+def test_config_error_render_format() -> None:
+    error = ConfigError(
+        [
+            ConfigIssue(path="network.nat_gateways", message="must be >= 0, got -1"),
+            ConfigIssue(path="", message="is not valid YAML"),
+        ],
+        source="tiers/dev.yaml",
+    )
+    assert error.render() == (
+        "invalid tiers/dev.yaml:\n  - network.nat_gateways: must be >= 0, got -1\n  - is not valid YAML"
+    )
+    assert str(error) == error.render()
+
+
+def test_build_tier_names_its_source() -> None:
+    document = merge(poc_document(), {"network": {"nat_gateways": -1}})
+    with pytest.raises(ConfigError) as caught:
+        build_tier(document, source="tiers/dev.yaml")
+    assert caught.value.source == "tiers/dev.yaml"
+    assert caught.value.render() == (
+        "invalid tiers/dev.yaml:\n  - network.nat_gateways: must be >= 0, got -1"
+    )
+
+
+def test_build_tier_does_not_coerce_or_raise_pydantic_errors() -> None:
+    document = merge(poc_document(), {"models": [{"name": 7, "weights": ["x"], "bogus": 1}]})
+    with pytest.raises(ConfigError) as caught:
+        build_tier(document)
+    assert caught.value.render() == (
+        "invalid tier config:\n"
+        "  - models[0].name: must be a string (quote it: '7'), got 7\n"
+        "  - models[0].weights: must be a string, got ['x']\n"
+        "  - models[0].bogus: is not a known setting (allowed: name, weights, served_model_name, "
+        "revision, hf_token_secret, node_pool, gpus, replicas, max_model_len, "
+        "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
+        "startup_timeout_seconds)"
+    )
+
+
+# --------------------------------------------------------------------------- reading files
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            "name: [poc\n",
+            "is not valid YAML at line 2, column 1: expected ',' or ']', but got '<stream end>'",
+            id="unclosed-flow-sequence",
+        ),
+        pytest.param(
+            "name: poc\n  network: x\n",
+            "is not valid YAML at line 2, column 10: mapping values are not allowed here",
+            id="bad-indentation",
+        ),
+        pytest.param(
+            "\tname: poc\n",
+            "is not valid YAML at line 1, column 1: found character '\\t' that cannot start any token",
+            id="tab-indentation",
+        ),
+        pytest.param("- poc\n- prod\n", "must be a mapping of settings, got list", id="list-document"),
+        pytest.param("poc\n", "must be a mapping of settings, got str", id="scalar-document"),
+    ],
+)
+def test_unreadable_documents(tmp_path: Path, text: str, message: str) -> None:
+    file = write(tmp_path / "tier.yaml", text)
+    with pytest.raises(ConfigError) as caught:
+        load_tier_file(file)
+    assert caught.value.issues == [ConfigIssue(path="", message=message)]
+    assert caught.value.render() == f"invalid {file}:\n  - {message}"
+
+
+def test_empty_file_reports_the_required_settings(tmp_path: Path) -> None:
+    file = write(tmp_path / "tier.yaml", "")
+    with pytest.raises(ConfigError) as caught:
+        load_tier_file(file)
+    assert [str(i) for i in caught.value.issues] == [
+        "name: is required",
+        "node_pools: is required",
+        "models: is required",
+    ]
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    file = tmp_path / "absent.yaml"
+    with pytest.raises(ConfigError) as caught:
+        load_tier_file(file)
+    assert caught.value.render() == (f"invalid {file}:\n  - cannot read the file: No such file or directory")
+
+
+def test_directory_instead_of_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_tier_file(tmp_path)
+    assert caught.value.render() == f"invalid {tmp_path}:\n  - cannot read the file: Is a directory"

@@ -1,0 +1,577 @@
+"""Kubernetes manifest builders: behaviour of the dicts they return."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpufarm.config import ModelConfig, NodePoolConfig, ServingConfig, TierConfig
+from gpufarm.k8s import (
+    AUTO_MODE_TGB_API,
+    LBC_TGB_API,
+    SERVICE_ACCOUNT,
+    auto_mode_gpu_nodepool,
+    namespace,
+    s3_weights_volume,
+    service_account,
+    split_s3_uri,
+    target_group_binding,
+    vllm_args,
+    vllm_deployment,
+    vllm_service,
+    weights_claim_name,
+)
+from gpufarm.k8s.storage import MOUNTPOINT_DRIVER
+
+from .conftest import HF_TOKEN_SECRET, S3_WEIGHTS
+from .factories import make_tier, model_override, overrides, pool_override
+
+REGION = "us-east-1"
+
+
+def requirement(nodepool: dict[str, Any], key: str) -> dict[str, Any] | None:
+    reqs = nodepool["spec"]["template"]["spec"]["requirements"]
+    found = [r for r in reqs if r["key"] == key]
+    assert len(found) <= 1, f"requirement {key} appears {len(found)} times"
+    return found[0] if found else None
+
+
+def deployment_of(tier: TierConfig, index: int = 0, **kwargs: Any) -> dict[str, Any]:
+    model = tier.models[index]
+    return vllm_deployment(
+        model, tier.serving, pool_name=tier.pool_of(model).name, region=tier.environment.region, **kwargs
+    )
+
+
+def pod_spec(deployment: dict[str, Any]) -> dict[str, Any]:
+    return deployment["spec"]["template"]["spec"]
+
+
+def vllm_container(deployment: dict[str, Any]) -> dict[str, Any]:
+    [container] = [c for c in pod_spec(deployment)["containers"] if c["name"] == "vllm"]
+    return container
+
+
+def flag(args: list[str], name: str) -> str | None:
+    """The value after `name` in an argument list (None when the flag is absent)."""
+    if name not in args:
+        return None
+    assert args.count(name) == 1, f"{name} given {args.count(name)} times"
+    return args[args.index(name) + 1]
+
+
+# --------------------------------------------------------------------------- NodePool
+
+
+@pytest.fixture(scope="module")
+def poc_nodepool(poc: TierConfig) -> dict[str, Any]:
+    return auto_mode_gpu_nodepool(poc.node_pools[0])
+
+
+def test_nodepool_identity(poc_nodepool: dict[str, Any]) -> None:
+    assert poc_nodepool["apiVersion"] == "karpenter.sh/v1"
+    assert poc_nodepool["kind"] == "NodePool"
+    assert poc_nodepool["metadata"]["name"] == "gpu-l40s"
+    assert "namespace" not in poc_nodepool["metadata"], "NodePools are cluster-scoped"
+
+
+def test_nodepool_uses_the_auto_mode_nodeclass(poc_nodepool: dict[str, Any]) -> None:
+    assert poc_nodepool["spec"]["template"]["spec"]["nodeClassRef"] == {
+        "group": "eks.amazonaws.com",
+        "kind": "NodeClass",
+        "name": "default",
+    }
+
+
+def test_nodepool_custom_nodeclass(poc: TierConfig) -> None:
+    nodepool = auto_mode_gpu_nodepool(poc.node_pools[0], node_class="gpu")
+    assert nodepool["spec"]["template"]["spec"]["nodeClassRef"]["name"] == "gpu"
+
+
+def test_nodepool_requirements(poc_nodepool: dict[str, Any]) -> None:
+    assert requirement(poc_nodepool, "eks.amazonaws.com/instance-family") == {
+        "key": "eks.amazonaws.com/instance-family",
+        "operator": "In",
+        "values": ["g6e"],
+    }
+    assert requirement(poc_nodepool, "karpenter.sh/capacity-type") == {
+        "key": "karpenter.sh/capacity-type",
+        "operator": "In",
+        "values": ["on-demand"],
+    }
+    assert requirement(poc_nodepool, "eks.amazonaws.com/instance-gpu-manufacturer") == {
+        "key": "eks.amazonaws.com/instance-gpu-manufacturer",
+        "operator": "In",
+        "values": ["nvidia"],
+    }
+    assert requirement(poc_nodepool, "kubernetes.io/arch")["values"] == ["amd64"]
+
+
+def test_nodepool_has_no_instance_type_requirement_unless_configured(
+    poc_nodepool: dict[str, Any],
+) -> None:
+    assert requirement(poc_nodepool, "node.kubernetes.io/instance-type") is None
+
+
+def test_nodepool_with_instance_types_and_several_families() -> None:
+    pool = NodePoolConfig(
+        name="mixed",
+        instance_families=["g6e", "p5"],
+        instance_types=["g6e.12xlarge", "p5.48xlarge"],
+        capacity_types=["spot", "on-demand"],
+    )
+    nodepool = auto_mode_gpu_nodepool(pool)
+    assert requirement(nodepool, "eks.amazonaws.com/instance-family")["values"] == ["g6e", "p5"]
+    assert requirement(nodepool, "karpenter.sh/capacity-type")["values"] == ["spot", "on-demand"]
+    assert requirement(nodepool, "node.kubernetes.io/instance-type") == {
+        "key": "node.kubernetes.io/instance-type",
+        "operator": "In",
+        "values": ["g6e.12xlarge", "p5.48xlarge"],
+    }
+
+
+def test_nodepool_taints_gpu_nodes(poc_nodepool: dict[str, Any]) -> None:
+    assert poc_nodepool["spec"]["template"]["spec"]["taints"] == [
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
+    ]
+
+
+def test_nodepool_gpu_limit_is_a_string(poc: TierConfig, poc_nodepool: dict[str, Any]) -> None:
+    assert poc_nodepool["spec"]["limits"] == {"nvidia.com/gpu": str(poc.node_pools[0].gpu_limit)}
+    assert poc_nodepool["spec"]["limits"] == {"nvidia.com/gpu": "4"}
+
+
+def test_nodepool_disruption_from_config() -> None:
+    pool = NodePoolConfig(
+        name="p", consolidate_after="45m", expire_after="168h", disruption_budget_nodes="20%"
+    )
+    spec = auto_mode_gpu_nodepool(pool)["spec"]
+    assert spec["disruption"] == {
+        "consolidationPolicy": "WhenEmpty",
+        "consolidateAfter": "45m",
+        "budgets": [{"nodes": "20%"}],
+    }
+    assert spec["template"]["spec"]["expireAfter"] == "168h"
+
+
+def test_nodepool_labels_nodes_with_the_pool(poc_nodepool: dict[str, Any]) -> None:
+    assert poc_nodepool["spec"]["template"]["metadata"]["labels"] == {"gpufarm.io/pool": "l40s"}
+    assert poc_nodepool["metadata"]["labels"]["gpufarm.io/pool"] == "l40s"
+    assert poc_nodepool["metadata"]["labels"]["app.kubernetes.io/part-of"] == "gpufarm"
+
+
+# --------------------------------------------------------------------------- Namespace, SA
+
+
+def test_namespace() -> None:
+    ns = namespace("serving")
+    assert (ns["apiVersion"], ns["kind"], ns["metadata"]["name"]) == ("v1", "Namespace", "serving")
+    assert ns["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpufarm"
+
+
+def test_service_account_does_not_automount_its_token() -> None:
+    sa = service_account("serving")
+    assert sa["kind"] == "ServiceAccount"
+    assert sa["metadata"] == {**sa["metadata"], "name": SERVICE_ACCOUNT, "namespace": "serving"}
+    assert sa["automountServiceAccountToken"] is False
+
+
+# --------------------------------------------------------------------------- vLLM args
+
+
+def test_vllm_args_for_the_poc_model(poc: TierConfig) -> None:
+    args = vllm_args(poc.models[0], poc.serving)
+    assert args[0] == "Qwen/Qwen3-8B", "the weights come first (vllm serve's positional model)"
+    assert flag(args, "--served-model-name") == "qwen3-8b"
+    assert flag(args, "--tensor-parallel-size") == "1"
+    assert flag(args, "--max-model-len") == "16384"
+    assert flag(args, "--gpu-memory-utilization") == "0.9"
+    assert flag(args, "--port") == "8000"
+    assert flag(args, "--host") == "0.0.0.0"
+    assert flag(args, "--dtype") == "auto"
+    for optional in ("--revision", "--quantization", "--max-num-seqs"):
+        assert optional not in args
+
+
+def test_vllm_args_follow_the_model_config() -> None:
+    tier = make_tier(
+        pool_override(gpu_limit=8),
+        model_override(
+            gpus=4,
+            served_model_name="qwen-large",
+            revision="0123abc",
+            quantization="fp8",
+            max_num_seqs=64,
+            max_model_len=32768,
+            gpu_memory_utilization=0.85,
+            dtype="bfloat16",
+            extra_args=["--enable-prefix-caching", "--kv-cache-dtype=fp8"],
+        ),
+        {"serving": {"port": 8080}},
+    )
+    args = vllm_args(tier.models[0], tier.serving)
+    assert flag(args, "--tensor-parallel-size") == "4"
+    assert flag(args, "--served-model-name") == "qwen-large"
+    assert flag(args, "--revision") == "0123abc"
+    assert flag(args, "--quantization") == "fp8"
+    assert flag(args, "--max-num-seqs") == "64"
+    assert flag(args, "--max-model-len") == "32768"
+    assert flag(args, "--gpu-memory-utilization") == "0.85"
+    assert flag(args, "--dtype") == "bfloat16"
+    assert flag(args, "--port") == "8080"
+    assert args[-2:] == ["--enable-prefix-caching", "--kv-cache-dtype=fp8"], "extra_args last"
+
+
+def test_vllm_args_s3_weights_use_the_mounted_path(s3_model: ModelConfig) -> None:
+    args = vllm_args(s3_model, ServingConfig())
+    assert args[0] == f"/models/{s3_model.name}"
+    assert S3_WEIGHTS not in args
+
+
+# --------------------------------------------------------------------------- Deployment
+
+
+@pytest.fixture(scope="module")
+def poc_deployment(poc: TierConfig) -> dict[str, Any]:
+    return deployment_of(poc)
+
+
+def test_deployment_identity(poc: TierConfig, poc_deployment: dict[str, Any]) -> None:
+    assert poc_deployment["apiVersion"] == "apps/v1"
+    assert poc_deployment["kind"] == "Deployment"
+    assert poc_deployment["metadata"]["name"] == "vllm-qwen3-8b"
+    assert poc_deployment["metadata"]["namespace"] == poc.serving.namespace
+    assert poc_deployment["spec"]["replicas"] == poc.models[0].replicas
+
+
+def test_deployment_runs_vllm_with_the_model_args(poc: TierConfig, poc_deployment: dict[str, Any]) -> None:
+    container = vllm_container(poc_deployment)
+    assert container["image"] == poc.serving.vllm_image
+    assert container["command"] == ["vllm", "serve"]
+    assert container["args"] == vllm_args(poc.models[0], poc.serving)
+    assert container["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
+
+
+def test_deployment_selector_is_a_subset_of_the_pod_labels(poc_deployment: dict[str, Any]) -> None:
+    selector = poc_deployment["spec"]["selector"]["matchLabels"]
+    labels = poc_deployment["spec"]["template"]["metadata"]["labels"]
+    assert selector
+    assert selector.items() <= labels.items()
+    assert selector == {"app.kubernetes.io/name": "vllm", "gpufarm.io/model": "qwen3-8b"}
+
+
+def test_deployment_schedules_on_its_gpu_pool(poc_deployment: dict[str, Any]) -> None:
+    spec = pod_spec(poc_deployment)
+    assert spec["nodeSelector"] == {"karpenter.sh/nodepool": "gpu-l40s"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+
+
+def test_deployment_on_a_named_pool() -> None:
+    pools = {"node_pools": [{"name": "small", "gpu_limit": 4}, {"name": "big", "gpu_limit": 8}]}
+    tier = make_tier(pools, model_override(node_pool="big"))
+    assert pod_spec(deployment_of(tier))["nodeSelector"] == {"karpenter.sh/nodepool": "gpu-big"}
+
+
+def test_deployment_nodeselector_matches_the_nodepool_name(poc: TierConfig) -> None:
+    nodepool = auto_mode_gpu_nodepool(poc.node_pools[0])
+    assert (
+        pod_spec(deployment_of(poc))["nodeSelector"]["karpenter.sh/nodepool"] == nodepool["metadata"]["name"]
+    )
+
+
+def test_deployment_pods_are_not_disrupted(poc_deployment: dict[str, Any]) -> None:
+    annotations = poc_deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["karpenter.sh/do-not-disrupt"] == "true"
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 4, 8])
+def test_deployment_gpu_requests_equal_limits_equal_gpus(gpus: int) -> None:
+    tier = make_tier(pool_override(gpu_limit=8), model_override(gpus=gpus))
+    container = vllm_container(deployment_of(tier))
+    resources = container["resources"]
+    assert resources["requests"]["nvidia.com/gpu"] == str(gpus)
+    assert resources["limits"]["nvidia.com/gpu"] == str(gpus)
+    assert flag(container["args"], "--tensor-parallel-size") == str(gpus)
+
+
+def test_deployment_cpu_and_memory(poc_deployment: dict[str, Any]) -> None:
+    resources = vllm_container(poc_deployment)["resources"]
+    assert resources["requests"]["cpu"] == "6"
+    assert resources["requests"]["memory"] == "48Gi"
+    assert resources["limits"]["memory"] == "48Gi"
+
+
+def test_deployment_fractional_cpu() -> None:
+    tier = make_tier(model_override(cpu=3.5))
+    assert vllm_container(deployment_of(tier))["resources"]["requests"]["cpu"] == "3.5"
+
+
+@pytest.mark.parametrize("timeout", [60, 61, 600, 1799, 1800, 3605, 7200])
+def test_startup_probe_allows_the_startup_timeout(timeout: int) -> None:
+    tier = make_tier(model_override(startup_timeout_seconds=timeout))
+    probe = vllm_container(deployment_of(tier))["startupProbe"]
+    assert probe["httpGet"] == {"path": "/health", "port": "http"}
+    allowed = probe["failureThreshold"] * probe["periodSeconds"]
+    assert allowed >= timeout
+    assert allowed < timeout + probe["periodSeconds"], "no more than one period of slack"
+
+
+def test_readiness_and_liveness_probes(poc_deployment: dict[str, Any]) -> None:
+    container = vllm_container(poc_deployment)
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}
+    assert any(p["name"] == "http" for p in container["ports"])
+
+
+@pytest.mark.parametrize("delay", [0, 30, 300, 3600])
+def test_termination_grace_covers_the_deregistration_delay(poc: TierConfig, delay: int) -> None:
+    deployment = deployment_of(poc, termination_grace_seconds=delay)
+    grace = pod_spec(deployment)["terminationGracePeriodSeconds"]
+    assert grace >= delay
+    pre_stop = vllm_container(deployment)["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert grace >= delay + pre_stop
+
+
+def test_rolling_update_never_drops_capacity(poc_deployment: dict[str, Any]) -> None:
+    strategy = poc_deployment["spec"]["strategy"]
+    assert strategy["rollingUpdate"]["maxUnavailable"] == 0
+    assert poc_deployment["spec"]["progressDeadlineSeconds"] > 1800
+
+
+def test_deployment_without_token_has_no_init_container_nor_token(
+    poc_deployment: dict[str, Any],
+) -> None:
+    spec = pod_spec(poc_deployment)
+    assert "initContainers" not in spec
+    assert "serviceAccountName" not in spec
+    assert spec["automountServiceAccountToken"] is False
+    env = {e["name"] for e in vllm_container(poc_deployment)["env"]}
+    assert "HF_TOKEN_PATH" not in env
+    assert "HF_TOKEN" not in env
+
+
+def test_deployment_with_hf_token_secret(hf_token_tier: TierConfig) -> None:
+    deployment = deployment_of(hf_token_tier)
+    spec = pod_spec(deployment)
+    assert spec["serviceAccountName"] == SERVICE_ACCOUNT
+    assert "automountServiceAccountToken" not in spec
+    [init] = spec["initContainers"]
+    assert init["image"] == hf_token_tier.serving.aws_cli_image
+    init_env = {e["name"]: e["value"] for e in init["env"]}
+    assert init_env == {"SECRET_ID": HF_TOKEN_SECRET, "AWS_REGION": REGION}
+    container = vllm_container(deployment)
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    token_path = env["HF_TOKEN_PATH"]
+    # The init container writes the file vLLM reads, through a shared in-memory volume.
+    [init_mount] = init["volumeMounts"]
+    [vllm_mount] = [m for m in container["volumeMounts"] if m["name"] == init_mount["name"]]
+    assert vllm_mount["mountPath"] == init_mount["mountPath"]
+    assert vllm_mount["readOnly"] is True
+    assert token_path.startswith(init_mount["mountPath"] + "/")
+    assert token_path in init["args"][0]
+    [volume] = [v for v in spec["volumes"] if v["name"] == init_mount["name"]]
+    assert volume["emptyDir"]["medium"] == "Memory"
+    # The token itself is never in the manifest.
+    assert "secretKeyRef" not in str(deployment)
+    assert flag(container["args"], "--revision") == "main"
+
+
+def test_deployment_with_s3_weights_mounts_the_claim_read_only(s3_tier: TierConfig) -> None:
+    deployment = deployment_of(s3_tier)
+    model = s3_tier.models[0]
+    spec = pod_spec(deployment)
+    [volume] = [v for v in spec["volumes"] if "persistentVolumeClaim" in v]
+    assert volume["persistentVolumeClaim"] == {
+        "claimName": weights_claim_name(model.name),
+        "readOnly": True,
+    }
+    container = vllm_container(deployment)
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount["readOnly"] is True
+    assert mount["mountPath"] == f"/models/{model.name}"
+    assert container["args"][0] == mount["mountPath"]
+    assert "initContainers" not in spec
+
+
+def test_deployment_with_hf_weights_has_no_claim(poc_deployment: dict[str, Any]) -> None:
+    assert not [v for v in pod_spec(poc_deployment)["volumes"] if "persistentVolumeClaim" in v]
+
+
+def test_deployment_shared_memory_grows_with_gpus() -> None:
+    tier = make_tier(pool_override(gpu_limit=8), model_override(gpus=8))
+    [dshm] = [v for v in pod_spec(deployment_of(tier))["volumes"] if v["name"] == "dshm"]
+    assert dshm["emptyDir"] == {"medium": "Memory", "sizeLimit": "16Gi"}
+
+
+def test_deployment_every_mount_has_a_volume(hf_token_tier: TierConfig, s3_tier: TierConfig) -> None:
+    for tier in (hf_token_tier, s3_tier):
+        deployment = deployment_of(tier)
+        spec = pod_spec(deployment)
+        volumes = {v["name"] for v in spec["volumes"]}
+        assert len(volumes) == len(spec["volumes"]), "volume names are unique"
+        for container in spec["containers"] + spec.get("initContainers", []):
+            assert {m["name"] for m in container["volumeMounts"]} <= volumes
+
+
+def test_deployments_of_two_models_do_not_select_each_other() -> None:
+    second = {"name": "llama", "weights": "meta-llama/Llama-3.1-8B-Instruct"}
+    tier = make_tier(
+        {"models": [make_tier().models[0].model_dump(mode="json", exclude_defaults=True), second]}
+    )
+    first, other = deployment_of(tier, 0), deployment_of(tier, 1)
+    assert first["metadata"]["name"] != other["metadata"]["name"]
+    first_selector = first["spec"]["selector"]["matchLabels"].items()
+    assert not first_selector <= other["spec"]["template"]["metadata"]["labels"].items()
+
+
+# --------------------------------------------------------------------------- Service
+
+
+def test_service_selects_the_deployment_pods(poc: TierConfig, poc_deployment: dict[str, Any]) -> None:
+    service = vllm_service(poc.models[0], poc.serving)
+    assert service["kind"] == "Service"
+    assert service["metadata"]["name"] == poc_deployment["metadata"]["name"]
+    assert service["metadata"]["namespace"] == poc_deployment["metadata"]["namespace"]
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["selector"] == poc_deployment["spec"]["selector"]["matchLabels"]
+    assert (
+        service["spec"]["selector"].items()
+        <= poc_deployment["spec"]["template"]["metadata"]["labels"].items()
+    )
+
+
+def test_service_targets_the_named_container_port(poc: TierConfig, poc_deployment: dict[str, Any]) -> None:
+    [port] = vllm_service(poc.models[0], poc.serving)["spec"]["ports"]
+    assert port["port"] == poc.serving.port
+    assert port["targetPort"] == "http"
+    assert port["targetPort"] in {p["name"] for p in vllm_container(poc_deployment)["ports"]}
+
+
+# --------------------------------------------------------------------------- storage
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("s3://bucket", ("bucket", "")),
+        ("s3://bucket/", ("bucket", "")),
+        ("s3://bucket/models", ("bucket", "models/")),
+        ("s3://bucket/models/", ("bucket", "models/")),
+        ("s3://bucket/a/b/c", ("bucket", "a/b/c/")),
+        ("s3://my.bucket-1/Qwen/Qwen3-8B/", ("my.bucket-1", "Qwen/Qwen3-8B/")),
+    ],
+)
+def test_split_s3_uri(uri: str, expected: tuple[str, str]) -> None:
+    assert split_s3_uri(uri) == expected
+
+
+@pytest.fixture(scope="module")
+def weights_volume() -> list[dict[str, Any]]:
+    return s3_weights_volume(
+        model_name="qwen3-8b", namespace="serving", s3_uri="s3://models-bucket/qwen/8b", region="eu-west-1"
+    )
+
+
+def test_s3_volume_pv_and_claim_bind_to_each_other(weights_volume: list[dict[str, Any]]) -> None:
+    pv, pvc = weights_volume
+    assert (pv["kind"], pvc["kind"]) == ("PersistentVolume", "PersistentVolumeClaim")
+    assert "namespace" not in pv["metadata"]
+    assert pvc["metadata"] == {**pvc["metadata"], "name": "weights-qwen3-8b", "namespace": "serving"}
+    assert pv["spec"]["claimRef"] == {"namespace": "serving", "name": pvc["metadata"]["name"]}
+    assert pvc["spec"]["volumeName"] == pv["metadata"]["name"]
+    # Static binding: an empty storage class on both sides, so no provisioner steps in.
+    assert pv["spec"]["storageClassName"] == pvc["spec"]["storageClassName"] == ""
+    assert pv["spec"]["accessModes"] == pvc["spec"]["accessModes"] == ["ReadOnlyMany"]
+    assert pv["spec"]["capacity"]["storage"] == pvc["spec"]["resources"]["requests"]["storage"]
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+
+
+def test_s3_volume_uses_mountpoint(weights_volume: list[dict[str, Any]]) -> None:
+    pv, _ = weights_volume
+    csi = pv["spec"]["csi"]
+    assert csi["driver"] == MOUNTPOINT_DRIVER == "s3.csi.aws.com"
+    assert csi["volumeAttributes"] == {"bucketName": "models-bucket"}
+    assert csi["volumeHandle"] == pv["metadata"]["name"]
+    options = pv["spec"]["mountOptions"]
+    assert "read-only" in options
+    assert "prefix qwen/8b/" in options
+    assert "region eu-west-1" in options
+
+
+def test_s3_volume_whole_bucket_has_no_prefix() -> None:
+    pv, _ = s3_weights_volume(model_name="m", namespace="ns", s3_uri="s3://bucket/", region=REGION)
+    assert not [o for o in pv["spec"]["mountOptions"] if o.startswith("prefix")]
+    assert "read-only" in pv["spec"]["mountOptions"]
+
+
+def test_s3_volume_names_are_unique_across_namespaces() -> None:
+    a, _ = s3_weights_volume(model_name="m", namespace="team-a", s3_uri="s3://b/m", region=REGION)
+    b, _ = s3_weights_volume(model_name="m", namespace="team-b", s3_uri="s3://b/m", region=REGION)
+    assert a["metadata"]["name"] != b["metadata"]["name"]
+    assert a["spec"]["csi"]["volumeHandle"] != b["spec"]["csi"]["volumeHandle"]
+
+
+def test_deployment_claim_matches_the_s3_volume(s3_tier: TierConfig) -> None:
+    model = s3_tier.models[0]
+    _, pvc = s3_weights_volume(
+        model_name=model.name, namespace=s3_tier.serving.namespace, s3_uri=model.weights, region=REGION
+    )
+    deployment = deployment_of(s3_tier)
+    [volume] = [v for v in pod_spec(deployment)["volumes"] if "persistentVolumeClaim" in v]
+    assert volume["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+    assert deployment["metadata"]["namespace"] == pvc["metadata"]["namespace"]
+
+
+# --------------------------------------------------------------------------- TargetGroupBinding
+
+
+TG_ARN = "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/vllm/0123456789abcdef"
+
+
+@pytest.mark.parametrize("api_version", [AUTO_MODE_TGB_API, LBC_TGB_API])
+def test_target_group_binding(api_version: str) -> None:
+    binding = target_group_binding(
+        name="vllm-qwen3-8b",
+        namespace="gpufarm",
+        service_name="vllm-qwen3-8b",
+        service_port=8000,
+        target_group_arn=TG_ARN,
+        api_version=api_version,
+    )
+    assert binding["apiVersion"] == api_version
+    assert binding["kind"] == "TargetGroupBinding"
+    assert binding["metadata"]["name"] == "vllm-qwen3-8b"
+    assert binding["metadata"]["namespace"] == "gpufarm"
+    assert binding["spec"] == {
+        "serviceRef": {"name": "vllm-qwen3-8b", "port": 8000},
+        "targetGroupARN": TG_ARN,
+        "targetType": "ip",
+    }
+
+
+def test_target_group_binding_defaults_to_auto_mode() -> None:
+    binding = target_group_binding(
+        name="b", namespace="ns", service_name="s", service_port=80, target_group_arn=TG_ARN
+    )
+    assert binding["apiVersion"] == "eks.amazonaws.com/v1"
+
+
+def test_target_group_binding_refers_to_the_service_port(poc: TierConfig) -> None:
+    service = vllm_service(poc.models[0], poc.serving)
+    binding = target_group_binding(
+        name=service["metadata"]["name"],
+        namespace=service["metadata"]["namespace"],
+        service_name=service["metadata"]["name"],
+        service_port=service["spec"]["ports"][0]["port"],
+        target_group_arn=TG_ARN,
+    )
+    assert binding["spec"]["serviceRef"]["port"] in {p["port"] for p in service["spec"]["ports"]}
+
+
+def test_two_pools_two_nodepools() -> None:
+    tier = make_tier(
+        overrides({"node_pools": [{"name": "a", "gpu_limit": 4}, {"name": "b", "instance_families": ["p5"]}]})
+    )
+    names = [auto_mode_gpu_nodepool(p)["metadata"]["name"] for p in tier.node_pools]
+    assert names == ["gpu-a", "gpu-b"]
