@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct
 
@@ -16,6 +17,11 @@ POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 def acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge one cdk-nag finding on `construct` (and its children), with a specific reason."""
     cdk.Validations.of(construct).acknowledge(cdk.Acknowledgment(id=rule, reason=reason))
+
+
+def private_subnets(vpc: ec2.IVpc) -> list[ec2.ISubnet]:
+    """The VPC's private subnets: those with egress through NAT, else the isolated ones (no NAT)."""
+    return list(vpc.private_subnets) or list(vpc.isolated_subnets)
 
 
 def cdk_removal_policy(policy: RemovalPolicy) -> cdk.RemovalPolicy:

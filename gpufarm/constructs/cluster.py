@@ -15,7 +15,7 @@ from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from constructs import Construct
 
 from gpufarm.config.model import ClusterConfig, ControlPlaneLog, EndpointAccess, Provisioning
-from gpufarm.constructs._util import acknowledge
+from gpufarm.constructs._util import acknowledge, private_subnets
 
 _LOG_TYPES = {
     ControlPlaneLog.API: eks.ClusterLoggingTypes.API,
@@ -90,7 +90,7 @@ class InferenceCluster(Construct):
             cluster_name=cluster_name,
             version=kubernetes_version(config.kubernetes_version),
             vpc=vpc,
-            vpc_subnets=[ec2.SubnetSelection(subnets=vpc.private_subnets)],
+            vpc_subnets=[ec2.SubnetSelection(subnets=private_subnets(vpc))],
             default_capacity_type=eks.DefaultCapacityType.AUTOMODE,
             compute=eks.ComputeConfig(
                 node_pools=[p.value for p in config.auto_mode_builtin_pools], node_role=self.node_role
@@ -100,7 +100,7 @@ class InferenceCluster(Construct):
             secrets_encryption_key=self.secrets_key,
             kubectl_provider_options=eks.KubectlProviderOptions(
                 kubectl_layer=KubectlV34Layer(self, "KubectlLayer"),
-                private_subnets=vpc.private_subnets,
+                private_subnets=private_subnets(vpc),
             ),
             output_config_command=False,
         )

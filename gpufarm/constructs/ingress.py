@@ -20,7 +20,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from gpufarm.config.model import IngressConfig, LoadBalancerScheme
-from gpufarm.constructs._util import acknowledge, construct_id
+from gpufarm.constructs._util import acknowledge, construct_id, private_subnets
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, target_group_binding
 
 HEALTH_CHECK_PATH = "/health"
@@ -80,7 +80,7 @@ class InferenceAlb(Construct):
             self.security_group.add_ingress_rule(
                 ec2.Peer.ipv4(cidr), ec2.Port.tcp(self.listener_port), "Inference clients"
             )
-        subnets = vpc.public_subnets if internet_facing else vpc.private_subnets
+        subnets = vpc.public_subnets if internet_facing else private_subnets(vpc)
         self.load_balancer = elbv2.ApplicationLoadBalancer(
             self,
             "Resource",

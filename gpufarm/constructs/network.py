@@ -12,6 +12,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from gpufarm.config.model import LOG_RETENTION_DAYS, InterfaceEndpoint, NetworkConfig
+from gpufarm.constructs._util import acknowledge, private_subnets
 
 # Private subnets get an eighth of the VPC each (room for pod IPs), public ones a 128th.
 _PRIVATE_EXTRA_BITS = 3
@@ -66,6 +67,12 @@ class InferenceNetwork(Construct):
                 ),
             ],
         )
+        acknowledge(
+            self.vpc,
+            "CloudFormation-Validate::W3010",
+            "Availability zones come from the tier config on purpose: synth stays offline and "
+            "deterministic, and capacity planning for GPUs is per zone.",
+        )
         self.flow_log_group: logs.LogGroup | None = None
         if config.flow_logs.enabled:
             self.flow_log_group = logs.LogGroup(
@@ -84,7 +91,7 @@ class InferenceNetwork(Construct):
             self.vpc.add_gateway_endpoint(
                 "S3Endpoint",
                 service=ec2.GatewayVpcEndpointAwsService.S3,
-                subnets=[ec2.SubnetSelection(subnets=self.vpc.private_subnets)],
+                subnets=[ec2.SubnetSelection(subnets=private_subnets(self.vpc))],
             )
         self.interface_endpoints: dict[InterfaceEndpoint, ec2.InterfaceVpcEndpoint] = {}
         for endpoint in config.interface_endpoints:
@@ -98,7 +105,7 @@ class InferenceNetwork(Construct):
             _endpoint_id(endpoint),
             service=ec2.InterfaceVpcEndpointAwsService(endpoint.value),
             private_dns_enabled=True,
-            subnets=ec2.SubnetSelection(subnets=self.vpc.private_subnets),
+            subnets=ec2.SubnetSelection(subnets=private_subnets(self.vpc)),
             open=False,
         )
         created.connections.allow_default_port_from(

@@ -1,0 +1,335 @@
+"""The configuration reference (docs/config-reference.md), generated from the tier model.
+
+Every field of :class:`~gpufarm.config.model.TierConfig` and its sections, with its dotted path,
+type, default and description, followed by the cross-field rules of
+:mod:`gpufarm.config.validate`. Regenerate the document with::
+
+    python -m gpufarm.config.reference > docs/config-reference.md
+
+A test compares the file with :func:`render_reference`, so the document cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+import typing
+from collections.abc import Iterator
+from enum import Enum
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from gpufarm.config import model as m
+from gpufarm.config.catalog import GPU_FAMILIES
+from gpufarm.config.loader import preset_names
+from gpufarm.config.validate import (
+    AUTO_MODE_MAX_EXPIRE_HOURS,
+    RESERVED_VLLM_FLAGS,
+    SUPPORTED_KUBERNETES_VERSIONS,
+    TENSOR_PARALLEL_SIZES,
+)
+
+REGENERATE = "python -m gpufarm.config.reference > docs/config-reference.md"
+"""The command that rewrites the reference."""
+
+_NAMED_TYPES: tuple[tuple[Any, str], ...] = (
+    (
+        m.DnsLabel,
+        "DNS label (a-z, 0-9, `-`; starts with a letter, not ending with `-`; at most 40 characters)",
+    ),
+    (m.Duration, "duration (`30m`, `1h`, `2h30m`) or `Never`"),
+    (m.Cidr, "IPv4 CIDR (no host bits set)"),
+    (
+        m.LogRetentionDays,
+        f"days, a CloudWatch Logs retention ({', '.join(map(str, m.LOG_RETENTION_DAYS))})",
+    ),
+    (m.Region, "AWS region name (`us-east-1`)"),
+    (m.AcmCertificateArn, "ACM certificate ARN"),
+    (m.IamRoleArn, "IAM role ARN"),
+    (m.SecretRef, "Secrets Manager secret name or ARN"),
+    (m.NodeBudget, "node count (`1`) or percentage (`0%`-`100%`)"),
+    (m.ImageRef, "container image pinned to a tag or digest (not `:latest`)"),
+    (m.AccountId, "12-digit AWS account ID"),
+)
+"""Annotated aliases of gpufarm/config/model.py and how the reference names them."""
+
+_SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
+    (
+        "environment.availability_zones",
+        "every zone belongs to `environment.region` (the region plus one letter); no zone is listed twice.",
+    ),
+    ("network.nat_gateways", "at most the number of `environment.availability_zones`."),
+    ("network.cidr", "a /16 to /20 block, so each AZ gets a private subnet with room for pod IPs."),
+    ("network.interface_endpoints", "no endpoint is listed twice."),
+    (
+        "cluster.kubernetes_version",
+        f"one of {', '.join(f'`{v}`' for v in SUPPORTED_KUBERNETES_VERSIONS)} "
+        "(the bundled kubectl 1.34 and one minor version either side).",
+    ),
+    (
+        "cluster.public_access_cidrs",
+        "at least one CIDR when `cluster.endpoint_access` is `public_and_private`; "
+        "empty when it is `private`.",
+    ),
+    (
+        "cluster.auto_mode_builtin_pools",
+        "at least one pool with `auto-mode` provisioning (GPU pools use the `default` NodeClass, "
+        "which exists only while a built-in pool is enabled).",
+    ),
+    ("node_pools", "pool names are unique."),
+    (
+        "node_pools[].instance_families",
+        f"known GPU families: {', '.join(f'`{f}`' for f in sorted(GPU_FAMILIES))}.",
+    ),
+    (
+        "node_pools[].instance_types",
+        "known GPU instance types of one of the pool's `instance_families`.",
+    ),
+    (
+        "node_pools[].capacity_types",
+        "`on-demand` and/or `spot` with `auto-mode` provisioning (`reserved` needs a custom NodeClass).",
+    ),
+    (
+        "node_pools[].expire_after",
+        f"at most `{AUTO_MODE_MAX_EXPIRE_HOURS}h` (not `Never`) with `auto-mode` provisioning.",
+    ),
+    (
+        "node_pools[].gpu_limit",
+        "at least the sum of `gpus` x `replicas` of the models placed on the pool.",
+    ),
+    ("models", "`name` is unique, and so is the name clients send (`served_model_name`, else `name`)."),
+    (
+        "models[].weights",
+        "a Hugging Face repo id (`org/name`) or an S3 URI (`s3://bucket/prefix/`).",
+    ),
+    ("models[].revision", "only with Hugging Face weights (not `s3://`)."),
+    ("models[].hf_token_secret", "only with Hugging Face weights (not `s3://`)."),
+    (
+        "models[].gpus",
+        f"one of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} (the tensor-parallel size), and no more "
+        "than the GPUs of the largest instance the model's pool may launch.",
+    ),
+    ("models[].node_pool", "names a pool in `node_pools` (unset: the first pool)."),
+    (
+        "models[].extra_args",
+        f"sets none of {', '.join(f'`{f}`' for f in RESERVED_VLLM_FLAGS)} "
+        "(gpufarm derives them from the model config).",
+    ),
+    (
+        "ingress.certificate_arn",
+        "required when `ingress.scheme` is `internet-facing`; in the region `environment.region`.",
+    ),
+    ("ingress.allowed_cidrs", "at least one CIDR when `ingress.scheme` is `internet-facing`."),
+    ("ingress.slow_start_seconds", "`0` (off) or 30-900."),
+)
+"""The rules of gpufarm/config/validate.py, one line each: (field path, what it must satisfy)."""
+
+
+# --------------------------------------------------------------------------- walking the model
+
+
+def sections() -> Iterator[tuple[str, type[BaseModel]]]:
+    """Each config object and its path prefix ('' for the top level), depth first in field order."""
+
+    def walk(prefix: str, cls: type[BaseModel]) -> Iterator[tuple[str, type[BaseModel]]]:
+        yield prefix, cls
+        for name, field in cls.model_fields.items():
+            nested = _nested_model(field.annotation)
+            if nested is not None:
+                yield from walk(_join(prefix, name) + ("[]" if _is_list(field.annotation) else ""), nested)
+
+    yield from walk("", m.TierConfig)
+
+
+def field_paths() -> list[str]:
+    """Every field's dotted path, such as `node_pools[].gpu_limit`, in document order."""
+    return [_join(prefix, name) for prefix, cls in sections() for name in cls.model_fields]
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _strip_optional(annotation: Any) -> tuple[Any, bool]:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(members) == 1:
+            return members[0], True
+    return annotation, False
+
+
+def _is_list(annotation: Any) -> bool:
+    return typing.get_origin(_strip_optional(annotation)[0]) is list
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    inner, _ = _strip_optional(annotation)
+    if typing.get_origin(inner) is list:
+        inner = typing.get_args(inner)[0]
+    return inner if isinstance(inner, type) and issubclass(inner, BaseModel) else None
+
+
+# --------------------------------------------------------------------------- rendering a field
+
+
+def _type_name(hint: Any) -> str:
+    """A reader's name for a type hint (with extras): aliases, enums, literals, lists, models."""
+    hint, optional = _strip_optional(hint)
+    text = _base_type_name(hint)
+    return f"{text}, or null" if optional else text
+
+
+def _base_type_name(hint: Any) -> str:
+    for alias, name in _NAMED_TYPES:
+        if hint == alias:
+            return name
+    origin = typing.get_origin(hint)
+    if origin is list:
+        item = typing.get_args(hint)[0]
+        if isinstance(item, type) and issubclass(item, BaseModel):
+            return "list of mappings"
+        return "list of " + _base_type_name(item).replace("one of ", "values from ", 1)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(f"`{v}`" for v in typing.get_args(hint))
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return "one of " + ", ".join(f"`{member.value}`" for member in hint)
+    if isinstance(hint, type) and issubclass(hint, BaseModel):
+        return "mapping"
+    if hint in _SCALARS:
+        return _SCALARS[hint]
+    raise TypeError(f"the config reference cannot name the type {hint!r}; add it to _NAMED_TYPES")
+
+
+def _constraints(field: FieldInfo) -> str:
+    """Ranges, lengths and patterns pydantic enforces on the field, in words."""
+    parts: list[str] = []
+    is_list = _is_list(field.annotation)
+    for item in field.metadata:
+        # annotated_types' Ge, Gt, Le, Lt, MinLen, MaxLen and pydantic's pattern metadata.
+        for attr, word in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            if getattr(item, attr, None) is not None:
+                parts.append(f"{word} {getattr(item, attr)}")
+        if getattr(item, "min_length", None) is not None:
+            parts.append(f"at least {item.min_length} {'item(s)' if is_list else 'characters'}")
+        if getattr(item, "max_length", None) is not None:
+            parts.append(f"at most {item.max_length} {'item(s)' if is_list else 'characters'}")
+        if getattr(item, "pattern", None):
+            parts.append(f"matching `{item.pattern}`")
+    return "; ".join(p for p in parts if p)
+
+
+def _default(field: FieldInfo) -> str:
+    """The default as it would be written in YAML, or 'required'."""
+    if field.is_required():
+        return "**required**"
+    value = field.get_default(call_default_factory=True)
+    if isinstance(value, BaseModel):
+        return "(section)"
+    return f"`{_yaml(value)}`"
+
+
+def _yaml(value: Any) -> str:
+    plain = value.value if isinstance(value, Enum) else value
+    if isinstance(plain, list):
+        plain = [v.value if isinstance(v, Enum) else v for v in plain]
+    text = yaml.safe_dump(plain, default_flow_style=True, width=10_000).strip()
+    return text.removesuffix("...").strip()
+
+
+def _description(field: FieldInfo) -> str:
+    if field.description:
+        return field.description
+    nested = _nested_model(field.annotation)
+    if nested is not None and nested.__doc__:
+        return _first_line(nested.__doc__)
+    return ""
+
+
+def _first_line(doc: str) -> str:
+    return doc.strip().split("\n\n", 1)[0].replace("\n", " ")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _anchor(heading: str) -> str:
+    """The fragment GitHub gives a heading."""
+    return re.sub(r"[^a-z0-9 _-]", "", heading.lower()).replace(" ", "-")
+
+
+def _heading(prefix: str) -> str:
+    return f"`{prefix}`" if prefix else "Top level"
+
+
+# --------------------------------------------------------------------------- the document
+
+
+def render_reference() -> str:
+    """The Markdown configuration reference, one table per config section, then the cross-field rules."""
+    presets = ", ".join(f"`{name}`" for name in preset_names())
+    out: list[str] = [
+        "# Configuration reference",
+        "",
+        f"<!-- Generated from gpufarm/config/model.py by `{REGENERATE}`; do not edit. -->",
+        "",
+        "A tier is a YAML document read into `gpufarm.config.TierConfig`. Every field below has a "
+        "default unless it is marked **required**. Unknown keys are errors, and types are strict: "
+        "`'1.34'` is a string, `1.34` is a number. A user file may start with `extends: <preset>` "
+        "(or a path to another tier file, relative to it); mappings then merge key by key and any "
+        "other value, lists included, replaces the inherited one.",
+        "",
+        f"Shipped presets: {presets}.",
+        "",
+        "Paths use `[]` for an item of a list: `node_pools[].gpu_limit` is the `gpu_limit` of each "
+        "entry of `node_pools`. Error messages name the item's index instead (`node_pools[0].gpu_limit`).",
+        "",
+        "Sections:",
+        "",
+    ]
+    all_sections = list(sections())
+    out += [f"- [{_heading(p)}](#{_anchor(_heading(p))})" for p, _ in all_sections]
+    out += ["- [Cross-field rules](#cross-field-rules)", ""]
+    for prefix, cls in all_sections:
+        hints = typing.get_type_hints(cls, include_extras=True)
+        out += [f"## {_heading(prefix)}", "", _first_line(cls.__doc__ or ""), ""]
+        out += ["| Path | Type | Default | Description |", "|---|---|---|---|"]
+        for name, field in cls.model_fields.items():
+            path = _join(prefix, name)
+            kind = _type_name(hints[name])
+            nested = _nested_model(field.annotation)
+            if nested is not None:
+                child = path + ("[]" if _is_list(field.annotation) else "")
+                kind += f" (see [{child}](#{_anchor(_heading(child))}))"
+            limits = _constraints(field)
+            if limits:
+                kind += f"; {limits}"
+            out.append(
+                f"| `{path}` | {_cell(kind)} | {_cell(_default(field))} | {_cell(_description(field))} |"
+            )
+        out.append("")
+    out += [
+        "## Cross-field rules",
+        "",
+        "Checked after every field is valid on its own (gpufarm/config/validate.py). A tier that "
+        "breaks any of them stops synth with exit status 2 and one line per problem.",
+        "",
+    ]
+    out += [f"- `{path}`: {rule}" for path, rule in CROSS_FIELD_RULES]
+    return "\n".join(out) + "\n"
+
+
+def main() -> int:
+    """Print the reference to standard output."""
+    sys.stdout.write(render_reference())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

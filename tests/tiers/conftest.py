@@ -1,0 +1,48 @@
+"""Tier fixtures: each tier is synthesized once per test session and shared by the assertions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufarm.app import build_app
+from gpufarm.config import TierConfig, build_tier, load_preset, merge
+from tests.conftest import cdk_context
+
+
+def synthesize(configs: list[TierConfig], outdir: Path) -> dict[str, dict[str, Any]]:
+    """Synthesize configs (with the compliance gate) and return stack name -> template."""
+    app = build_app(configs, context=cdk_context(), outdir=str(outdir))
+    assembly = app.synth()
+    return {s.stack_name: s.template for s in assembly.stacks}
+
+
+@pytest.fixture(scope="session")
+def poc_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cloud assembly folder of the poc tier."""
+    return tmp_path_factory.mktemp("poc")
+
+
+@pytest.fixture(scope="session")
+def poc_template(poc_dir: Path) -> dict[str, Any]:
+    """The synthesized poc template (the compliance gate has passed when this returns)."""
+    return synthesize([load_preset("poc")], poc_dir)["gpufarm-poc"]
+
+
+@pytest.fixture(scope="session")
+def poc_document() -> dict[str, Any]:
+    """The poc preset as a plain document, to derive variants from."""
+    import yaml
+
+    from gpufarm.config.loader import PRESET_DIR
+
+    data: dict[str, Any] = yaml.safe_load((PRESET_DIR / "poc.yaml").read_text())
+    return data
+
+
+def variant(base: dict[str, Any], override: dict[str, Any]) -> TierConfig:
+    """A tier built from a document with an override merged in."""
+    return build_tier(json.loads(json.dumps(merge(base, override))))

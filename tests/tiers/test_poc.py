@@ -1,0 +1,289 @@
+"""The poc tier, synthesized once: what it deploys, and that it passes the compliance gates."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from gpufarm.config import load_preset
+from tests.tiers.helpers import (
+    manifest_of,
+    only,
+    resources,
+    stateful_logical_ids,
+)
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "poc-stateful-logical-ids.json"
+POC = load_preset("poc")
+
+
+def _ref(logical_id: str) -> dict[str, str]:
+    return {"Ref": logical_id}
+
+
+def _attributes(props: dict[str, Any], key: str) -> dict[str, Any]:
+    return {a["Key"]: a["Value"] for a in props[key]}
+
+
+# ----------------------------------------------------------------------------- cluster
+
+
+def test_cluster_runs_auto_mode_with_builtin_cpu_pools(poc_template: dict[str, Any]) -> None:
+    _, cluster = only(poc_template, "AWS::EKS::Cluster")
+    props = cluster["Properties"]
+    assert props["Version"] == POC.cluster.kubernetes_version
+    assert props["ComputeConfig"]["Enabled"] is True
+    assert props["ComputeConfig"]["NodePools"] == ["system", "general-purpose"]
+    assert props["StorageConfig"] == {"BlockStorage": {"Enabled": True}}
+    assert props["KubernetesNetworkConfig"]["ElasticLoadBalancing"] == {"Enabled": True}
+
+
+def test_cluster_encrypts_secrets_with_a_rotating_key(poc_template: dict[str, Any]) -> None:
+    _, cluster = only(poc_template, "AWS::EKS::Cluster")
+    (config,) = cluster["Properties"]["EncryptionConfig"]
+    assert config["Resources"] == ["secrets"]
+    key_id = config["Provider"]["KeyArn"]["Fn::GetAtt"][0]
+    key = poc_template["Resources"][key_id]
+    assert key["Type"] == "AWS::KMS::Key"
+    assert key["Properties"]["EnableKeyRotation"] is True
+
+
+def test_cluster_logs_every_control_plane_log_type(poc_template: dict[str, Any]) -> None:
+    _, cluster = only(poc_template, "AWS::EKS::Cluster")
+    enabled = [t["Type"] for t in cluster["Properties"]["Logging"]["ClusterLogging"]["EnabledTypes"]]
+    assert enabled == ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+
+
+def test_cluster_public_endpoint_admits_only_configured_cidrs(poc_template: dict[str, Any]) -> None:
+    _, cluster = only(poc_template, "AWS::EKS::Cluster")
+    vpc_config = cluster["Properties"]["ResourcesVpcConfig"]
+    assert vpc_config["EndpointPublicAccess"] is True
+    assert vpc_config["EndpointPrivateAccess"] is True
+    assert vpc_config["PublicAccessCidrs"] == POC.cluster.public_access_cidrs
+    assert "0.0.0.0/0" not in vpc_config["PublicAccessCidrs"]
+
+
+def test_nodes_and_kubectl_provider_live_in_private_subnets(poc_template: dict[str, Any]) -> None:
+    private = {k for k, v in resources(poc_template, "AWS::EC2::Subnet").items() if "Private" in k}
+    _, cluster = only(poc_template, "AWS::EKS::Cluster")
+    assert {s["Ref"] for s in cluster["Properties"]["ResourcesVpcConfig"]["SubnetIds"]} == private
+    handlers = [
+        f for f in resources(poc_template, "AWS::Lambda::Function").values() if "VpcConfig" in f["Properties"]
+    ]
+    assert handlers, "the kubectl provider must run inside the VPC to reach the endpoint"
+    for handler in handlers:
+        assert {s["Ref"] for s in handler["Properties"]["VpcConfig"]["SubnetIds"]} == private
+
+
+# ----------------------------------------------------------------------------- network
+
+
+def test_network_spans_two_azs_with_one_nat(poc_template: dict[str, Any]) -> None:
+    azs = sorted(
+        {s["Properties"]["AvailabilityZone"] for s in resources(poc_template, "AWS::EC2::Subnet").values()}
+    )
+    assert azs == POC.environment.availability_zones
+    assert len(resources(poc_template, "AWS::EC2::NatGateway")) == 1
+
+
+def test_network_has_flow_logs_and_the_private_node_endpoints(poc_template: dict[str, Any]) -> None:
+    _, flow_log = only(poc_template, "AWS::EC2::FlowLog")
+    assert flow_log["Properties"]["TrafficType"] == "ALL"
+    services = sorted(
+        json.dumps(e["Properties"]["ServiceName"])
+        for e in resources(poc_template, "AWS::EC2::VPCEndpoint").values()
+    )
+    expected = sorted(
+        [json.dumps(f"com.amazonaws.us-east-1.{name}") for name in ("ecr.api", "ecr.dkr", "sts", "logs")]
+    )
+    interface = [s for s in services if "s3" not in s]
+    assert interface == expected
+    assert any("s3" in s for s in services), "S3 gateway endpoint expected"
+
+
+# ----------------------------------------------------------------------------- GPU pool
+
+
+def test_gpu_nodepool_uses_auto_mode_nodeclass_and_taint(poc_template: dict[str, Any]) -> None:
+    pool = manifest_of(poc_template, "NodePool", "gpu-l40s")
+    spec = pool["spec"]["template"]["spec"]
+    assert spec["nodeClassRef"] == {"group": "eks.amazonaws.com", "kind": "NodeClass", "name": "default"}
+    requirements = {r["key"]: r["values"] for r in spec["requirements"]}
+    assert requirements["eks.amazonaws.com/instance-family"] == ["g6e"]
+    assert requirements["karpenter.sh/capacity-type"] == ["on-demand"]
+    assert spec["taints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+    assert pool["spec"]["limits"] == {"nvidia.com/gpu": str(POC.node_pools[0].gpu_limit)}
+    assert pool["spec"]["disruption"]["consolidationPolicy"] == "WhenEmpty"
+
+
+# ----------------------------------------------------------------------------- serving
+
+
+def test_each_model_has_a_deployment_on_its_gpu_pool(poc_template: dict[str, Any]) -> None:
+    for model in POC.models:
+        deployment = manifest_of(poc_template, "Deployment", f"vllm-{model.name}")
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"karpenter.sh/nodepool": "gpu-l40s"}
+        (container,) = pod["containers"]
+        assert container["image"] == POC.serving.vllm_image
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == str(model.gpus)
+        args = container["args"]
+        assert args[0] == model.weights
+        assert args[args.index("--tensor-parallel-size") + 1] == str(model.gpus)
+
+
+def test_serving_objects_are_applied_after_namespace_and_nodepool(poc_template: dict[str, Any]) -> None:
+    kube = resources(poc_template, "Custom::AWSCDK-EKS-KubernetesResource")
+    by_kind = {}
+    for logical_id, resource in kube.items():
+        text = json.dumps(resource["Properties"]["Manifest"])
+        for kind in ("Namespace", "NodePool", "Deployment", "TargetGroupBinding"):
+            if f'\\"kind\\":\\"{kind}\\"' in text:
+                by_kind[kind] = logical_id
+    deployment = kube[by_kind["Deployment"]]
+    assert by_kind["Namespace"] in deployment["DependsOn"]
+    assert by_kind["NodePool"] in deployment["DependsOn"]
+    assert by_kind["Deployment"] in kube[by_kind["TargetGroupBinding"]]["DependsOn"]
+
+
+# ----------------------------------------------------------------------------- ingress
+
+
+def test_alb_is_internal_with_long_idle_timeout_and_access_logs(poc_template: dict[str, Any]) -> None:
+    _, alb = only(poc_template, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    props = alb["Properties"]
+    assert props["Scheme"] == "internal"
+    attributes = _attributes(props, "LoadBalancerAttributes")
+    assert attributes["idle_timeout.timeout_seconds"] == str(POC.ingress.idle_timeout_seconds)
+    assert attributes["access_logs.s3.enabled"] == "true"
+    bucket_id = attributes["access_logs.s3.bucket"]["Ref"]
+    bucket = poc_template["Resources"][bucket_id]["Properties"]
+    assert bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"][0][
+        "ServerSideEncryptionByDefault"
+    ] == {"SSEAlgorithm": "AES256"}
+
+
+def test_internal_alb_listens_on_http_only(poc_template: dict[str, Any]) -> None:
+    _, listener = only(poc_template, "AWS::ElasticLoadBalancingV2::Listener")
+    assert (listener["Properties"]["Protocol"], listener["Properties"]["Port"]) == ("HTTP", 80)
+    assert listener["Properties"]["DefaultActions"][0]["FixedResponseConfig"]["StatusCode"] == "404"
+
+
+def test_target_group_per_model_routes_least_outstanding(poc_template: dict[str, Any]) -> None:
+    groups = resources(poc_template, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    assert len(groups) == len(POC.models)
+    for group in groups.values():
+        props = group["Properties"]
+        assert (props["TargetType"], props["Port"], props["HealthCheckPath"]) == ("ip", 8000, "/health")
+        attributes = _attributes(props, "TargetGroupAttributes")
+        assert attributes["load_balancing.algorithm.type"] == "least_outstanding_requests"
+        assert attributes["slow_start.duration_seconds"] == str(POC.ingress.slow_start_seconds)
+        assert attributes["deregistration_delay.timeout_seconds"] == str(
+            POC.ingress.deregistration_delay_seconds
+        )
+        assert {
+            "Key": "eks:eks-cluster-name",
+            "Value": {"Ref": only(poc_template, "AWS::EKS::Cluster")[0]},
+        } in props["Tags"]
+
+
+def test_listener_rule_reaches_each_model_by_path(poc_template: dict[str, Any]) -> None:
+    (group_id,) = resources(poc_template, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    (rule,) = resources(poc_template, "AWS::ElasticLoadBalancingV2::ListenerRule").values()
+    props = rule["Properties"]
+    name = POC.models[0].name
+    assert props["Conditions"] == [{"Field": "path-pattern", "PathPatternConfig": {"Values": [f"/{name}/*"]}}]
+    assert props["Transforms"] == [
+        {
+            "Type": "url-rewrite",
+            "UrlRewriteConfig": {"Rewrites": [{"Regex": f"^/{name}/(.*)$", "Replace": "/$1"}]},
+        }
+    ]
+    assert props["Actions"] == [{"Type": "forward", "TargetGroupArn": _ref(group_id)}]
+
+
+def test_pods_join_target_groups_through_auto_mode_bindings(poc_template: dict[str, Any]) -> None:
+    (group_id,) = resources(poc_template, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    name = POC.models[0].name
+    binding = manifest_of(poc_template, "TargetGroupBinding", f"vllm-{name}")
+    assert binding["apiVersion"] == "eks.amazonaws.com/v1"
+    assert binding["spec"] == {
+        "serviceRef": {"name": f"vllm-{name}", "port": 8000},
+        "targetGroupARN": f"<Ref:{group_id}>",
+        "targetType": "ip",
+    }
+
+
+def test_only_the_alb_reaches_pods_and_only_on_the_vllm_port(poc_template: dict[str, Any]) -> None:
+    alb_sg = only(poc_template, "AWS::ElasticLoadBalancingV2::LoadBalancer")[1]["Properties"][
+        "SecurityGroups"
+    ][0]
+    (ingress,) = resources(poc_template, "AWS::EC2::SecurityGroupIngress").values()
+    assert ingress["Properties"]["SourceSecurityGroupId"] == alb_sg
+    assert (ingress["Properties"]["FromPort"], ingress["Properties"]["ToPort"]) == (8000, 8000)
+    (egress,) = resources(poc_template, "AWS::EC2::SecurityGroupEgress").values()
+    assert (egress["Properties"]["FromPort"], egress["Properties"]["ToPort"]) == (8000, 8000)
+    alb_group = poc_template["Resources"][alb_sg["Fn::GetAtt"][0]]["Properties"]
+    assert [(r["CidrIp"], r["FromPort"]) for r in alb_group["SecurityGroupIngress"]] == [
+        (POC.network.cidr, 80)
+    ]
+
+
+# ----------------------------------------------------------------------------- outputs
+
+
+def test_outputs_name_the_alb_cluster_kubeconfig_and_routes(poc_template: dict[str, Any]) -> None:
+    outputs = poc_template["Outputs"]
+    alb_id = only(poc_template, "AWS::ElasticLoadBalancingV2::LoadBalancer")[0]
+    cluster_id = only(poc_template, "AWS::EKS::Cluster")[0]
+    assert outputs["LoadBalancerDnsName"]["Value"] == {"Fn::GetAtt": [alb_id, "DNSName"]}
+    assert outputs["ClusterName"]["Value"] == _ref(cluster_id)
+    assert outputs["KubeconfigCommand"]["Value"] == {
+        "Fn::Join": ["", ["aws eks update-kubeconfig --region us-east-1 --name ", _ref(cluster_id)]]
+    }
+    assert outputs["ModelRouteQwen38b"]["Value"] == {
+        "Fn::Join": ["", ["http://", {"Fn::GetAtt": [alb_id, "DNSName"]}, "/qwen3-8b/v1"]]
+    }
+
+
+# ----------------------------------------------------------------------------- compliance
+
+
+def test_cdk_nag_gate_passed_with_no_findings(poc_template: dict[str, Any], poc_dir: Path) -> None:
+    report = json.loads((poc_dir / "validation-report.json").read_text())
+    for plugin in report["pluginReports"]:
+        assert (plugin["pluginName"], plugin["conclusion"], plugin["violations"]) == (
+            plugin["pluginName"],
+            "success",
+            [],
+        )
+
+
+def test_cfn_lint_reports_no_errors(poc_template: dict[str, Any], poc_dir: Path, repo_root: Path) -> None:
+    result = subprocess.run(
+        [
+            str(repo_root / ".venv" / "bin" / "cfn-lint"),
+            "--format",
+            "json",
+            str(poc_dir / "gpufarm-poc.template.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    findings = json.loads(result.stdout or "[]")
+    errors = [f for f in findings if f["Level"] == "Error"]
+    assert errors == []
+
+
+def test_stateful_logical_ids_match_snapshot(poc_template: dict[str, Any]) -> None:
+    current = stateful_logical_ids(poc_template)
+    if os.environ.get("GPUFARM_UPDATE_SNAPSHOTS"):
+        SNAPSHOT.write_text(json.dumps(current, indent=2) + "\n")
+    assert current == json.loads(SNAPSHOT.read_text()), (
+        "a stateful resource would be replaced; if intended, rerun with GPUFARM_UPDATE_SNAPSHOTS=1 "
+        "and review the diff"
+    )
