@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Synth wall time per tier, for all tiers together and for an empty CDK app, in fresh processes.
+
+Each measurement starts a new Python process (and so a new jsii/Node runtime), as `cdk synth`
+does. Prints medians over --runs and the ratio to the empty app. The goal from DESIGN.md: all
+tiers together within 3x the empty app. Figures are printed, never asserted.
+
+    .venv/bin/python benchmarks/synth.py [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+EMPTY_APP = """
+import aws_cdk as cdk
+app = cdk.App(outdir={outdir!r})
+cdk.Stack(app, "Empty")
+app.synth()
+"""
+
+TIER_APP = """
+import json, sys
+sys.path.insert(0, {repo!r})
+from gpufarm.app import build_app, select_tiers
+context = json.loads((__import__("pathlib").Path({repo!r}) / "cdk.json").read_text())["context"]
+configs = select_tiers({selection!r})
+build_app(configs, context=context, outdir={outdir!r}).synth()
+"""
+
+
+def _time(code: str) -> float:
+    env = dict(os.environ, JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION="1")
+    env["PATH"] = f"{REPO / '.venv' / 'bin'}:{env.get('PATH', '')}"
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=REPO, capture_output=True)
+    return time.perf_counter() - start
+
+
+def _median(code_for_outdir: str, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as outdir:
+            times.append(_time(code_for_outdir.replace("__OUTDIR__", outdir)))
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs per measurement (median reported)")
+    args = parser.parse_args()
+
+    sys.path.insert(0, str(REPO))
+    from gpufarm.config import preset_names
+
+    empty = _median(EMPTY_APP.format(outdir="__OUTDIR__"), args.runs)
+    rows = [("empty CDK app", empty)]
+    for name in preset_names():
+        code = TIER_APP.format(repo=str(REPO), selection={"tier": name}, outdir="__OUTDIR__")
+        rows.append((f"tier {name}", _median(code, args.runs)))
+    code = TIER_APP.format(repo=str(REPO), selection={}, outdir="__OUTDIR__")
+    all_tiers = _median(code, args.runs)
+    rows.append(("all tiers together", all_tiers))
+
+    print(f"synth wall time, median of {args.runs} fresh-process runs (cdk-nag gate included)")
+    print(f"{'what':<24}{'seconds':>10}{'x empty':>10}")
+    for label, seconds in rows:
+        print(f"{label:<24}{seconds:>10.2f}{seconds / empty:>10.2f}")
+    goal = "met" if all_tiers <= 3 * empty else "NOT met"
+    print(f"goal: all tiers <= 3x the empty app: {goal} ({all_tiers / empty:.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
