@@ -1,0 +1,195 @@
+"""VllmServing: namespace, per-model Deployment + Service (+ S3 volume), Pod Identity for secrets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from aws_cdk.assertions import Template
+
+from gpufarm.config import ModelConfig, ServingConfig
+from gpufarm.constructs import VllmServing
+from gpufarm.k8s import serving as k8s_serving
+from gpufarm.k8s.storage import s3_weights_volume
+from tests.constructs.helpers import (
+    CLUSTER_NAME,
+    KUBERNETES_RESOURCE,
+    REGION,
+    imported_cluster,
+    kinds,
+    logical_id,
+    manifest_of,
+    new_stack,
+    resources,
+)
+
+SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:gated/other-AbCdEf"
+SERVING = ServingConfig(namespace="inference", port=8080)
+S3_MODEL = ModelConfig(
+    name="qwen3-8b", weights="s3://model-bucket/qwen/8b/", hf_token_secret="gated/hf-token"
+)
+HF_MODEL = ModelConfig(
+    name="llama", weights="meta-llama/Llama-3.1-8B-Instruct", hf_token_secret=SECRET_ARN, node_pool="h100"
+)
+OPEN_MODEL = ModelConfig(name="mistral", weights="mistralai/Mistral-7B-Instruct-v0.3")
+
+
+@dataclass(frozen=True)
+class Built:
+    serving: VllmServing
+    template: Template
+
+
+@pytest.fixture(scope="module")
+def gated() -> Built:
+    """Two gated models (a secret by name and one by ARN), one of them from S3."""
+    stack = new_stack("GatedServing")
+    serving = VllmServing(
+        stack,
+        "Serving",
+        cluster=imported_cluster(stack),
+        config=SERVING,
+        models=[S3_MODEL, HF_MODEL],
+        default_pool="l40s",
+        region=REGION,
+        termination_grace_seconds=120,
+    )
+    return Built(serving, Template.from_stack(stack))
+
+
+@pytest.fixture(scope="module")
+def open_models() -> Built:
+    """One model with public weights: no secret, no role."""
+    stack = new_stack("OpenServing")
+    serving = VllmServing(
+        stack,
+        "Serving",
+        cluster=imported_cluster(stack),
+        config=ServingConfig(),
+        models=[OPEN_MODEL],
+        default_pool="l40s",
+        region=REGION,
+    )
+    return Built(serving, Template.from_stack(stack))
+
+
+# --------------------------------------------------------------------------- manifests
+
+
+def test_namespace_manifest(gated: Built, open_models: Built) -> None:
+    assert manifest_of(open_models.template, open_models.serving.namespace_manifest) == [
+        k8s_serving.namespace("gpufarm")
+    ]
+    assert manifest_of(gated.template, gated.serving.namespace_manifest) == [
+        k8s_serving.namespace("inference"),
+        k8s_serving.service_account("inference"),
+    ]
+
+
+def test_one_manifest_per_model_plus_the_namespace(gated: Built, open_models: Built) -> None:
+    gated.template.resource_count_is(KUBERNETES_RESOURCE, 3)
+    open_models.template.resource_count_is(KUBERNETES_RESOURCE, 2)
+    assert sorted(gated.serving.model_manifests) == ["llama", "qwen3-8b"]
+
+
+def test_hugging_face_model_has_deployment_and_service(gated: Built) -> None:
+    docs = manifest_of(gated.template, gated.serving.model_manifests["llama"])
+    assert kinds(docs) == ["Deployment", "Service"]
+    assert docs == [
+        k8s_serving.vllm_deployment(
+            HF_MODEL, SERVING, pool_name="h100", region=REGION, termination_grace_seconds=120
+        ),
+        k8s_serving.vllm_service(HF_MODEL, SERVING),
+    ]
+
+
+def test_s3_model_adds_its_volume_and_claim(gated: Built) -> None:
+    docs = manifest_of(gated.template, gated.serving.model_manifests["qwen3-8b"])
+    assert kinds(docs) == ["PersistentVolume", "PersistentVolumeClaim", "Deployment", "Service"]
+    volume = s3_weights_volume(
+        model_name="qwen3-8b", namespace="inference", s3_uri="s3://model-bucket/qwen/8b/", region=REGION
+    )
+    # No node_pool on the model: it runs on the default pool.
+    deployment = k8s_serving.vllm_deployment(
+        S3_MODEL, SERVING, pool_name="l40s", region=REGION, termination_grace_seconds=120
+    )
+    assert docs == [*volume, deployment, k8s_serving.vllm_service(S3_MODEL, SERVING)]
+
+
+def test_model_manifests_are_applied_after_the_namespace(gated: Built) -> None:
+    namespace_id = logical_id(gated.serving.namespace_manifest)
+    for manifest in gated.serving.model_manifests.values():
+        resource = resources(gated.template, KUBERNETES_RESOURCE)[logical_id(manifest)]
+        assert namespace_id in resource["DependsOn"]
+
+
+def test_service_name_helper(gated: Built) -> None:
+    (service,) = [
+        d
+        for d in manifest_of(gated.template, gated.serving.model_manifests["llama"])
+        if d["kind"] == "Service"
+    ]
+    assert gated.serving.service_of("llama") == service["metadata"]["name"]
+
+
+# --------------------------------------------------------------------------- secrets access
+
+
+def test_pod_identity_association_for_the_vllm_service_account(gated: Built) -> None:
+    assert gated.serving.role is not None
+    gated.template.resource_count_is("AWS::EKS::PodIdentityAssociation", 1)
+    gated.template.has_resource_properties(
+        "AWS::EKS::PodIdentityAssociation",
+        {
+            "ClusterName": CLUSTER_NAME,
+            "Namespace": "inference",
+            "ServiceAccount": "vllm",
+            "RoleArn": {"Fn::GetAtt": [logical_id(gated.serving.role), "Arn"]},
+        },
+    )
+
+
+def test_role_is_trusted_by_eks_pod_identity(gated: Built) -> None:
+    assert gated.serving.role is not None
+    gated.template.resource_count_is("AWS::IAM::Role", 1)
+    role = resources(gated.template, "AWS::IAM::Role")[logical_id(gated.serving.role)]["Properties"]
+    assert role["AssumeRolePolicyDocument"]["Statement"] == [
+        {
+            "Action": ["sts:AssumeRole", "sts:TagSession"],
+            "Effect": "Allow",
+            "Principal": {"Service": "pods.eks.amazonaws.com"},
+        }
+    ]
+    assert "ManagedPolicyArns" not in role
+
+
+def test_role_may_read_exactly_the_named_secrets(gated: Built) -> None:
+    policies = resources(gated.template, "AWS::IAM::Policy")
+    assert len(policies) == 1
+    (policy,) = policies.values()
+    assert policy["Properties"]["PolicyDocument"]["Statement"] == [
+        {
+            "Action": "secretsmanager:GetSecretValue",
+            "Effect": "Allow",
+            "Resource": [
+                # A full ARN is passed through; a name matches any version suffix.
+                SECRET_ARN,
+                {
+                    "Fn::Join": [
+                        "",
+                        [
+                            "arn:aws:secretsmanager:us-east-1:",
+                            {"Ref": "AWS::AccountId"},
+                            ":secret:gated/hf-token-??????",
+                        ],
+                    ]
+                },
+            ],
+        }
+    ]
+
+
+def test_without_secrets_there_is_no_role_or_association(open_models: Built) -> None:
+    assert open_models.serving.role is None
+    for type_ in ("AWS::IAM::Role", "AWS::IAM::Policy", "AWS::EKS::PodIdentityAssociation"):
+        open_models.template.resource_count_is(type_, 0)
