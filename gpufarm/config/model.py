@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import zlib
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -126,6 +127,15 @@ def _pinned_image(value: str) -> str:
 
 ImageRef = Annotated[str, AfterValidator(_pinned_image)]
 AccountId = Annotated[str, _pattern(re.compile(r"^\d{12}$"), "a 12-digit AWS account ID")]
+
+
+def default_route_priority(model_name: str) -> int:
+    """A listener-rule priority derived from the model name alone (1000-40999).
+
+    Priorities must not depend on a model's position in the list: removing a model would shift
+    the others onto priorities the old rules still hold, and the deploy would fail.
+    """
+    return 1000 + zlib.crc32(model_name.encode()) % 40000
 
 
 class _Model(BaseModel):
@@ -344,11 +354,22 @@ class ModelConfig(_Model):
     startup_timeout_seconds: int = Field(
         1800, ge=60, le=7200, description="Time allowed to download and load weights."
     )
+    route_priority: int | None = Field(
+        None,
+        ge=1,
+        le=50000,
+        description="Listener-rule priority of the model's route (default: derived from the name).",
+    )
 
     @property
     def is_s3(self) -> bool:
         """True when the weights come from S3 (mounted with Mountpoint) rather than Hugging Face."""
         return self.weights.startswith("s3://")
+
+    @property
+    def rule_priority(self) -> int:
+        """The listener-rule priority of this model's route."""
+        return self.route_priority or default_route_priority(self.name)
 
     @property
     def api_model_name(self) -> str:

@@ -64,7 +64,11 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "environment.availability_zones",
         "every zone belongs to `environment.region` (the region plus one letter); no zone is listed twice.",
     ),
-    ("network.nat_gateways", "at most the number of `environment.availability_zones`."),
+    (
+        "network.nat_gateways",
+        "at least 1 (nodes pull images and weights through NAT) and at most the number of "
+        "`environment.availability_zones`.",
+    ),
     ("network.cidr", "a /16 to /20 block, so each AZ gets a private subnet with room for pod IPs."),
     ("network.interface_endpoints", "no endpoint is listed twice."),
     (
@@ -82,7 +86,7 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "at least one pool with `auto-mode` provisioning (GPU pools use the `default` NodeClass, "
         "which exists only while a built-in pool is enabled).",
     ),
-    ("node_pools", "pool names are unique."),
+    ("node_pools", "pool names are unique, also after removing hyphens (they name resources)."),
     (
         "node_pools[].instance_families",
         f"known GPU families: {', '.join(f'`{f}`' for f in sorted(GPU_FAMILIES))}.",
@@ -103,7 +107,16 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "node_pools[].gpu_limit",
         "at least the sum of `gpus` x `replicas` of the models placed on the pool.",
     ),
-    ("models", "`name` is unique, and so is the name clients send (`served_model_name`, else `name`)."),
+    (
+        "models",
+        "`name` is unique, also after removing hyphens, and so is the name clients send "
+        "(`served_model_name`, else `name`).",
+    ),
+    (
+        "models[].route_priority",
+        "unique across models; the default is derived from the model name, so a clash asks you to "
+        "set it on one of them.",
+    ),
     (
         "models[].weights",
         "a Hugging Face repo id (`org/name`) or an S3 URI (`s3://bucket/prefix/`).",

@@ -79,6 +79,12 @@ def _network(cfg: TierConfig) -> Iterator[ConfigIssue]:
             path="network.nat_gateways",
             message=f"must be at most the number of availability zones ({azs}), got {net.nat_gateways}",
         )
+    if net.nat_gateways == 0:
+        yield ConfigIssue(
+            path="network.nat_gateways",
+            message="must be at least 1 for a tier: GPU nodes pull the vLLM image and Hugging Face "
+            "weights through NAT, and Auto Mode nodes reach AWS APIs that have no endpoint here, got 0",
+        )
     prefix = ipaddress.IPv4Network(net.cidr).prefixlen
     if not 16 <= prefix <= 20:
         yield ConfigIssue(
@@ -172,8 +178,23 @@ def _pools(cfg: TierConfig) -> Iterator[ConfigIssue]:
             yield ConfigIssue(
                 path="node_pools", message=f"pool names must be unique, got {name!r} {count} times"
             )
+    yield from _unique_ids("node_pools", [p.name for p in cfg.node_pools])
     for i, pool in enumerate(cfg.node_pools):
         yield from _pool(cfg, i, pool)
+
+
+def _unique_ids(path: str, names: list[str]) -> Iterator[ConfigIssue]:
+    """Names that differ only in '-' map to the same construct ID, so one would overwrite the other."""
+    seen: dict[str, str] = {}
+    for i, name in enumerate(names):
+        key = name.replace("-", "")
+        if key in seen and seen[key] != name:
+            yield ConfigIssue(
+                path=f"{path}[{i}].name",
+                message=f"must differ from {seen[key]!r} by more than hyphens "
+                f"(both map to the resource name {key!r}), got {name!r}",
+            )
+        seen.setdefault(key, name)
 
 
 def _pool_max_gpus(pool: NodePoolConfig) -> int:
@@ -194,6 +215,16 @@ def _models(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 yield ConfigIssue(
                     path="models", message=f"{field} must be unique, got {value!r} {count} times"
                 )
+    yield from _unique_ids("models", [m.name for m in cfg.models])
+    owner: dict[int, int] = {}
+    for i, model in enumerate(cfg.models):
+        first = owner.setdefault(model.rule_priority, i)
+        if first != i and cfg.models[first].name != model.name:  # same name: reported above
+            yield ConfigIssue(
+                path=f"models[{i}].route_priority",
+                message=f"must differ from that of models[{first}] ({cfg.models[first].name!r}); "
+                f"both are {model.rule_priority}: set route_priority on one of them",
+            )
     for i, model in enumerate(cfg.models):
         where = f"models[{i}]"
         if model.is_s3:

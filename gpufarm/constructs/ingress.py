@@ -10,7 +10,7 @@ SDK works unchanged. See docs/decisions/0003-path-routing.md.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -19,14 +19,13 @@ from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from gpufarm.config.model import IngressConfig, LoadBalancerScheme
+from gpufarm.config.model import IngressConfig, LoadBalancerScheme, default_route_priority
 from gpufarm.constructs._util import acknowledge, construct_id, private_subnets
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, target_group_binding
 
 HEALTH_CHECK_PATH = "/health"
 TLS_POLICY = elbv2.SslPolicy.RECOMMENDED_TLS
 """TLS 1.2 and 1.3 only (ELBSecurityPolicy-TLS13-1-2-2021-06)."""
-_RULE_PRIORITY_STEP = 10
 
 
 def route_prefix(model_name: str) -> str:
@@ -45,7 +44,8 @@ class InferenceAlb(Construct):
     `least_outstanding_requests`, 60 s slow start, 300 s deregistration delay, health check
     `GET /health` every 15 s. The load balancer may reach targets only on `target_port`,
     through the security groups passed to :meth:`allow_targets_in`. Unknown paths get a 404
-    that explains the routing.
+    that explains the routing. Rule priorities come from `rule_priorities`, else from the
+    model name, never from list position (removing a model must not move another's rule).
     """
 
     def __init__(
@@ -59,6 +59,7 @@ class InferenceAlb(Construct):
         target_port: int,
         cluster_name: str,
         vpc_cidr: str | None = None,
+        rule_priorities: Mapping[str, int] | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.config = config
@@ -97,10 +98,14 @@ class InferenceAlb(Construct):
             self.load_balancer.log_access_logs(self.access_logs_bucket, prefix="alb")
 
         self.listener = self._listener()
+        priorities = dict(rule_priorities or {})
         self.target_groups: dict[str, elbv2.CfnTargetGroup] = {}
-        for index, name in enumerate(model_names):
+        for name in model_names:
             self.target_groups[name] = self._model_route(
-                index, name, vpc_id=vpc.vpc_id, cluster_name=cluster_name
+                priorities.get(name, default_route_priority(name)),
+                name,
+                vpc_id=vpc.vpc_id,
+                cluster_name=cluster_name,
             )
 
     # ----------------------------------------------------------------------- public API
@@ -223,7 +228,9 @@ class InferenceAlb(Construct):
             default_action=not_found,
         )
 
-    def _model_route(self, index: int, name: str, *, vpc_id: str, cluster_name: str) -> elbv2.CfnTargetGroup:
+    def _model_route(
+        self, priority: int, name: str, *, vpc_id: str, cluster_name: str
+    ) -> elbv2.CfnTargetGroup:
         cfg = self.config
         attributes = {
             "load_balancing.algorithm.type": "least_outstanding_requests",
@@ -260,7 +267,7 @@ class InferenceAlb(Construct):
             scope,
             "Rule",
             listener_arn=self.listener.listener_arn,
-            priority=(index + 1) * _RULE_PRIORITY_STEP,
+            priority=priority,
             conditions=[
                 elbv2.CfnListenerRule.RuleConditionProperty(
                     field="path-pattern",

@@ -36,8 +36,8 @@ class VllmServing(Construct):
 
     Renders a namespace and, per model, a Deployment + ClusterIP Service (and a read-only S3
     volume for `s3://` weights). Models reading a gated Hugging Face repo get a service account
-    whose Pod Identity role may read exactly the named secrets. `pools` maps a model's pool name
-    to the Kubernetes NodePool it must run on.
+    whose Pod Identity role may read exactly the named secrets. A model without `node_pool`
+    runs on `default_pool`.
     """
 
     def __init__(

@@ -39,12 +39,15 @@ def namespace(name: str) -> dict[str, Any]:
 
 
 def service_account(ns: str) -> dict[str, Any]:
-    """The vLLM service account; its AWS permissions come from a Pod Identity association."""
+    """The vLLM service account; its AWS permissions come from a Pod Identity association.
+
+    Its token stays mounted: the pods that use this account need AWS credentials from Pod
+    Identity, and the account has no Kubernetes RBAC permissions of its own.
+    """
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": {"name": SERVICE_ACCOUNT, "namespace": ns, "labels": common_labels("serving")},
-        "automountServiceAccountToken": False,
     }
 
 

@@ -111,6 +111,7 @@ class GpuFarmStack(cdk.Stack):
             target_port=config.serving.port,
             cluster_name=self.cluster.cluster_name,
             vpc_cidr=config.network.cidr,
+            rule_priorities={m.name: m.rule_priority for m in config.models},
         )
         self.ingress.allow_targets_in(self.cluster.cluster_security_group)
         self.ingress.bind_services(

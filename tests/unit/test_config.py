@@ -247,7 +247,7 @@ INVALID: list[Any] = [
             "models[0].gpu: is not a known setting (allowed: name, weights, served_model_name, "
             "revision, hf_token_secret, node_pool, gpus, replicas, max_model_len, "
             "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
-            "startup_timeout_seconds)"
+            "startup_timeout_seconds, route_priority)"
         ],
         id="unknown-key-in-model",
     ),
@@ -327,7 +327,16 @@ INVALID: list[Any] = [
     pytest.param(
         {"network": {"nat_gateways": -1}},
         ["network.nat_gateways: must be >= 0, got -1"],
-        id="below-ge",
+        id="nat-negative",
+    ),
+    pytest.param(
+        {"network": {"nat_gateways": 0}},
+        [
+            "network.nat_gateways: must be at least 1 for a tier: GPU nodes pull the vLLM image and "
+            "Hugging Face weights through NAT, and Auto Mode nodes reach AWS APIs that have no "
+            "endpoint here, got 0"
+        ],
+        id="no-nat",
     ),
     pytest.param(
         model_override(replicas=101),
@@ -720,7 +729,6 @@ VALID: list[Any] = [
     pytest.param({"ingress": {"slow_start_seconds": 0}}, id="slow-start-off"),
     pytest.param({"ingress": {"slow_start_seconds": 30}}, id="slow-start-30"),
     pytest.param({"network": {"cidr": "10.0.0.0/20"}}, id="cidr-20"),
-    pytest.param({"network": {"nat_gateways": 0}}, id="no-nat"),
     pytest.param(
         {"cluster": {"endpoint_access": "private", "public_access_cidrs": []}},
         id="private-endpoint",
@@ -829,7 +837,7 @@ def test_build_tier_does_not_coerce_or_raise_pydantic_errors() -> None:
         "  - models[0].bogus: is not a known setting (allowed: name, weights, served_model_name, "
         "revision, hf_token_secret, node_pool, gpus, replicas, max_model_len, "
         "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
-        "startup_timeout_seconds)"
+        "startup_timeout_seconds, route_priority)"
     )
 
 
@@ -888,3 +896,35 @@ def test_directory_instead_of_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_tier_file(tmp_path)
     assert caught.value.render() == f"invalid {tmp_path}:\n  - cannot read the file: Is a directory"
+
+
+def test_names_differing_only_in_hyphens_are_rejected() -> None:
+    models = [{"name": "qwen3", "weights": "Qwen/Qwen3-8B"}, {"name": "qwen-3", "weights": "Qwen/Qwen3-8B"}]
+    with pytest.raises(ConfigError) as caught:
+        make_tier({"models": models})
+    assert [str(i) for i in caught.value.issues] == [
+        "models[1].name: must differ from 'qwen3' by more than hyphens (both map to the resource name "
+        "'qwen3'), got 'qwen-3'"
+    ]
+
+
+def test_route_priority_follows_the_name_not_the_position() -> None:
+    first = {"name": "a-model", "weights": "Qwen/Qwen3-8B"}
+    second = {"name": "b-model", "weights": "Qwen/Qwen3-8B"}
+    one = make_tier({"models": [first, second]})
+    other = make_tier({"models": [second]})
+    assert one.models[1].rule_priority == other.models[0].rule_priority
+    assert one.models[0].rule_priority != one.models[1].rule_priority
+
+
+def test_route_priority_clash_asks_for_an_explicit_priority() -> None:
+    models = [
+        {"name": "a-model", "weights": "Qwen/Qwen3-8B", "route_priority": 2000},
+        {"name": "b-model", "weights": "Qwen/Qwen3-8B", "route_priority": 2000},
+    ]
+    with pytest.raises(ConfigError) as caught:
+        make_tier({"models": models})
+    assert [str(i) for i in caught.value.issues] == [
+        "models[1].route_priority: must differ from that of models[0] ('a-model'); both are 2000: "
+        "set route_priority on one of them"
+    ]

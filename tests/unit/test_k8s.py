@@ -170,11 +170,12 @@ def test_namespace() -> None:
     assert ns["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpufarm"
 
 
-def test_service_account_does_not_automount_its_token() -> None:
+def test_service_account_keeps_its_token_for_pod_identity() -> None:
     sa = service_account("serving")
     assert sa["kind"] == "ServiceAccount"
     assert sa["metadata"] == {**sa["metadata"], "name": SERVICE_ACCOUNT, "namespace": "serving"}
-    assert sa["automountServiceAccountToken"] is False
+    # Pod Identity credentials must reach the pods that use this account.
+    assert sa.get("automountServiceAccountToken", True) is True
 
 
 # --------------------------------------------------------------------------- vLLM args
