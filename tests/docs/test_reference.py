@@ -1,0 +1,108 @@
+"""The docs cannot drift: the config reference is generated from the model, and README examples run."""
+
+from __future__ import annotations
+
+import json
+import re
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from gpufarm.config import TierConfig, load_tier_file
+from gpufarm.config.reference import CROSS_FIELD_RULES, REGENERATE, field_paths, render_reference
+
+REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "config-reference.md"
+
+
+def _walk(cls: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every field path of `cls`, found independently of gpufarm.config.reference."""
+    paths = []
+    for name, field in cls.model_fields.items():
+        path = f"{prefix}.{name}" if prefix else name
+        paths.append(path)
+        annotation = field.annotation
+        if typing.get_origin(annotation) is list:
+            (item,) = typing.get_args(annotation)
+            if isinstance(item, type) and issubclass(item, BaseModel):
+                paths += _walk(item, f"{path}[]")
+        elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            paths += _walk(annotation, path)
+    return paths
+
+
+ALL_PATHS = _walk(TierConfig)
+
+
+def test_reference_is_up_to_date() -> None:
+    assert REFERENCE.read_text(encoding="utf-8") == render_reference(), (
+        f"docs/config-reference.md is stale; regenerate it with `{REGENERATE}`"
+    )
+
+
+def test_walk_reaches_nested_sections() -> None:
+    assert "node_pools[].gpu_limit" in ALL_PATHS
+    assert "network.flow_logs.retention_days" in ALL_PATHS
+    assert "ingress.access_logs.enabled" in ALL_PATHS
+
+
+def test_reference_lists_the_same_paths_as_the_model() -> None:
+    assert sorted(field_paths()) == sorted(ALL_PATHS)
+
+
+@pytest.mark.parametrize("path", ALL_PATHS)
+def test_every_field_has_a_row(path: str) -> None:
+    assert f"| `{path}` |" in render_reference()
+
+
+@pytest.mark.parametrize(("path", "rule"), CROSS_FIELD_RULES, ids=[p for p, _ in CROSS_FIELD_RULES])
+def test_cross_field_rules_name_real_fields(path: str, rule: str) -> None:
+    assert path in ALL_PATHS
+    assert rule.endswith(".")
+
+
+# --------------------------------------------------------------------------- examples in the docs
+
+README = REFERENCE.parents[1] / "README.md"
+
+
+def _code_blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def test_readme_tier_file_example_is_valid(tmp_path: Path) -> None:
+    """The `extends: poc` example in the README loads, with both of its models."""
+    blocks = _code_blocks(README.read_text(encoding="utf-8"), "yaml")
+    (example,) = [b for b in blocks if b.startswith("# my.yaml\nextends: poc")]
+    (tmp_path / "my.yaml").write_text(example, encoding="utf-8")
+    tier = load_tier_file(tmp_path / "my.yaml")
+    assert tier.stack_name == "gpufarm-team-a"
+    assert [m.name for m in tier.models] == ["qwen3-8b", "llama-70b"]
+
+
+@pytest.fixture(scope="module")
+def cdk_context() -> dict[str, Any]:
+    """The feature flags of cdk.json, as the CDK CLI passes them to an app."""
+    data: dict[str, Any] = json.loads((REFERENCE.parents[1] / "cdk.json").read_text(encoding="utf-8"))[
+        "context"
+    ]
+    return data
+
+
+def test_readme_constructs_example_synthesizes(tmp_path: Path, cdk_context: dict[str, Any]) -> None:
+    """The README's CDK app builds and passes the cdk-nag gate (examples that no longer run mislead)."""
+    (example,) = [
+        b for b in _code_blocks(README.read_text(encoding="utf-8"), "python") if "class InferenceStack" in b
+    ]
+    assert example.count("app = cdk.App()") == 1
+    source = example.replace("app = cdk.App()", "app = cdk.App(context=CONTEXT, outdir=OUTDIR)")
+    namespace: dict[str, Any] = {
+        "CONTEXT": cdk_context,
+        "OUTDIR": str(tmp_path),
+        "__name__": "readme_example",
+    }
+    exec(compile(source, "README.md", "exec"), namespace)
+    template = json.loads((tmp_path / "Inference.template.json").read_text(encoding="utf-8"))
+    assert "QwenBaseUrl" in template["Outputs"]
