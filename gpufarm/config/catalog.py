@@ -24,51 +24,36 @@ class GpuFamily:
         return [f"{self.family}.{size}" for size in self.sizes]
 
 
+# g5, g6 and g6e share one size ladder: 1 GPU up to 16xlarge, 4 at 12/24xlarge, 8 at 48xlarge.
+_G_SERIES_SIZES = {
+    "xlarge": 1,
+    "2xlarge": 1,
+    "4xlarge": 1,
+    "8xlarge": 1,
+    "16xlarge": 1,
+    "12xlarge": 4,
+    "24xlarge": 4,
+    "48xlarge": 8,
+}
+
 _FAMILIES = [
     GpuFamily(
         family="g5",
         gpu_name="a10g",
         gpu_memory_gib=24,
-        sizes={
-            "xlarge": 1,
-            "2xlarge": 1,
-            "4xlarge": 1,
-            "8xlarge": 1,
-            "16xlarge": 1,
-            "12xlarge": 4,
-            "24xlarge": 4,
-            "48xlarge": 8,
-        },
+        sizes=_G_SERIES_SIZES,
     ),
     GpuFamily(
         family="g6",
         gpu_name="l4",
         gpu_memory_gib=24,
-        sizes={
-            "xlarge": 1,
-            "2xlarge": 1,
-            "4xlarge": 1,
-            "8xlarge": 1,
-            "16xlarge": 1,
-            "12xlarge": 4,
-            "24xlarge": 4,
-            "48xlarge": 8,
-        },
+        sizes=_G_SERIES_SIZES,
     ),
     GpuFamily(
         family="g6e",
         gpu_name="l40s",
         gpu_memory_gib=48,
-        sizes={
-            "xlarge": 1,
-            "2xlarge": 1,
-            "4xlarge": 1,
-            "8xlarge": 1,
-            "16xlarge": 1,
-            "12xlarge": 4,
-            "24xlarge": 4,
-            "48xlarge": 8,
-        },
+        sizes=_G_SERIES_SIZES,
     ),
     GpuFamily(
         family="g7e",

@@ -53,6 +53,13 @@ def _quoted(values: list[str] | tuple[str, ...]) -> str:
     return ", ".join(repr(v) for v in values)
 
 
+def _repeats(path: str, values: list[str], rule: str) -> Iterator[ConfigIssue]:
+    """One issue per value listed more than once."""
+    for value, count in Counter(values).items():
+        if count > 1:
+            yield ConfigIssue(path=path, message=f"{rule}, got {value!r} {count} times")
+
+
 def _environment(cfg: TierConfig) -> Iterator[ConfigIssue]:
     env = cfg.environment
     for i, az in enumerate(env.availability_zones):
@@ -63,12 +70,9 @@ def _environment(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 message=f"must be an availability zone of region {env.region!r} "
                 f"(such as '{env.region}a'), got {az!r}",
             )
-    for az, count in Counter(env.availability_zones).items():
-        if count > 1:
-            yield ConfigIssue(
-                path="environment.availability_zones",
-                message=f"must not repeat an availability zone, got {az!r} {count} times",
-            )
+    yield from _repeats(
+        "environment.availability_zones", env.availability_zones, "must not repeat an availability zone"
+    )
 
 
 def _network(cfg: TierConfig) -> Iterator[ConfigIssue]:
@@ -91,12 +95,11 @@ def _network(cfg: TierConfig) -> Iterator[ConfigIssue]:
             path="network.cidr",
             message=f"must be a /16 to /20 block (room for a private subnet per AZ), got {net.cidr!r}",
         )
-    for endpoint, count in Counter(net.interface_endpoints).items():
-        if count > 1:
-            yield ConfigIssue(
-                path="network.interface_endpoints",
-                message=f"must not list an endpoint twice, got {endpoint.value!r} {count} times",
-            )
+    yield from _repeats(
+        "network.interface_endpoints",
+        [e.value for e in net.interface_endpoints],
+        "must not list an endpoint twice",
+    )
 
 
 def _cluster(cfg: TierConfig) -> Iterator[ConfigIssue]:
@@ -173,11 +176,7 @@ def _hours(duration: str) -> float | None:
 
 
 def _pools(cfg: TierConfig) -> Iterator[ConfigIssue]:
-    for name, count in Counter(p.name for p in cfg.node_pools).items():
-        if count > 1:
-            yield ConfigIssue(
-                path="node_pools", message=f"pool names must be unique, got {name!r} {count} times"
-            )
+    yield from _repeats("node_pools", [p.name for p in cfg.node_pools], "pool names must be unique")
     yield from _unique_ids("node_pools", [p.name for p in cfg.node_pools])
     for i, pool in enumerate(cfg.node_pools):
         yield from _pool(cfg, i, pool)
@@ -206,15 +205,8 @@ def _pool_max_gpus(pool: NodePoolConfig) -> int:
 
 def _models(cfg: TierConfig) -> Iterator[ConfigIssue]:
     pools = {p.name: p for p in cfg.node_pools}
-    for field, values in (
-        ("name", [m.name for m in cfg.models]),
-        ("served_model_name", [m.api_model_name for m in cfg.models]),
-    ):
-        for value, count in Counter(values).items():
-            if count > 1:
-                yield ConfigIssue(
-                    path="models", message=f"{field} must be unique, got {value!r} {count} times"
-                )
+    yield from _repeats("models", [m.name for m in cfg.models], "name must be unique")
+    yield from _repeats("models", [m.api_model_name for m in cfg.models], "served_model_name must be unique")
     yield from _unique_ids("models", [m.name for m in cfg.models])
     owner: dict[int, int] = {}
     for i, model in enumerate(cfg.models):
