@@ -12,7 +12,7 @@ from typing import Any
 
 import aws_cdk as cdk
 
-from gpufarm.config import ConfigError, TierConfig, load_preset, load_tier_file, preset_names
+from gpufarm.config import ConfigError, ConfigIssue, TierConfig, load_preset, load_tier_file, preset_names
 from gpufarm.constructs.compliance import enable_compliance_checks
 from gpufarm.stacks import GpuFarmStack
 
@@ -25,9 +25,9 @@ def select_tiers(context: Mapping[str, Any]) -> list[TierConfig]:
     if tier and tier_file:
         raise ConfigError(
             [
-                _issue(
-                    "tier",
-                    f"give either -c tier or -c tier_file, not both (got tier={tier!r}, "
+                ConfigIssue(
+                    path="tier",
+                    message=f"give either -c tier or -c tier_file, not both (got tier={tier!r}, "
                     f"tier_file={tier_file!r}); a tier file can start with `extends: {tier}`",
                 )
             ],
@@ -40,17 +40,15 @@ def select_tiers(context: Mapping[str, Any]) -> list[TierConfig]:
     return [load_preset(name) for name in preset_names()]
 
 
-def _issue(path: str, message: str) -> Any:
-    from gpufarm.config import ConfigIssue
-
-    return ConfigIssue(path=path, message=message)
-
-
 def build_app(
     configs: list[TierConfig], *, context: Mapping[str, Any] | None = None, outdir: str | None = None
 ) -> cdk.App:
     """An app holding one stack per config, with the compliance checks enabled."""
-    app = cdk.App(context=dict(context or {}), outdir=outdir)
+    return add_tiers(cdk.App(context=dict(context or {}), outdir=outdir), configs)
+
+
+def add_tiers(app: cdk.App, configs: list[TierConfig]) -> cdk.App:
+    """Add one stack per config to `app` and put the compliance gate on it."""
     for config in configs:
         GpuFarmStack(app, config=config)
     enable_compliance_checks(app)
@@ -70,10 +68,7 @@ def main() -> int:
     except ConfigError as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_BAD_INPUT
-    app = probe
-    for config in configs:
-        GpuFarmStack(app, config=config)
-    enable_compliance_checks(app)
+    app = add_tiers(probe, configs)
     try:
         app.synth()
     except RuntimeError as exc:
