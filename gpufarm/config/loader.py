@@ -7,7 +7,6 @@ file): mappings merge key by key, and any other value (lists included) replaces 
 from __future__ import annotations
 
 import json
-import types
 import typing
 from enum import Enum
 from pathlib import Path
@@ -17,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from gpufarm.config._typing import split_optional
 from gpufarm.config.errors import ConfigError, ConfigIssue
 from gpufarm.config.model import TierConfig
 from gpufarm.config.validate import validate_tier
@@ -161,13 +161,10 @@ def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
 
 def _unwrap(annotation: Any) -> Any:
     """Strip Optional/Annotated so lists and models can be walked."""
-    origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
+    if typing.get_origin(annotation) is typing.Annotated:
         return _unwrap(typing.get_args(annotation)[0])
-    if origin in (typing.Union, types.UnionType):
-        members = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return _unwrap(members[0]) if len(members) == 1 else annotation
-    return annotation
+    inner, optional = split_optional(annotation)
+    return _unwrap(inner) if optional else annotation
 
 
 def _issue(err: ErrorDetails) -> ConfigIssue:

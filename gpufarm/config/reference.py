@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import sys
-import types
 import typing
 from collections.abc import Iterator
 from enum import Enum
@@ -24,6 +23,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from gpufarm.config import model as m
+from gpufarm.config._typing import split_optional
 from gpufarm.config.catalog import GPU_FAMILIES
 from gpufarm.config.loader import preset_names
 from gpufarm.config.validate import (
@@ -169,20 +169,12 @@ def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
 
-def _strip_optional(annotation: Any) -> tuple[Any, bool]:
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        members = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(members) == 1:
-            return members[0], True
-    return annotation, False
-
-
 def _is_list(annotation: Any) -> bool:
-    return typing.get_origin(_strip_optional(annotation)[0]) is list
+    return typing.get_origin(split_optional(annotation)[0]) is list
 
 
 def _nested_model(annotation: Any) -> type[BaseModel] | None:
-    inner, _ = _strip_optional(annotation)
+    inner, _ = split_optional(annotation)
     if typing.get_origin(inner) is list:
         inner = typing.get_args(inner)[0]
     return inner if isinstance(inner, type) and issubclass(inner, BaseModel) else None
@@ -193,7 +185,7 @@ def _nested_model(annotation: Any) -> type[BaseModel] | None:
 
 def _type_name(hint: Any) -> str:
     """A reader's name for a type hint (with extras): aliases, enums, literals, lists, models."""
-    hint, optional = _strip_optional(hint)
+    hint, optional = split_optional(hint)
     text = _base_type_name(hint)
     return f"{text}, or null" if optional else text
 
