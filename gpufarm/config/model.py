@@ -127,6 +127,24 @@ def _pinned_image(value: str) -> str:
 
 ImageRef = Annotated[str, AfterValidator(_pinned_image)]
 AccountId = Annotated[str, _pattern(re.compile(r"^\d{12}$"), "a 12-digit AWS account ID")]
+ChartVersion = Annotated[
+    str, _pattern(re.compile(r"^\d+\.\d+\.\d+$"), "an exact chart version such as '1.2.3'")
+]
+AmiVersion = Annotated[
+    str,
+    _pattern(
+        re.compile(r"^(latest|v\d{8}|\d+\.\d+\.\d+)$"),
+        "'latest', an AL2023 release such as 'v20251120' or a Bottlerocket version such as '1.50.0'",
+    ),
+]
+CognitoUserPoolArn = Annotated[
+    str,
+    _pattern(
+        re.compile(r"^arn:aws[a-z-]*:cognito-idp:[a-z0-9-]+:\d{12}:userpool/[\w-]+$"),
+        "a Cognito user pool ARN (arn:aws:cognito-idp:<region>:<account>:userpool/<id>)",
+    ),
+]
+HttpsUrl = Annotated[str, _pattern(re.compile(r"^https://[^\s/]+(/\S*)?$"), "an https:// URL")]
 
 
 def default_route_priority(model_name: str) -> int:
@@ -151,6 +169,7 @@ class Provisioning(StrEnum):
     """How GPU nodes are provisioned."""
 
     AUTO_MODE = "auto-mode"
+    KARPENTER = "karpenter"
 
 
 class CapacityType(StrEnum):
@@ -192,6 +211,9 @@ class InterfaceEndpoint(StrEnum):
     SECRETS_MANAGER = "secretsmanager"
     SSM = "ssm"
     KMS = "kms"
+    SQS = "sqs"
+    APS_WORKSPACES = "aps-workspaces"
+    MONITORING = "monitoring"
 
 
 class AutoModeBuiltinPool(StrEnum):
@@ -199,6 +221,37 @@ class AutoModeBuiltinPool(StrEnum):
 
     SYSTEM = "system"
     GENERAL_PURPOSE = "general-purpose"
+
+
+class AmiFamily(StrEnum):
+    """Operating system of Karpenter GPU nodes (both ship the NVIDIA driver)."""
+
+    AL2023 = "al2023"
+    BOTTLEROCKET = "bottlerocket"
+
+
+class PoolPurpose(StrEnum):
+    """What a GPU pool is for: latency-critical serving, or batch/background work that may use spot."""
+
+    SERVING = "serving"
+    BATCH = "batch"
+
+
+class CoreAddon(StrEnum):
+    """EKS add-ons installed on a cluster that is not in Auto Mode."""
+
+    VPC_CNI = "vpc-cni"
+    COREDNS = "coredns"
+    KUBE_PROXY = "kube-proxy"
+    POD_IDENTITY_AGENT = "eks-pod-identity-agent"
+    METRICS_SERVER = "metrics-server"
+
+
+class ModelStoreKind(StrEnum):
+    """Where vLLM reads `s3://` weights from."""
+
+    S3_MOUNTPOINT = "s3-mountpoint"
+    FSX_LUSTRE = "fsx-lustre"
 
 
 class LoadBalancerScheme(StrEnum):
@@ -263,6 +316,18 @@ class NetworkConfig(_Model):
     )
 
 
+class SystemNodesConfig(_Model):
+    """The managed node group for system pods (controllers, CoreDNS) when not in Auto Mode."""
+
+    instance_types: list[str] = Field(
+        ["m7i.xlarge", "m6i.xlarge"], min_length=1, description="CPU instance types of the group."
+    )
+    min_size: int = Field(2, ge=1, le=20, description="Fewest nodes (2 keeps controllers highly available).")
+    desired_size: int = Field(2, ge=1, le=20, description="Nodes at creation.")
+    max_size: int = Field(4, ge=1, le=20, description="Most nodes.")
+    disk_gib: int = Field(50, ge=20, le=1000, description="Root volume per node, GiB.")
+
+
 class ClusterConfig(_Model):
     """The EKS control plane and how nodes are provisioned."""
 
@@ -286,6 +351,24 @@ class ClusterConfig(_Model):
     )
     admin_role_arn: IamRoleArn | None = Field(
         None, description="IAM role given cluster-admin through an EKS access entry."
+    )
+    core_addons: list[CoreAddon] = Field(
+        list(CoreAddon), description="EKS add-ons to install when not in Auto Mode (versions: EKS default)."
+    )
+    system_nodes: SystemNodesConfig = Field(
+        default_factory=SystemNodesConfig, description="System node group (not used in Auto Mode)."
+    )
+
+
+class KarpenterConfig(_Model):
+    """The Karpenter controller (karpenter provisioning only)."""
+
+    chart_version: ChartVersion = Field("1.14.0", description="Karpenter Helm chart version, pinned.")
+    namespace: DnsLabel = Field("kube-system", description="Namespace of the controller.")
+    replicas: int = Field(2, ge=1, le=3, description="Controller replicas (one leads, the rest wait).")
+    nvidia_device_plugin_chart_version: ChartVersion = Field(
+        "0.18.0",
+        description="NVIDIA device plugin Helm chart version (AL2023 GPU nodes need it).",
     )
 
 
@@ -311,6 +394,52 @@ class NodePoolConfig(_Model):
     )
     disruption_budget_nodes: NodeBudget = Field(
         "1", description="Nodes (count or percent) that may be disrupted at once."
+    )
+    purpose: PoolPurpose = Field(
+        PoolPurpose.SERVING, description="'serving' (on-demand only) or 'batch' (may also use spot)."
+    )
+    weight: int | None = Field(
+        None,
+        ge=0,
+        le=100,
+        description="Karpenter NodePool weight; higher fills first (default: 50 serving, 10 batch).",
+    )
+    ami_family: AmiFamily = Field(
+        AmiFamily.AL2023, description="Node OS for Karpenter pools (ignored in Auto Mode)."
+    )
+    ami_version: AmiVersion = Field(
+        "latest",
+        description="AMI alias version: 'latest', 'v20251120' (AL2023) or '1.50.0' (Bottlerocket).",
+    )
+    root_volume_gib: int = Field(
+        300, ge=100, le=16000, description="Root volume of Karpenter GPU nodes, GiB (images, weights)."
+    )
+
+    @property
+    def nodepool_weight(self) -> int:
+        """The NodePool weight: explicit, else 50 for serving pools and 10 for batch pools."""
+        if self.weight is not None:
+            return self.weight
+        return 50 if self.purpose is PoolPurpose.SERVING else 10
+
+
+class ModelAutoscalingConfig(_Model):
+    """KEDA scaling of one model on its vLLM metrics in Amazon Managed Prometheus."""
+
+    min_replicas: int = Field(1, ge=0, le=100, description="Fewest replicas; 0 only for non-critical models.")
+    max_replicas: int = Field(4, ge=1, le=100, description="Most replicas (gpu_limit must cover them).")
+    queue_target: float | None = Field(
+        5, gt=0, description="Waiting requests per replica to aim for (vllm:num_requests_waiting)."
+    )
+    kv_cache_target: float | None = Field(
+        None, gt=0, le=1, description="KV-cache usage per replica to aim for (vllm:kv_cache_usage_perc)."
+    )
+    polling_interval_seconds: int = Field(15, ge=5, le=600, description="How often KEDA queries.")
+    cooldown_seconds: int = Field(
+        900, ge=60, le=86400, description="Idle time before scaling to zero (min_replicas 0 only)."
+    )
+    scale_down_stabilization_seconds: int = Field(
+        600, ge=0, le=3600, description="Time a lower replica count must hold before pods are removed."
     )
 
 
@@ -360,6 +489,35 @@ class ModelConfig(_Model):
         le=50000,
         description="Listener-rule priority of the model's route (default: derived from the name).",
     )
+    critical: bool = Field(
+        True, description="Latency-critical: never on spot, never scaled to zero (unless overridden)."
+    )
+    allow_spot: bool = Field(
+        False, description="Let a critical model run on a pool that allows spot (explicit override)."
+    )
+    weights_gib: float | None = Field(
+        None, gt=0, le=20000, description="Size of the weights on disk, GiB (sizes the FSx file system)."
+    )
+    autoscaling: ModelAutoscalingConfig | None = Field(
+        None, description="Scale replicas with KEDA (replaces `replicas`); empty: fixed replicas."
+    )
+    target_control_max_concurrency: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="Concurrent requests the Target Optimizer sends one replica "
+        "(default: max_num_seqs, else 64).",
+    )
+
+    @property
+    def max_replicas(self) -> int:
+        """The most replicas the model can run: the autoscaling maximum, else `replicas`."""
+        return self.autoscaling.max_replicas if self.autoscaling else self.replicas
+
+    @property
+    def max_concurrency(self) -> int:
+        """TARGET_CONTROL_MAX_CONCURRENCY for this model's replicas."""
+        return self.target_control_max_concurrency or self.max_num_seqs or 64
 
     @property
     def is_s3(self) -> bool:
@@ -391,11 +549,86 @@ class ServingConfig(_Model):
     port: int = Field(8000, ge=1024, le=65535, description="Port vLLM listens on in the pod.")
 
 
+FSX_THROUGHPUT_PER_TIB = (125, 250, 500, 1000)
+"""PERSISTENT_2 throughput tiers, MB/s per TiB of storage."""
+
+
+class FsxLustreConfig(_Model):
+    """An FSx for Lustre PERSISTENT_2 file system that imports the model bucket."""
+
+    import_path: str | None = Field(
+        None, description="S3 prefix imported into the file system ('s3://bucket/prefix/')."
+    )
+    storage_capacity_gib: int | None = Field(
+        None, description="1200, 2400 or a multiple of 2400 GiB (default: sized from the models)."
+    )
+    throughput_per_tib: int = Field(250, description="MB/s per TiB: 125, 250, 500 or 1000.")
+    headroom: float = Field(
+        1.3, ge=1.0, le=10.0, description="Capacity sized as the models' weights_gib times this factor."
+    )
+    data_compression: Literal["LZ4", "NONE"] = Field("LZ4", description="Lustre data compression.")
+    auto_import: bool = Field(True, description="Import new, changed and deleted S3 objects automatically.")
+
+
+class ModelStoreConfig(_Model):
+    """Where `s3://` weights are read from: Mountpoint for S3, or FSx for Lustre."""
+
+    kind: ModelStoreKind = Field(ModelStoreKind.S3_MOUNTPOINT, description="The model store.")
+    fsx: FsxLustreConfig = Field(default_factory=FsxLustreConfig, description="FSx for Lustre (fsx-lustre).")
+
+
 class AccessLogsConfig(_Model):
     """Load balancer access logs to S3."""
 
     enabled: bool = Field(True, description="Write ALB access logs to an encrypted S3 bucket.")
     retention_days: int = Field(90, ge=1, le=3653, description="Days access logs are kept.")
+
+
+class TargetOptimizerConfig(_Model):
+    """ALB Target Optimizer: an agent sidecar caps the concurrent requests each pod receives."""
+
+    enabled: bool = Field(False, description="Turn on (changing it replaces the model target groups).")
+    agent_image: ImageRef = Field(
+        "public.ecr.aws/aws-elb/target-optimizer/target-control-agent:v1.0.0",
+        description="Target control agent image, pinned.",
+    )
+    data_port: int = Field(8080, ge=1024, le=65535, description="Agent port receiving ALB traffic.")
+    control_port: int = Field(3000, ge=1024, le=65535, description="Agent control port (TargetControlPort).")
+
+
+class WafConfig(_Model):
+    """AWS WAF web ACL on the load balancer (required when internet-facing)."""
+
+    enabled: bool = Field(True, description="Attach a web ACL.")
+    rate_limit_per_5_minutes: int = Field(
+        2000, ge=10, le=2_000_000_000, description="Requests one client IP may send per 5 minutes."
+    )
+    common_rule_set: bool = Field(
+        True,
+        description="AWS managed common rules (SizeRestrictions_BODY counts only: prompts exceed 8 KB).",
+    )
+    known_bad_inputs: bool = Field(True, description="AWS managed known-bad-inputs rules.")
+
+
+class OidcAuthConfig(_Model):
+    """Authenticate clients at the load balancer with an OpenID Connect provider."""
+
+    issuer: HttpsUrl = Field(description="OIDC issuer URL.")
+    authorization_endpoint: HttpsUrl = Field(description="Authorization endpoint.")
+    token_endpoint: HttpsUrl = Field(description="Token endpoint.")
+    user_info_endpoint: HttpsUrl = Field(description="User info endpoint.")
+    client_id: str = Field(min_length=1, max_length=256, description="OAuth client ID.")
+    client_secret: SecretRef = Field(
+        description="Secrets Manager secret holding the client secret (resolved at deploy time)."
+    )
+
+
+class CognitoAuthConfig(_Model):
+    """Authenticate clients at the load balancer with an Amazon Cognito user pool."""
+
+    user_pool_arn: CognitoUserPoolArn = Field(description="User pool ARN.")
+    user_pool_client_id: str = Field(min_length=1, max_length=128, description="App client ID.")
+    user_pool_domain: DnsLabel = Field(description="User pool domain prefix.")
 
 
 class IngressConfig(_Model):
@@ -423,6 +656,56 @@ class IngressConfig(_Model):
         15, ge=5, le=300, description="Target health-check interval on /health."
     )
     access_logs: AccessLogsConfig = Field(default_factory=AccessLogsConfig, description="ALB access logs.")
+    target_optimizer: TargetOptimizerConfig = Field(
+        default_factory=TargetOptimizerConfig, description="ALB Target Optimizer."
+    )
+    waf: WafConfig = Field(default_factory=WafConfig, description="AWS WAF web ACL.")
+    oidc: OidcAuthConfig | None = Field(None, description="Authenticate with OIDC (HTTPS only).")
+    cognito: CognitoAuthConfig | None = Field(None, description="Authenticate with Cognito (HTTPS only).")
+
+
+class AutoscalingConfig(_Model):
+    """KEDA, which scales models that set `autoscaling` (Karpenter then adds or removes nodes)."""
+
+    keda_chart_version: ChartVersion = Field("2.18.1", description="KEDA Helm chart version, pinned.")
+    namespace: DnsLabel = Field("keda", description="Namespace of the KEDA operator.")
+
+
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
+Email = Annotated[str, _pattern(_EMAIL, "an email address")]
+
+
+class PrometheusConfig(_Model):
+    """Amazon Managed Service for Prometheus: workspace, managed scraper and DCGM exporter."""
+
+    enabled: bool = Field(False, description="Create the workspace and the managed scraper.")
+    scrape_interval_seconds: int = Field(30, ge=10, le=300, description="How often metrics are scraped.")
+    dcgm_exporter: bool = Field(True, description="Deploy NVIDIA's DCGM exporter on GPU nodes.")
+    dcgm_exporter_chart_version: ChartVersion = Field(
+        "4.6.0", description="DCGM exporter Helm chart version, pinned."
+    )
+
+
+class AlarmsConfig(_Model):
+    """CloudWatch alarms on the load balancer, sent to an SNS topic."""
+
+    enabled: bool = Field(True, description="Create the alarms and their SNS topic.")
+    emails: list[Email] = Field([], description="Addresses subscribed to the alarm topic.")
+    target_5xx_per_minute: int = Field(
+        10, ge=1, description="5xx responses (targets and load balancer) per minute that alarm."
+    )
+    p99_response_seconds: float = Field(
+        30, gt=0, le=4000, description="p99 time to first response byte that alarms, seconds."
+    )
+    evaluation_minutes: int = Field(5, ge=1, le=60, description="Minutes a breach must last.")
+
+
+class ObservabilityConfig(_Model):
+    """Metrics, alarms and dashboards."""
+
+    prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig, description="Managed Prometheus.")
+    alarms: AlarmsConfig = Field(default_factory=AlarmsConfig, description="CloudWatch alarms.")
+    dashboard: bool = Field(True, description="A CloudWatch dashboard for the tier.")
 
 
 class TierConfig(_Model):
@@ -437,10 +720,14 @@ class TierConfig(_Model):
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    karpenter: KarpenterConfig = Field(default_factory=KarpenterConfig)
     node_pools: list[NodePoolConfig] = Field(min_length=1, description="GPU node pools.")
     serving: ServingConfig = Field(default_factory=ServingConfig)
     models: list[ModelConfig] = Field(min_length=1, max_length=50, description="Models to serve.")
+    model_store: ModelStoreConfig = Field(default_factory=ModelStoreConfig)
     ingress: IngressConfig = Field(default_factory=IngressConfig)
+    autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig)
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
 
     @property
     def stack_name(self) -> str:

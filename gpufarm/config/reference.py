@@ -54,6 +54,11 @@ _NAMED_TYPES: tuple[tuple[Any, str], ...] = (
     (m.NodeBudget, "node count (`1`) or percentage (`0%`-`100%`)"),
     (m.ImageRef, "container image pinned to a tag or digest (not `:latest`)"),
     (m.AccountId, "12-digit AWS account ID"),
+    (m.ChartVersion, "exact Helm chart version (`1.2.3`)"),
+    (m.AmiVersion, "`latest`, an AL2023 release (`v20251120`) or a Bottlerocket version (`1.50.0`)"),
+    (m.HttpsUrl, "https:// URL"),
+    (m.CognitoUserPoolArn, "Cognito user pool ARN"),
+    (m.Email, "email address"),
 )
 """Annotated aliases of gpufarm/config/model.py and how the reference names them."""
 
@@ -97,7 +102,9 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ),
     (
         "node_pools[].capacity_types",
-        "`on-demand` and/or `spot` with `auto-mode` provisioning (`reserved` needs a custom NodeClass).",
+        "`on-demand` and/or `spot` with `auto-mode` or `karpenter` provisioning (`reserved` needs "
+        "capacity reservation selectors); `spot` only on pools whose `purpose` is `batch`; no "
+        "type listed twice.",
     ),
     (
         "node_pools[].expire_after",
@@ -105,7 +112,8 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ),
     (
         "node_pools[].gpu_limit",
-        "at least the sum of `gpus` x `replicas` of the models placed on the pool.",
+        "at least the sum of `gpus` x `replicas` (`autoscaling.max_replicas` when autoscaled) of "
+        "the models placed on the pool.",
     ),
     (
         "models",
@@ -128,7 +136,43 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         f"one of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} (the tensor-parallel size), and no more "
         "than the GPUs of the largest instance the model's pool may launch.",
     ),
-    ("models[].node_pool", "names a pool in `node_pools` (unset: the first pool)."),
+    (
+        "models[].node_pool",
+        "names a pool in `node_pools` (unset: the first pool); a `critical` model may use a pool "
+        "that allows `spot` only with `allow_spot: true`.",
+    ),
+    (
+        "models[].weights_gib",
+        "required for `s3://` models when `model_store.kind` is `fsx-lustre` and "
+        "`model_store.fsx.storage_capacity_gib` is not set.",
+    ),
+    (
+        "models[].autoscaling",
+        "sets `queue_target` and/or `kv_cache_target`; needs `observability.prometheus.enabled`.",
+    ),
+    (
+        "models[].autoscaling.min_replicas",
+        "at most `max_replicas`; `0` (scale to zero) only when the model is not `critical`.",
+    ),
+    (
+        "cluster.system_nodes",
+        "`min_size` <= `desired_size` <= `max_size`.",
+    ),
+    (
+        "cluster.core_addons",
+        "no add-on twice; with `karpenter` provisioning it includes `vpc-cni`, `coredns`, "
+        "`kube-proxy` and `eks-pod-identity-agent`.",
+    ),
+    (
+        "model_store.fsx.import_path",
+        "an S3 URI when `model_store.kind` is `fsx-lustre`; every `s3://` model's weights are a "
+        "folder under it.",
+    ),
+    (
+        "model_store.fsx.storage_capacity_gib",
+        "1200, 2400 or a multiple of 2400, and at least the models' `weights_gib` x `headroom`.",
+    ),
+    ("model_store.fsx.throughput_per_tib", "one of 125, 250, 500, 1000."),
     (
         "models[].extra_args",
         f"sets none of {', '.join(f'`{f}`' for f in RESERVED_VLLM_FLAGS)} "
@@ -140,6 +184,13 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ),
     ("ingress.allowed_cidrs", "at least one CIDR when `ingress.scheme` is `internet-facing`."),
     ("ingress.slow_start_seconds", "`0` (off) or 30-900."),
+    ("ingress.waf.enabled", "true when `ingress.scheme` is `internet-facing`."),
+    (
+        "ingress.target_optimizer",
+        "when enabled, `data_port`, `control_port` and `serving.port` all differ.",
+    ),
+    ("ingress.oidc", "needs `ingress.certificate_arn` (HTTPS)."),
+    ("ingress.cognito", "needs `ingress.certificate_arn` (HTTPS); not together with `ingress.oidc`."),
 )
 """The rules of gpufarm/config/validate.py, one line each: (field path, what it must satisfy)."""
 

@@ -13,15 +13,21 @@ from collections.abc import Callable, Iterator
 from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in
 from gpufarm.config.errors import ConfigIssue
 from gpufarm.config.model import (
+    FSX_THROUGHPUT_PER_TIB,
     HF_REPO_ID,
     S3_URI,
     CapacityType,
     EndpointAccess,
     LoadBalancerScheme,
+    ModelConfig,
+    ModelStoreKind,
     NodePoolConfig,
+    PoolPurpose,
     Provisioning,
     TierConfig,
 )
+from gpufarm.config.sizing import fsx_required_gib, is_valid_fsx_capacity
+from gpufarm.k8s.storage import split_s3_uri
 
 SUPPORTED_KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
 """Cluster versions the bundled kubectl (1.34) can manage: its minor version and one either side."""
@@ -127,6 +133,27 @@ def _cluster(cfg: TierConfig) -> Iterator[ConfigIssue]:
             path="cluster.public_access_cidrs",
             message=f"must be empty when endpoint_access is 'private', got {cl.public_access_cidrs!r}",
         )
+    nodes = cl.system_nodes
+    if not nodes.min_size <= nodes.desired_size <= nodes.max_size:
+        yield ConfigIssue(
+            path="cluster.system_nodes",
+            message="must satisfy min_size <= desired_size <= max_size, got "
+            f"{nodes.min_size} <= {nodes.desired_size} <= {nodes.max_size}",
+        )
+    yield from _repeats(
+        "cluster.core_addons", [a.value for a in cl.core_addons], "must not list an add-on twice"
+    )
+    if cl.provisioning is Provisioning.KARPENTER:
+        missing = {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"} - {
+            a.value for a in cl.core_addons
+        }
+        if missing:
+            yield ConfigIssue(
+                path="cluster.core_addons",
+                message="must include 'vpc-cni', 'coredns', 'kube-proxy' and 'eks-pod-identity-agent' "
+                "with karpenter provisioning (pod networking, DNS and Pod Identity for the "
+                f"controllers), missing {_quoted(sorted(missing))}",
+            )
 
 
 def _pool(cfg: TierConfig, i: int, pool: NodePoolConfig) -> Iterator[ConfigIssue]:
@@ -144,9 +171,22 @@ def _pool(cfg: TierConfig, i: int, pool: NodePoolConfig) -> Iterator[ConfigIssue
                 message="must be a known GPU instance type of the pool's instance_families "
                 f"({_quoted(pool.instance_families)}), got {itype!r}",
             )
+    given = [c.value for c in pool.capacity_types]
+    if CapacityType.SPOT in pool.capacity_types and pool.purpose is PoolPurpose.SERVING:
+        yield ConfigIssue(
+            path=f"{where}.capacity_types",
+            message="may include 'spot' only when the pool's purpose is 'batch' (spot nodes are "
+            f"reclaimed with two minutes' notice), got {given!r} on a 'serving' pool",
+        )
+    yield from _repeats(f"{where}.capacity_types", given, "must not list a capacity type twice")
+    if cfg.cluster.provisioning is Provisioning.KARPENTER and CapacityType.RESERVED in pool.capacity_types:
+        yield ConfigIssue(
+            path=f"{where}.capacity_types",
+            message="must be 'on-demand' and/or 'spot' with karpenter provisioning (reserved "
+            f"capacity needs capacity reservation selectors, which pools do not take), got {given!r}",
+        )
     if cfg.cluster.provisioning is Provisioning.AUTO_MODE:
         if CapacityType.RESERVED in pool.capacity_types:
-            given = [c.value for c in pool.capacity_types]
             yield ConfigIssue(
                 path=f"{where}.capacity_types",
                 message="must be 'on-demand' and/or 'spot' with auto-mode provisioning "
@@ -256,6 +296,9 @@ def _models(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 message=f"must fit on one instance of pool {pool.name!r} "
                 f"(at most {_pool_max_gpus(pool)} GPU(s) per instance), got {model.gpus}",
             )
+        if pool is not None:
+            yield from _model_capacity(where, model, pool)
+        yield from _model_autoscaling(cfg, where, model)
         for j, arg in enumerate(model.extra_args):
             flag = arg.split("=", 1)[0]
             if flag in RESERVED_VLLM_FLAGS:
@@ -265,13 +308,101 @@ def _models(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 )
     used: Counter[str] = Counter()
     for model in cfg.models:
-        used[model.node_pool or cfg.node_pools[0].name] += model.gpus * model.replicas
+        used[model.node_pool or cfg.node_pools[0].name] += model.gpus * model.max_replicas
     for i, pool in enumerate(cfg.node_pools):
         if used[pool.name] > pool.gpu_limit:
             yield ConfigIssue(
                 path=f"node_pools[{i}].gpu_limit",
                 message=f"must cover the GPUs its models request ({used[pool.name]} = sum of "
-                f"gpus x replicas), got {pool.gpu_limit}",
+                f"gpus x replicas, max_replicas when autoscaled), got {pool.gpu_limit}",
+            )
+
+
+def _model_capacity(where: str, model: ModelConfig, pool: NodePoolConfig) -> Iterator[ConfigIssue]:
+    if model.critical and not model.allow_spot and CapacityType.SPOT in pool.capacity_types:
+        yield ConfigIssue(
+            path=f"{where}.node_pool",
+            message=f"must not be pool {pool.name!r} for a critical model: the pool allows spot, "
+            "whose nodes are reclaimed with two minutes' notice (set critical: false, or "
+            f"allow_spot: true to accept it), got {pool.name!r}",
+        )
+
+
+def _model_autoscaling(cfg: TierConfig, where: str, model: ModelConfig) -> Iterator[ConfigIssue]:
+    scaling = model.autoscaling
+    if scaling is None:
+        return
+    path = f"{where}.autoscaling"
+    if scaling.min_replicas > scaling.max_replicas:
+        yield ConfigIssue(
+            path=f"{path}.min_replicas",
+            message=f"must be at most max_replicas ({scaling.max_replicas}), got {scaling.min_replicas}",
+        )
+    if scaling.min_replicas == 0 and model.critical:
+        yield ConfigIssue(
+            path=f"{path}.min_replicas",
+            message="must be at least 1 for a critical model (scale to zero needs critical: false), got 0",
+        )
+    if scaling.queue_target is None and scaling.kv_cache_target is None:
+        yield ConfigIssue(
+            path=path,
+            message="must set queue_target and/or kv_cache_target (the metrics it scales on), got neither",
+        )
+    if not cfg.observability.prometheus.enabled:
+        yield ConfigIssue(
+            path=path,
+            message="needs observability.prometheus.enabled: true (KEDA reads vLLM metrics from "
+            "Amazon Managed Prometheus), got false",
+        )
+
+
+def _model_store(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    store = cfg.model_store
+    if store.kind is not ModelStoreKind.FSX_LUSTRE:
+        return
+    fsx = store.fsx
+    if fsx.import_path is None or not S3_URI.match(fsx.import_path):
+        yield ConfigIssue(
+            path="model_store.fsx.import_path",
+            message="must be an S3 URI such as 's3://bucket/models/' when model_store.kind is "
+            f"'fsx-lustre', got {fsx.import_path!r}",
+        )
+        return
+    bucket, prefix = split_s3_uri(fsx.import_path)
+    for i, model in enumerate(cfg.models):
+        if not model.is_s3:
+            continue
+        m_bucket, m_prefix = split_s3_uri(model.weights)
+        if m_bucket != bucket or not m_prefix.startswith(prefix) or m_prefix == prefix:
+            yield ConfigIssue(
+                path=f"models[{i}].weights",
+                message=f"must be a folder under model_store.fsx.import_path ({fsx.import_path!r}) "
+                f"when the model store is FSx, got {model.weights!r}",
+            )
+        if fsx.storage_capacity_gib is None and model.weights_gib is None:
+            yield ConfigIssue(
+                path=f"models[{i}].weights_gib",
+                message="is required to size the FSx file system (or set "
+                "model_store.fsx.storage_capacity_gib), got None",
+            )
+    if fsx.throughput_per_tib not in FSX_THROUGHPUT_PER_TIB:
+        yield ConfigIssue(
+            path="model_store.fsx.throughput_per_tib",
+            message=f"must be one of {', '.join(map(str, FSX_THROUGHPUT_PER_TIB))} (MB/s per TiB), "
+            f"got {fsx.throughput_per_tib}",
+        )
+    capacity = fsx.storage_capacity_gib
+    if capacity is not None:
+        if not is_valid_fsx_capacity(capacity):
+            yield ConfigIssue(
+                path="model_store.fsx.storage_capacity_gib",
+                message=f"must be 1200, 2400 or a multiple of 2400 (GiB, PERSISTENT_2), got {capacity}",
+            )
+        elif capacity < (needed := fsx_required_gib(cfg)):
+            yield ConfigIssue(
+                path="model_store.fsx.storage_capacity_gib",
+                message=f"must hold the models' weights with headroom ({needed:g} GiB = sum of "
+                f"weights_gib x {fsx.headroom:g}), got {capacity}",
             )
 
 
@@ -302,9 +433,52 @@ def _ingress(cfg: TierConfig) -> Iterator[ConfigIssue]:
             path="ingress.slow_start_seconds",
             message=f"must be 0 (off) or 30-900, got {ing.slow_start_seconds}",
         )
+    if ing.scheme is LoadBalancerScheme.INTERNET_FACING and not ing.waf.enabled:
+        yield ConfigIssue(
+            path="ingress.waf.enabled",
+            message="must be true when ingress.scheme is 'internet-facing' (public endpoints get "
+            "rate limiting and managed rules), got false",
+        )
+    if ing.oidc is not None and ing.cognito is not None:
+        yield ConfigIssue(
+            path="ingress.cognito",
+            message="must be empty when ingress.oidc is set (one authentication action per route), "
+            "got a Cognito user pool",
+        )
+    for field in ("oidc", "cognito"):
+        if getattr(ing, field) is not None and ing.certificate_arn is None:
+            yield ConfigIssue(
+                path=f"ingress.{field}",
+                message="needs ingress.certificate_arn (load balancer authentication works on "
+                "HTTPS listeners only), got no certificate",
+            )
+    optimizer = ing.target_optimizer
+    if optimizer.enabled:
+        ports = {
+            "serving.port": cfg.serving.port,
+            "ingress.target_optimizer.data_port": optimizer.data_port,
+            "ingress.target_optimizer.control_port": optimizer.control_port,
+        }
+        seen: dict[int, str] = {}
+        for path, port in ports.items():
+            if port in seen:
+                yield ConfigIssue(
+                    path=path,
+                    message=f"must differ from {seen[port]} (the agent and vLLM share the pod's "
+                    f"network), got {port} for both",
+                )
+            seen.setdefault(port, path)
 
 
-VALIDATORS: tuple[_Validator, ...] = (_environment, _network, _cluster, _pools, _models, _ingress)
+VALIDATORS: tuple[_Validator, ...] = (
+    _environment,
+    _network,
+    _cluster,
+    _pools,
+    _models,
+    _model_store,
+    _ingress,
+)
 
 
 def validate_tier(cfg: TierConfig) -> list[ConfigIssue]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,10 @@ def _walk(cls: type[BaseModel], prefix: str = "") -> list[str]:
         path = f"{prefix}.{name}" if prefix else name
         paths.append(path)
         annotation = field.annotation
+        # `Section | None`: an optional section is walked like a required one.
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(members) == 1:
+            annotation = members[0]
         if typing.get_origin(annotation) is list:
             (item,) = typing.get_args(annotation)
             if isinstance(item, type) and issubclass(item, BaseModel):
@@ -46,6 +51,8 @@ def test_walk_reaches_nested_sections() -> None:
     assert "node_pools[].gpu_limit" in ALL_PATHS
     assert "network.flow_logs.retention_days" in ALL_PATHS
     assert "ingress.access_logs.enabled" in ALL_PATHS
+    assert "models[].autoscaling.min_replicas" in ALL_PATHS
+    assert "ingress.oidc.client_secret" in ALL_PATHS
 
 
 def test_reference_lists_the_same_paths_as_the_model() -> None:

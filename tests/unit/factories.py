@@ -43,3 +43,32 @@ def overrides(*parts: dict[str, Any]) -> dict[str, Any]:
 def make_tier(*parts: dict[str, Any]) -> TierConfig:
     """The poc tier with `parts` merged over it, validated like a user file."""
     return build_tier(merge(poc_document(), overrides(*parts)))
+
+
+@cache
+def _production_document() -> dict[str, Any]:
+    return yaml.safe_load((PRESET_DIR / "production.yaml").read_text(encoding="utf-8"))
+
+
+def production_document() -> dict[str, Any]:
+    """The raw production preset document (a fresh copy)."""
+    return copy.deepcopy(_production_document())
+
+
+def production_model(index: int, **fields: Any) -> dict[str, Any]:
+    """An override of the production preset's models with model `index` changed."""
+    models = production_document()["models"]
+    models[index] = {**models[index], **fields}
+    return {"models": models}
+
+
+def production_pool(index: int, **fields: Any) -> dict[str, Any]:
+    """An override of the production preset's pools with pool `index` changed."""
+    pools = production_document()["node_pools"]
+    pools[index] = {**pools[index], **fields}
+    return {"node_pools": pools}
+
+
+def make_production(*parts: dict[str, Any]) -> TierConfig:
+    """The production tier with `parts` merged over it, validated like a user file."""
+    return build_tier(merge(production_document(), overrides(*parts)))

@@ -78,7 +78,9 @@ def test_poc_preset_values(poc: TierConfig) -> None:
 def test_unknown_preset_is_rejected() -> None:
     with pytest.raises(ConfigError) as caught:
         load_preset("prod")
-    assert caught.value.render() == ("invalid tier selection:\n  - tier: must be one of 'poc', got 'prod'")
+    assert caught.value.render() == (
+        "invalid tier selection:\n  - tier: must be one of 'poc', 'production', got 'prod'"
+    )
 
 
 # --------------------------------------------------------------------------- extends
@@ -174,7 +176,7 @@ def test_extends_unknown_preset(tmp_path: Path) -> None:
     file = write(tmp_path / "tier.yaml", "extends: pco\n")
     with pytest.raises(ConfigError) as caught:
         load_tier_file(file)
-    assert [str(i) for i in caught.value.issues] == ["extends: must be one of 'poc', got 'pco'"]
+    assert [str(i) for i in caught.value.issues] == ["extends: must be one of 'poc', 'production', got 'pco'"]
 
 
 def test_extends_must_be_a_string(tmp_path: Path) -> None:
@@ -215,7 +217,8 @@ INVALID: list[Any] = [
         {"nmae": "poc"},
         [
             "nmae: is not a known setting (allowed: name, description, removal_policy, environment, "
-            "network, cluster, node_pools, serving, models, ingress)"
+            "network, cluster, karpenter, node_pools, serving, models, model_store, ingress, "
+            "autoscaling, observability)"
         ],
         id="unknown-top-level-key",
     ),
@@ -237,7 +240,7 @@ INVALID: list[Any] = [
         [
             "node_pools[0].foo: is not a known setting (allowed: name, instance_families, "
             "instance_types, capacity_types, gpu_limit, consolidate_after, expire_after, "
-            "disruption_budget_nodes)"
+            "disruption_budget_nodes, purpose, weight, ami_family, ami_version, root_volume_gib)"
         ],
         id="unknown-key-in-list-item",
     ),
@@ -247,7 +250,8 @@ INVALID: list[Any] = [
             "models[0].gpu: is not a known setting (allowed: name, weights, served_model_name, "
             "revision, hf_token_secret, node_pool, gpus, replicas, max_model_len, "
             "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
-            "startup_timeout_seconds, route_priority)"
+            "startup_timeout_seconds, route_priority, critical, allow_spot, weights_gib, autoscaling, "
+            "target_control_max_concurrency)"
         ],
         id="unknown-key-in-model",
     ),
@@ -309,9 +313,9 @@ INVALID: list[Any] = [
     ),
     # ---- closed sets
     pytest.param(
-        {"cluster": {"provisioning": "karpenter"}},
-        ["cluster.provisioning: must be one of 'auto-mode', got 'karpenter'"],
-        id="enum-single-value",
+        {"cluster": {"provisioning": "karpenter-mode"}},
+        ["cluster.provisioning: must be one of 'auto-mode' or 'karpenter', got 'karpenter-mode'"],
+        id="enum-two-values",
     ),
     pytest.param(
         pool_override(capacity_types=["spot", "ondemand"]),
@@ -669,7 +673,7 @@ INVALID: list[Any] = [
         model_override(replicas=5),
         [
             "node_pools[0].gpu_limit: must cover the GPUs its models request (5 = sum of gpus x "
-            "replicas), got 4"
+            "replicas, max_replicas when autoscaled), got 4"
         ],
         id="gpu-limit-below-requests",
     ),
@@ -681,6 +685,8 @@ INVALID: list[Any] = [
             "traffic is served over HTTPS only), got None",
             "ingress.allowed_cidrs: must list at least one CIDR when ingress.scheme is "
             "'internet-facing', got []",
+            "ingress.waf.enabled: must be true when ingress.scheme is 'internet-facing' (public "
+            "endpoints get rate limiting and managed rules), got false",
         ],
         id="internet-facing-without-certificate-or-cidrs",
     ),
@@ -716,7 +722,13 @@ VALID: list[Any] = [
     pytest.param(pool_override(consolidate_after="Never"), id="consolidate-never"),
     pytest.param(pool_override(disruption_budget_nodes="100%"), id="budget-100-percent"),
     pytest.param(pool_override(disruption_budget_nodes="0"), id="budget-zero"),
-    pytest.param(pool_override(capacity_types=["spot", "on-demand"]), id="spot-and-on-demand"),
+    pytest.param(
+        overrides(
+            pool_override(capacity_types=["spot", "on-demand"], purpose="batch"),
+            model_override(critical=False),
+        ),
+        id="spot-on-batch-pool-for-non-critical-model",
+    ),
     pytest.param(
         overrides(pool_override(gpu_limit=16), model_override(gpus=8, replicas=2)),
         id="eight-gpus-fit-g6e-48xlarge",
@@ -739,9 +751,10 @@ VALID: list[Any] = [
                 "scheme": "internet-facing",
                 "certificate_arn": CERT_ARN.format(region="us-east-1"),
                 "allowed_cidrs": ["203.0.113.0/24"],
+                "waf": {"enabled": True},
             }
         },
-        id="internet-facing-with-tls-and-cidrs",
+        id="internet-facing-with-tls-cidrs-and-waf",
     ),
     pytest.param(model_override(weights="s3://gpufarm-models/qwen/"), id="s3-weights"),
     pytest.param(
@@ -837,7 +850,8 @@ def test_build_tier_does_not_coerce_or_raise_pydantic_errors() -> None:
         "  - models[0].bogus: is not a known setting (allowed: name, weights, served_model_name, "
         "revision, hf_token_secret, node_pool, gpus, replicas, max_model_len, "
         "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
-        "startup_timeout_seconds, route_priority)"
+        "startup_timeout_seconds, route_priority, critical, allow_spot, weights_gib, autoscaling, "
+        "target_control_max_concurrency)"
     )
 
 
