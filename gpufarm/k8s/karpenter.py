@@ -1,0 +1,235 @@
+"""Karpenter manifests and Helm values: EC2NodeClass + NodePool per GPU pool, controller, device plugin."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gpufarm.config.model import AmiFamily, NodePoolConfig
+from gpufarm.k8s.labels import GPU_TAINT_KEY, POOL_LABEL, common_labels, nodepool_name
+from gpufarm.k8s.nodepool import gpu_nodepool
+
+KARPENTER_LABEL_DOMAIN = "karpenter.k8s.aws"
+"""Prefix of the instance labels Karpenter puts on the nodes it launches."""
+
+DISCOVERY_TAG = "karpenter.sh/discovery"
+"""Tag on the subnets and security groups that EC2NodeClasses select."""
+
+PURPOSE_LABEL = "gpufarm.io/purpose"
+"""Node label carrying the pool's purpose (`serving` or `batch`)."""
+
+AMI_FAMILY_LABEL = "gpufarm.io/ami-family"
+"""Node label carrying the pool's OS (`al2023` or `bottlerocket`)."""
+
+SERVICE_ACCOUNT = "karpenter"
+"""Service account of the Karpenter controller (the Pod Identity association names it)."""
+
+NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
+"""Label EKS puts on every node of a managed node group."""
+
+GPU_MANUFACTURER_LABEL = f"{KARPENTER_LABEL_DOMAIN}/instance-gpu-manufacturer"
+"""Label Karpenter puts on GPU nodes: the GPU vendor (`nvidia`)."""
+
+ROOT_VOLUME_IOPS = 3000
+"""gp3 IOPS of the GPU nodes' kubelet volume (the gp3 baseline, included in the volume price)."""
+
+ROOT_VOLUME_THROUGHPUT_MIBPS = 500
+"""gp3 throughput of the kubelet volume, MiB/s: multi-GB inference images unpack 4x faster than
+at the 125 MiB/s baseline, for a few dollars a month per node."""
+
+BOTTLEROCKET_OS_VOLUME_GIB = 4
+"""Bottlerocket's OS volume (`/dev/xvda`), the size Karpenter gives it by default."""
+
+
+def ami_alias(pool: NodePoolConfig) -> str:
+    """The EC2NodeClass AMI alias of a pool: `al2023@<version>` or `bottlerocket@v<version>`.
+
+    Bottlerocket versions are written with a leading `v` in aliases (`bottlerocket@v1.50.0`);
+    Karpenter also accepts them without it, so either spelling in the config works.
+    """
+    version = pool.ami_version
+    if pool.ami_family is AmiFamily.BOTTLEROCKET and version != "latest" and not version.startswith("v"):
+        version = f"v{version}"
+    return f"{pool.ami_family.value}@{version}"
+
+
+def _ebs(size_gib: int, *, iops: int, throughput: int) -> dict[str, Any]:
+    return {
+        "volumeSize": f"{size_gib}Gi",
+        "volumeType": "gp3",
+        "iops": iops,
+        "throughput": throughput,
+        "encrypted": True,
+        "deleteOnTermination": True,
+    }
+
+
+def block_device_mappings(pool: NodePoolConfig) -> list[dict[str, Any]]:
+    """EBS volumes of a pool's nodes: one encrypted gp3 volume of `root_volume_gib` for the kubelet.
+
+    AL2023 keeps images and pod storage on its root volume, `/dev/xvda`. Bottlerocket boots
+    from a small OS volume (`/dev/xvda`) and keeps them on its data volume, `/dev/xvdb`, so
+    that is the one sized from the config (and both are listed, since a NodeClass that lists
+    volumes replaces Karpenter's defaults).
+    """
+    data = _ebs(pool.root_volume_gib, iops=ROOT_VOLUME_IOPS, throughput=ROOT_VOLUME_THROUGHPUT_MIBPS)
+    if pool.ami_family is AmiFamily.BOTTLEROCKET:
+        return [
+            {"deviceName": "/dev/xvda", "ebs": _ebs(BOTTLEROCKET_OS_VOLUME_GIB, iops=3000, throughput=125)},
+            {"deviceName": "/dev/xvdb", "rootVolume": True, "ebs": data},
+        ]
+    return [{"deviceName": "/dev/xvda", "rootVolume": True, "ebs": data}]
+
+
+def ec2_nodeclass(
+    pool: NodePoolConfig,
+    *,
+    node_role_name: str,
+    discovery_value: str,
+    security_group_ids: Sequence[str] = (),
+) -> dict[str, Any]:
+    """A `karpenter.k8s.aws/v1` EC2NodeClass for one GPU pool (named like its NodePool).
+
+    Nodes use the pool's AMI alias, the IAM role `node_role_name` (Karpenter makes the
+    instance profile), the subnets and security groups tagged `karpenter.sh/discovery:
+    <discovery_value>` plus any `security_group_ids` (security groups CloudFormation cannot
+    tag, such as the one EKS creates for the cluster), an encrypted gp3 kubelet volume of
+    `root_volume_gib`, and IMDSv2 only with a hop limit of 1 so pods cannot reach the node
+    role's credentials (they get their own through Pod Identity).
+    """
+    selector = {"tags": {DISCOVERY_TAG: discovery_value}}
+    return {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {
+            "name": nodepool_name(pool.name),
+            "labels": {**common_labels("gpu-nodeclass"), POOL_LABEL: pool.name},
+        },
+        "spec": {
+            "amiSelectorTerms": [{"alias": ami_alias(pool)}],
+            "role": node_role_name,
+            "subnetSelectorTerms": [selector],
+            "securityGroupSelectorTerms": [selector, *({"id": sg} for sg in security_group_ids)],
+            "blockDeviceMappings": block_device_mappings(pool),
+            "metadataOptions": {
+                "httpEndpoint": "enabled",
+                "httpProtocolIPv6": "disabled",
+                "httpPutResponseHopLimit": 1,
+                "httpTokens": "required",
+            },
+            "tags": {POOL_LABEL: pool.name, PURPOSE_LABEL: pool.purpose.value},
+        },
+    }
+
+
+def karpenter_gpu_nodepool(pool: NodePoolConfig) -> dict[str, Any]:
+    """A `karpenter.sh/v1` NodePool for one GPU pool, on the EC2NodeClass of the same name.
+
+    Like the Auto Mode pool (taint `nvidia.com/gpu:NoSchedule`, GPU limit, `WhenEmpty`
+    consolidation after `consolidate_after`, one disruption budget, `expireAfter`), with
+    Karpenter's instance labels, the pool's weight (serving 50 before batch 10 by default, so
+    the on-demand base fills before burst capacity) and nodes labelled with pool, purpose and OS.
+    """
+    return gpu_nodepool(
+        pool,
+        node_class_ref={
+            "group": KARPENTER_LABEL_DOMAIN,
+            "kind": "EC2NodeClass",
+            "name": nodepool_name(pool.name),
+        },
+        label_domain=KARPENTER_LABEL_DOMAIN,
+        node_labels={
+            POOL_LABEL: pool.name,
+            PURPOSE_LABEL: pool.purpose.value,
+            AMI_FAMILY_LABEL: pool.ami_family.value,
+        },
+        weight=pool.nodepool_weight,
+    )
+
+
+def karpenter_values(
+    *,
+    cluster_name: str,
+    interruption_queue: str,
+    replicas: int = 2,
+) -> dict[str, Any]:
+    """Helm values of the Karpenter chart.
+
+    The controller runs `replicas` pods (one leads) on managed node group nodes only: never on
+    nodes Karpenter launched (it would be evicting itself), spread one per node, tolerating
+    `CriticalAddonsOnly` so a tainted system node group can hold it. Its service account is
+    `karpenter`, the one the Pod Identity association names. `interruption_queue` is the SQS
+    queue *name*. Requests equal limits (1 CPU, 1 GiB), as Karpenter recommends.
+    """
+    return {
+        "replicas": replicas,
+        "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
+        "settings": {"clusterName": cluster_name, "interruptionQueue": interruption_queue},
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "karpenter.sh/nodepool", "operator": "DoesNotExist"},
+                                {"key": NODEGROUP_LABEL, "operator": "Exists"},
+                            ]
+                        }
+                    ]
+                }
+            },
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname"}]
+            },
+        },
+        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+        "controller": {
+            "resources": {
+                "requests": {"cpu": "1", "memory": "1Gi"},
+                "limits": {"cpu": "1", "memory": "1Gi"},
+            }
+        },
+    }
+
+
+def nvidia_device_plugin_values() -> dict[str, Any]:
+    """Helm values of NVIDIA's device plugin chart: a DaemonSet on NVIDIA GPU nodes only.
+
+    It runs where Karpenter labelled the node `karpenter.k8s.aws/instance-gpu-manufacturer:
+    nvidia` and the OS is not Bottlerocket (whose NVIDIA AMIs ship their own device plugin),
+    or where an operator labelled a node `nvidia.com/gpu.present: "true"` (GPU managed node
+    groups). It tolerates the `nvidia.com/gpu` taint of GPU pools, and GPU feature discovery
+    stays off (Karpenter's labels already describe the GPUs).
+    """
+    return {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": GPU_MANUFACTURER_LABEL, "operator": "In", "values": ["nvidia"]},
+                                {
+                                    "key": AMI_FAMILY_LABEL,
+                                    "operator": "NotIn",
+                                    "values": [AmiFamily.BOTTLEROCKET.value],
+                                },
+                            ]
+                        },
+                        {
+                            "matchExpressions": [
+                                {"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}
+                            ]
+                        },
+                    ]
+                }
+            }
+        },
+        "tolerations": [
+            {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "CriticalAddonsOnly", "operator": "Exists"},
+        ],
+        "priorityClassName": "system-node-critical",
+        "gfd": {"enabled": False},
+    }

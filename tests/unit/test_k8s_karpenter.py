@@ -1,0 +1,393 @@
+"""Karpenter manifests and Helm values: EC2NodeClass, NodePool, controller and device plugin."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from gpufarm.config import CapacityType, NodePoolConfig, TierConfig, load_preset
+from gpufarm.config.model import AmiFamily, PoolPurpose
+from gpufarm.k8s.karpenter import (
+    AMI_FAMILY_LABEL,
+    GPU_MANUFACTURER_LABEL,
+    NODEGROUP_LABEL,
+    PURPOSE_LABEL,
+    SERVICE_ACCOUNT,
+    ami_alias,
+    ec2_nodeclass,
+    karpenter_gpu_nodepool,
+    karpenter_values,
+    nvidia_device_plugin_values,
+)
+from gpufarm.k8s.labels import POOL_LABEL
+from gpufarm.k8s.nodepool import auto_mode_gpu_nodepool
+
+from .k8s_schema import crd_errors, nodepool_errors
+
+NODECLASS_CRD = "karpenter.k8s.aws_ec2nodeclasses.yaml"
+ROLE = "gpufarm-karpenter-node"
+DISCOVERY = "gpufarm-production"
+
+DEFAULT_POOL = NodePoolConfig(name="l40s")
+BATCH_POOL = NodePoolConfig(
+    name="batch",
+    purpose=PoolPurpose.BATCH,
+    instance_families=["g6e", "g6"],
+    instance_types=["g6e.12xlarge"],
+    capacity_types=[CapacityType.SPOT, CapacityType.ON_DEMAND],
+    gpu_limit=16,
+    consolidate_after="15m",
+    expire_after="720h",
+    disruption_budget_nodes="20%",
+    root_volume_gib=200,
+)
+BOTTLEROCKET_POOL = NodePoolConfig(name="br", ami_family=AmiFamily.BOTTLEROCKET, ami_version="1.50.0")
+
+
+@pytest.fixture(scope="module")
+def production() -> TierConfig:
+    return load_preset("production")
+
+
+def nodeclass(pool: NodePoolConfig = DEFAULT_POOL, **kwargs: Any) -> dict[str, Any]:
+    return ec2_nodeclass(pool, node_role_name=ROLE, discovery_value=DISCOVERY, **kwargs)
+
+
+def requirement(nodepool: dict[str, Any], key: str) -> dict[str, Any] | None:
+    found = [r for r in nodepool["spec"]["template"]["spec"]["requirements"] if r["key"] == key]
+    assert len(found) <= 1, f"requirement {key} appears {len(found)} times"
+    return found[0] if found else None
+
+
+def _term_matches(term: dict[str, Any], labels: dict[str, str]) -> bool:
+    for expr in term["matchExpressions"]:
+        key, op, values = expr["key"], expr["operator"], expr.get("values", [])
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+def schedulable_on(values: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a pod with the chart's required node affinity may land on a node with `labels`."""
+    terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    return any(_term_matches(t, labels) for t in terms)
+
+
+def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, str]) -> bool:
+    """Whether a toleration list tolerates one taint (Kubernetes' matching rules)."""
+    for t in tolerations:
+        key_ok = t.get("key") == taint["key"] or ("key" not in t and t.get("operator") == "Exists")
+        effect_ok = t.get("effect") in (None, taint["effect"])
+        value_ok = t.get("operator") == "Exists" or t.get("value") == taint.get("value")
+        if key_ok and effect_ok and value_ok:
+            return True
+    return False
+
+
+def karpenter_node_labels(pool: NodePoolConfig) -> dict[str, str]:
+    """Labels of a GPU node Karpenter launched for `pool` (template labels + Karpenter's own)."""
+    template = karpenter_gpu_nodepool(pool)["spec"]["template"]
+    return {
+        **template["metadata"]["labels"],
+        "karpenter.sh/nodepool": karpenter_gpu_nodepool(pool)["metadata"]["name"],
+        GPU_MANUFACTURER_LABEL: "nvidia",
+        "kubernetes.io/os": "linux",
+    }
+
+
+SYSTEM_NODE_LABELS = {NODEGROUP_LABEL: "system", "kubernetes.io/os": "linux"}
+
+# --------------------------------------------------------------------------- EC2NodeClass
+
+
+def test_nodeclass_identity() -> None:
+    doc = nodeclass()
+    assert doc["apiVersion"] == "karpenter.k8s.aws/v1"
+    assert doc["kind"] == "EC2NodeClass"
+    assert doc["metadata"]["name"] == "gpu-l40s"
+    assert "namespace" not in doc["metadata"], "EC2NodeClasses are cluster-scoped"
+
+
+@pytest.mark.parametrize(
+    "pool", [DEFAULT_POOL, BATCH_POOL, BOTTLEROCKET_POOL], ids=["al2023", "batch", "bottlerocket"]
+)
+def test_nodeclass_matches_its_crd(pool: NodePoolConfig) -> None:
+    assert crd_errors(nodeclass(pool, security_group_ids=["sg-0123456789abcdef0"]), NODECLASS_CRD, "v1") == []
+
+
+def test_production_nodeclasses_match_their_crd(production: TierConfig) -> None:
+    for pool in production.node_pools:
+        assert crd_errors(nodeclass(pool), NODECLASS_CRD, "v1") == [], pool.name
+
+
+@pytest.mark.parametrize(
+    ("pool", "alias"),
+    [
+        (DEFAULT_POOL, "al2023@latest"),
+        (NodePoolConfig(name="p", ami_version="v20251120"), "al2023@v20251120"),
+        (BOTTLEROCKET_POOL, "bottlerocket@v1.50.0"),
+        (NodePoolConfig(name="p", ami_family=AmiFamily.BOTTLEROCKET), "bottlerocket@latest"),
+    ],
+)
+def test_nodeclass_selects_the_pool_ami_by_alias(pool: NodePoolConfig, alias: str) -> None:
+    assert ami_alias(pool) == alias
+    assert nodeclass(pool)["spec"]["amiSelectorTerms"] == [{"alias": alias}]
+
+
+def test_alias_satisfies_the_crd_rules() -> None:
+    # CEL rules the JSON schema check cannot evaluate: 'family@version', at most 30 characters.
+    for pool in (DEFAULT_POOL, BOTTLEROCKET_POOL, NodePoolConfig(name="p", ami_version="v20251120")):
+        alias = ami_alias(pool)
+        assert re.fullmatch(r"[a-zA-Z0-9]+@.+", alias)
+        assert len(alias) <= 30
+
+
+def test_nodeclass_uses_the_node_role() -> None:
+    spec = nodeclass()["spec"]
+    assert spec["role"] == ROLE
+    assert "instanceProfile" not in spec, "role and instanceProfile are mutually exclusive"
+
+
+def test_nodeclass_discovers_subnets_and_security_groups_by_tag() -> None:
+    spec = nodeclass()["spec"]
+    assert spec["subnetSelectorTerms"] == [{"tags": {"karpenter.sh/discovery": DISCOVERY}}]
+    assert spec["securityGroupSelectorTerms"] == [{"tags": {"karpenter.sh/discovery": DISCOVERY}}]
+
+
+def test_nodeclass_adds_security_groups_by_id() -> None:
+    terms = nodeclass(security_group_ids=["sg-1", "sg-2"])["spec"]["securityGroupSelectorTerms"]
+    assert terms == [{"tags": {"karpenter.sh/discovery": DISCOVERY}}, {"id": "sg-1"}, {"id": "sg-2"}]
+
+
+def test_al2023_root_volume_is_the_encrypted_kubelet_volume() -> None:
+    assert nodeclass(BATCH_POOL)["spec"]["blockDeviceMappings"] == [
+        {
+            "deviceName": "/dev/xvda",
+            "rootVolume": True,
+            "ebs": {
+                "volumeSize": "200Gi",
+                "volumeType": "gp3",
+                "iops": 3000,
+                "throughput": 500,
+                "encrypted": True,
+                "deleteOnTermination": True,
+            },
+        }
+    ]
+
+
+def test_bottlerocket_sizes_its_data_volume_and_keeps_a_small_os_volume() -> None:
+    mappings = {m["deviceName"]: m for m in nodeclass(BOTTLEROCKET_POOL)["spec"]["blockDeviceMappings"]}
+    assert set(mappings) == {"/dev/xvda", "/dev/xvdb"}
+    assert mappings["/dev/xvda"]["ebs"]["volumeSize"] == "4Gi"
+    assert "rootVolume" not in mappings["/dev/xvda"]
+    assert mappings["/dev/xvdb"]["rootVolume"] is True
+    assert mappings["/dev/xvdb"]["ebs"]["volumeSize"] == f"{BOTTLEROCKET_POOL.root_volume_gib}Gi"
+    assert all(m["ebs"]["encrypted"] for m in mappings.values())
+
+
+@pytest.mark.parametrize("pool", [DEFAULT_POOL, BOTTLEROCKET_POOL], ids=["al2023", "bottlerocket"])
+def test_gp3_throughput_fits_the_provisioned_iops(pool: NodePoolConfig) -> None:
+    # gp3 allows at most 0.25 MiB/s per provisioned IOPS (and 125-2000 MiB/s, 3000-80000 IOPS).
+    for mapping in nodeclass(pool)["spec"]["blockDeviceMappings"]:
+        ebs = mapping["ebs"]
+        assert 3000 <= ebs["iops"] <= 80000
+        assert 125 <= ebs["throughput"] <= min(2000, ebs["iops"] // 4)
+
+
+def test_nodeclass_requires_imdsv2_with_hop_limit_one() -> None:
+    assert nodeclass()["spec"]["metadataOptions"] == {
+        "httpEndpoint": "enabled",
+        "httpProtocolIPv6": "disabled",
+        "httpPutResponseHopLimit": 1,
+        "httpTokens": "required",
+    }
+
+
+def test_nodeclass_tags_instances_with_pool_and_purpose() -> None:
+    tags = nodeclass(BATCH_POOL)["spec"]["tags"]
+    assert tags == {POOL_LABEL: "batch", PURPOSE_LABEL: "batch"}
+    # Karpenter rejects its own and the cluster's tag keys (CEL rules).
+    assert not any(k.startswith(("karpenter.", "kubernetes.io/cluster", "eks:")) for k in tags)
+
+
+# --------------------------------------------------------------------------- NodePool
+
+
+def test_nodepool_identity() -> None:
+    doc = karpenter_gpu_nodepool(DEFAULT_POOL)
+    assert doc["apiVersion"] == "karpenter.sh/v1"
+    assert doc["kind"] == "NodePool"
+    assert doc["metadata"]["name"] == "gpu-l40s"
+    assert "namespace" not in doc["metadata"]
+
+
+@pytest.mark.parametrize(
+    "pool",
+    [DEFAULT_POOL, BATCH_POOL, BOTTLEROCKET_POOL],
+    ids=["default", "batch", "bottlerocket"],
+)
+def test_nodepool_matches_its_crd(pool: NodePoolConfig) -> None:
+    assert nodepool_errors(karpenter_gpu_nodepool(pool)) == []
+
+
+def test_production_nodepools_match_their_crd(production: TierConfig) -> None:
+    for pool in production.node_pools:
+        assert nodepool_errors(karpenter_gpu_nodepool(pool)) == [], pool.name
+
+
+def test_nodepool_uses_the_ec2nodeclass_of_the_same_name() -> None:
+    doc = karpenter_gpu_nodepool(DEFAULT_POOL)
+    assert doc["spec"]["template"]["spec"]["nodeClassRef"] == {
+        "group": "karpenter.k8s.aws",
+        "kind": "EC2NodeClass",
+        "name": nodeclass()["metadata"]["name"],
+    }
+
+
+def test_nodepool_requirements_use_karpenter_labels() -> None:
+    doc = karpenter_gpu_nodepool(BATCH_POOL)
+    assert requirement(doc, "karpenter.k8s.aws/instance-family") == {
+        "key": "karpenter.k8s.aws/instance-family",
+        "operator": "In",
+        "values": ["g6e", "g6"],
+    }
+    assert requirement(doc, "karpenter.sh/capacity-type")["values"] == ["spot", "on-demand"]  # type: ignore[index]
+    assert requirement(doc, "karpenter.k8s.aws/instance-gpu-manufacturer")["values"] == ["nvidia"]  # type: ignore[index]
+    assert requirement(doc, "kubernetes.io/arch")["values"] == ["amd64"]  # type: ignore[index]
+    assert requirement(doc, "node.kubernetes.io/instance-type")["values"] == ["g6e.12xlarge"]  # type: ignore[index]
+    assert not any(
+        r["key"].startswith("eks.amazonaws.com/") for r in doc["spec"]["template"]["spec"]["requirements"]
+    )
+
+
+def test_nodepool_has_no_instance_type_requirement_unless_configured() -> None:
+    assert requirement(karpenter_gpu_nodepool(DEFAULT_POOL), "node.kubernetes.io/instance-type") is None
+
+
+@pytest.mark.parametrize(
+    ("pool", "weight"),
+    [
+        (DEFAULT_POOL, 50),
+        (BATCH_POOL, 10),
+        (NodePoolConfig(name="p", purpose=PoolPurpose.BATCH, weight=70), 70),
+    ],
+    ids=["serving-default", "batch-default", "explicit"],
+)
+def test_nodepool_weight(pool: NodePoolConfig, weight: int) -> None:
+    assert karpenter_gpu_nodepool(pool)["spec"]["weight"] == weight
+
+
+def test_production_serving_pool_fills_before_batch(production: TierConfig) -> None:
+    weights = {p.name: karpenter_gpu_nodepool(p)["spec"]["weight"] for p in production.node_pools}
+    assert weights["serving"] > weights["batch"]
+
+
+def test_nodepool_taints_limits_and_disruption() -> None:
+    spec = karpenter_gpu_nodepool(BATCH_POOL)["spec"]
+    assert spec["template"]["spec"]["taints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+    assert spec["limits"] == {"nvidia.com/gpu": "16"}
+    assert spec["disruption"] == {
+        "consolidationPolicy": "WhenEmpty",
+        "consolidateAfter": "15m",
+        "budgets": [{"nodes": "20%"}],
+    }
+    assert spec["template"]["spec"]["expireAfter"] == "720h"
+
+
+def test_nodepool_shares_taints_limits_and_disruption_with_auto_mode() -> None:
+    karpenter, auto = karpenter_gpu_nodepool(BATCH_POOL)["spec"], auto_mode_gpu_nodepool(BATCH_POOL)["spec"]
+    for key in ("limits", "disruption"):
+        assert karpenter[key] == auto[key]
+    for key in ("taints", "expireAfter"):
+        assert karpenter["template"]["spec"][key] == auto["template"]["spec"][key]
+
+
+def test_nodepool_labels_nodes_with_pool_purpose_and_os() -> None:
+    labels = karpenter_gpu_nodepool(BOTTLEROCKET_POOL)["spec"]["template"]["metadata"]["labels"]
+    assert labels == {POOL_LABEL: "br", PURPOSE_LABEL: "serving", AMI_FAMILY_LABEL: "bottlerocket"}
+
+
+# --------------------------------------------------------------------------- Karpenter chart values
+
+
+def test_karpenter_values_settings() -> None:
+    values = karpenter_values(cluster_name="c", interruption_queue="q", replicas=3)
+    assert values["settings"] == {"clusterName": "c", "interruptionQueue": "q"}
+    assert values["replicas"] == 3
+
+
+def test_karpenter_service_account_is_the_pod_identity_one() -> None:
+    values = karpenter_values(cluster_name="c", interruption_queue="q")
+    assert values["serviceAccount"] == {"create": True, "name": SERVICE_ACCOUNT}
+    assert SERVICE_ACCOUNT == "karpenter"
+
+
+def test_karpenter_controller_runs_on_the_system_node_group_only() -> None:
+    values = karpenter_values(cluster_name="c", interruption_queue="q")
+    assert schedulable_on(values, SYSTEM_NODE_LABELS)
+    for pool in (DEFAULT_POOL, BATCH_POOL):
+        assert not schedulable_on(values, karpenter_node_labels(pool))
+    assert not schedulable_on(values, {"kubernetes.io/os": "linux"}), "nodes outside a managed node group"
+
+
+def test_karpenter_controller_does_not_tolerate_gpu_nodes() -> None:
+    values = karpenter_values(cluster_name="c", interruption_queue="q")
+    assert not tolerates(values["tolerations"], {"key": "nvidia.com/gpu", "effect": "NoSchedule"})
+    assert tolerates(values["tolerations"], {"key": "CriticalAddonsOnly", "effect": "NoSchedule"})
+
+
+def test_karpenter_replicas_spread_over_nodes() -> None:
+    anti = karpenter_values(cluster_name="c", interruption_queue="q")["affinity"]["podAntiAffinity"]
+    assert anti["requiredDuringSchedulingIgnoredDuringExecution"] == [
+        {"topologyKey": "kubernetes.io/hostname"}
+    ]
+
+
+def test_karpenter_controller_resources_are_guaranteed() -> None:
+    resources = karpenter_values(cluster_name="c", interruption_queue="q")["controller"]["resources"]
+    assert resources["requests"] == resources["limits"] == {"cpu": "1", "memory": "1Gi"}
+
+
+# --------------------------------------------------------------------------- NVIDIA device plugin values
+
+
+def test_device_plugin_runs_on_al2023_gpu_nodes() -> None:
+    values = nvidia_device_plugin_values()
+    for pool in (DEFAULT_POOL, BATCH_POOL):
+        labels = karpenter_node_labels(pool)
+        assert schedulable_on(values, labels)
+        taints = karpenter_gpu_nodepool(pool)["spec"]["template"]["spec"]["taints"]
+        assert all(tolerates(values["tolerations"], t) for t in taints)
+
+
+def test_device_plugin_skips_bottlerocket_which_ships_its_own() -> None:
+    assert not schedulable_on(nvidia_device_plugin_values(), karpenter_node_labels(BOTTLEROCKET_POOL))
+
+
+def test_device_plugin_skips_nodes_without_nvidia_gpus() -> None:
+    values = nvidia_device_plugin_values()
+    assert not schedulable_on(values, SYSTEM_NODE_LABELS)
+    assert not schedulable_on(values, {**SYSTEM_NODE_LABELS, GPU_MANUFACTURER_LABEL: "amd"})
+
+
+def test_device_plugin_runs_on_nodes_labelled_gpu_present() -> None:
+    assert schedulable_on(
+        nvidia_device_plugin_values(), {**SYSTEM_NODE_LABELS, "nvidia.com/gpu.present": "true"}
+    )
+
+
+def test_device_plugin_is_node_critical_without_feature_discovery() -> None:
+    values = nvidia_device_plugin_values()
+    assert values["priorityClassName"] == "system-node-critical"
+    assert values["gfd"] == {"enabled": False}
