@@ -1,9 +1,12 @@
-"""The EKS cluster: native CloudFormation (`aws_eks_v2`), Auto Mode, encrypted secrets, logging."""
+"""The EKS cluster: native CloudFormation (`aws_eks_v2`), encrypted secrets, logging, and either
+EKS Auto Mode or standard compute (system node group, core EKS add-ons, AWS Load Balancer Controller)."""
 
 from __future__ import annotations
 
 import json
+import re
 import typing
+from typing import Final
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -12,10 +15,18 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
-from constructs import Construct
+from constructs import Construct, DependencyGroup
 
-from gpufarm.config.model import ClusterConfig, ControlPlaneLog, EndpointAccess, Provisioning
-from gpufarm.constructs._util import acknowledge, private_subnets
+from gpufarm.config.model import (
+    ClusterConfig,
+    ControlPlaneLog,
+    CoreAddon,
+    EndpointAccess,
+    Provisioning,
+    SystemNodesConfig,
+)
+from gpufarm.constructs._util import acknowledge, pod_identity_role, private_subnets
+from gpufarm.constructs.lb_controller import AwsLoadBalancerController
 
 _LOG_TYPES = {
     ControlPlaneLog.API: eks.ClusterLoggingTypes.API,
@@ -29,12 +40,97 @@ _LOG_TYPES = {
 _NODE_POLICIES = ("AmazonEKSWorkerNodeMinimalPolicy", "AmazonEC2ContainerRegistryPullOnly")
 """The least-privileged managed policies EKS documents for Auto Mode nodes."""
 
+_SYSTEM_NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly")
+"""Managed node group nodes: join the cluster (and serve Pod Identity), pull images. The CNI
+policy is not here: the VPC CNI gets it through Pod Identity, so pods cannot borrow it from IMDS."""
+
+_CNI_POLICY = "AmazonEKS_CNI_Policy"
+_CNI_SERVICE_ACCOUNT = "aws-node"
+
 _MANAGED_POLICY = "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{}]"
+
+SYSTEM_NODE_LABEL_KEY: Final = "gpufarm.io/node-role"
+SYSTEM_NODE_LABEL_VALUE: Final = "system"
+
+REQUIRED_CORE_ADDONS: Final = (
+    CoreAddon.VPC_CNI,
+    CoreAddon.COREDNS,
+    CoreAddon.KUBE_PROXY,
+    CoreAddon.POD_IDENTITY_AGENT,
+)
+"""Add-ons without which a standard-compute cluster has no pod network, DNS or Pod Identity."""
+
+_BEFORE_NODES = frozenset({CoreAddon.VPC_CNI, CoreAddon.KUBE_PROXY, CoreAddon.POD_IDENTITY_AGENT})
+"""DaemonSets a node needs before it turns Ready: they are installed before the node group.
+The others (CoreDNS, metrics-server) are Deployments that need nodes, so they follow it."""
+
+_ADDON_IDS = {
+    CoreAddon.VPC_CNI: "VpcCni",
+    CoreAddon.COREDNS: "CoreDns",
+    CoreAddon.KUBE_PROXY: "KubeProxy",
+    CoreAddon.POD_IDENTITY_AGENT: "PodIdentityAgent",
+    CoreAddon.METRICS_SERVER: "MetricsServer",
+}
+
+_ACCELERATED_FAMILY = re.compile(r"^(p|g|gr|inf|trn|dl|f|vt)\d")
+"""Instance families with GPUs or other accelerators (p5, g6e, gr6, inf2, trn1, dl1, f2, vt1)."""
+
+_IMDS_HOP_LIMIT = 1
+"""IMDSv2 responses reach the node itself (and host-network pods) but not pods on their own
+network namespace, so no pod can borrow the node role."""
 
 
 def kubernetes_version(version: str) -> eks.KubernetesVersion:
     """The CDK version object for a 'major.minor' string."""
     return eks.KubernetesVersion.of(version)
+
+
+def _repeated(values: list[str]) -> list[str]:
+    return sorted({v for v in values if values.count(v) > 1})
+
+
+def validate_standard_compute(config: ClusterConfig) -> None:
+    """Checks that a cluster with `karpenter` provisioning can come up; raises ValueError."""
+    names = [a.value for a in config.core_addons]
+    if repeated := _repeated(names):
+        raise ValueError(f"'core_addons' must not list an add-on twice, got {repeated!r} more than once")
+    if missing := [a.value for a in REQUIRED_CORE_ADDONS if a not in config.core_addons]:
+        raise ValueError(
+            "'core_addons' must include 'vpc-cni', 'coredns', 'kube-proxy' and 'eks-pod-identity-agent' "
+            "with karpenter provisioning (pod networking, DNS and Pod Identity for the controllers), "
+            f"missing {missing!r}"
+        )
+    nodes = config.system_nodes
+    if not nodes.min_size <= nodes.desired_size <= nodes.max_size:
+        raise ValueError(
+            "'system_nodes' must satisfy min_size <= desired_size <= max_size, got "
+            f"{nodes.min_size} <= {nodes.desired_size} <= {nodes.max_size}"
+        )
+    if accelerated := [t for t in nodes.instance_types if _ACCELERATED_FAMILY.match(t)]:
+        raise ValueError(
+            "'system_nodes.instance_types' must be CPU instance types (system pods use no GPU or "
+            f"other accelerator), got {accelerated!r}"
+        )
+
+
+_AL2023_BY_ARCHITECTURE = {
+    ec2.InstanceArchitecture.X86_64: ("x86_64", eks.NodegroupAmiType.AL2023_X86_64_STANDARD),
+    ec2.InstanceArchitecture.ARM_64: ("arm64", eks.NodegroupAmiType.AL2023_ARM_64_STANDARD),
+}
+
+
+def _system_ami_type(nodes: SystemNodesConfig) -> eks.NodegroupAmiType:
+    """The AL2023 standard AMI for the group's CPU architecture (one AMI serves the whole group)."""
+    by_arch: dict[ec2.InstanceArchitecture, list[str]] = {}
+    for name in nodes.instance_types:
+        by_arch.setdefault(ec2.InstanceType(name).architecture, []).append(name)
+    if len(by_arch) > 1:
+        found = " and ".join(
+            sorted(f"{_AL2023_BY_ARCHITECTURE[arch][0]} {types!r}" for arch, types in by_arch.items())
+        )
+        raise ValueError(f"'system_nodes.instance_types' must share one CPU architecture, got {found}")
+    (arch,) = by_arch
+    return _AL2023_BY_ARCHITECTURE[arch][1]
 
 
 class InferenceCluster(Construct):
@@ -45,6 +141,14 @@ class InferenceCluster(Construct):
     type, Kubernetes secrets envelope-encrypted with a rotating customer-managed KMS key, nodes
     in the private subnets. The kubectl provider (which applies Kubernetes manifests during
     deploy) runs in the private subnets with kubectl 1.34, so it reaches a private endpoint.
+
+    With `provisioning: karpenter` the cluster uses standard compute instead of Auto Mode (GPU
+    nodes come from Karpenter, built elsewhere): a managed node group `SystemNodes` for system
+    pods (AL2023 standard AMI, on-demand, sizes and root volume from `system_nodes`, encrypted
+    gp3, IMDSv2 only with a hop limit of 1, node auto repair, label
+    `gpufarm.io/node-role: system`), the `core_addons` as EKS add-ons (VPC CNI with its
+    permissions through Pod Identity, self-managed bootstrap add-ons off), and the AWS Load
+    Balancer Controller on the system nodes for `elbv2.k8s.aws/v1beta1` TargetGroupBindings.
     """
 
     def __init__(
@@ -58,10 +162,11 @@ class InferenceCluster(Construct):
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, id)
-        if config.provisioning is not Provisioning.AUTO_MODE:
-            raise ValueError(
-                f"'provisioning' must be 'auto-mode' for InferenceCluster, got {config.provisioning.value!r}"
-            )
+        auto_mode = config.provisioning is Provisioning.AUTO_MODE
+        system_ami = None
+        if not auto_mode:
+            validate_standard_compute(config)
+            system_ami = _system_ami_type(config.system_nodes)
         self.secrets_key: kms.Key | None = None
         if config.secrets_encryption:
             self.secrets_key = kms.Key(
@@ -71,15 +176,40 @@ class InferenceCluster(Construct):
                 enable_key_rotation=True,
                 removal_policy=removal_policy,
             )
-        self.node_role = iam.Role(
-            self,
-            "NodeRole",
-            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            description="EKS Auto Mode nodes",
-            managed_policies=[
-                iam.ManagedPolicy.from_aws_managed_policy_name(name) for name in _NODE_POLICIES
-            ],
-        )
+        compute: dict[str, typing.Any]
+        if auto_mode:
+            self.node_role = iam.Role(
+                self,
+                "NodeRole",
+                assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+                description="EKS Auto Mode nodes",
+                managed_policies=[
+                    iam.ManagedPolicy.from_aws_managed_policy_name(name) for name in _NODE_POLICIES
+                ],
+            )
+            compute = {
+                "default_capacity_type": eks.DefaultCapacityType.AUTOMODE,
+                "compute": eks.ComputeConfig(
+                    node_pools=[p.value for p in config.auto_mode_builtin_pools], node_role=self.node_role
+                ),
+            }
+        else:
+            self.node_role = iam.Role(
+                self,
+                "SystemNodeRole",
+                assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+                description="EKS managed node group for system pods",
+                managed_policies=[
+                    iam.ManagedPolicy.from_aws_managed_policy_name(name) for name in _SYSTEM_NODE_POLICIES
+                ],
+            )
+            # No default capacity: the system node group is built below, after the add-ons it needs.
+            # Every core add-on is an EKS add-on, so EKS installs no self-managed copies first.
+            compute = {
+                "default_capacity_type": eks.DefaultCapacityType.NODEGROUP,
+                "default_capacity": 0,
+                "bootstrap_self_managed_addons": False,
+            }
         if config.endpoint_access is EndpointAccess.PRIVATE:
             endpoint = eks.EndpointAccess.PRIVATE
         else:
@@ -91,10 +221,6 @@ class InferenceCluster(Construct):
             version=kubernetes_version(config.kubernetes_version),
             vpc=vpc,
             vpc_subnets=[ec2.SubnetSelection(subnets=private_subnets(vpc))],
-            default_capacity_type=eks.DefaultCapacityType.AUTOMODE,
-            compute=eks.ComputeConfig(
-                node_pools=[p.value for p in config.auto_mode_builtin_pools], node_role=self.node_role
-            ),
             endpoint_access=endpoint,
             cluster_logging=[_LOG_TYPES[t] for t in config.control_plane_logging],
             secrets_encryption_key=self.secrets_key,
@@ -103,6 +229,7 @@ class InferenceCluster(Construct):
                 private_subnets=private_subnets(vpc),
             ),
             output_config_command=False,
+            **compute,
         )
         if config.admin_role_arn:
             self.cluster.grant_access(
@@ -114,7 +241,111 @@ class InferenceCluster(Construct):
                     )
                 ],
             )
+        self.addons: dict[str, eks.CfnAddon] = {}
+        """EKS add-ons by name (standard compute only; Auto Mode runs its own)."""
+        self.cni_role: iam.Role | None = None
+        """Pod Identity role of the VPC CNI's `kube-system/aws-node` (standard compute only)."""
+        self.system_nodegroup: eks.Nodegroup | None = None
+        """The managed node group for system pods (standard compute only)."""
+        self.system_node_label: dict[str, str] = {}
+        """Node selector that pins controllers to the system nodes; empty in Auto Mode, which
+        places them itself."""
+        self.system_ready = DependencyGroup()
+        """The system node group and every core add-on: make Helm charts and manifests whose pods
+        must run depend on it (empty in Auto Mode, where the cluster brings its own capacity)."""
+        self.load_balancer_controller: AwsLoadBalancerController | None = None
+        """The AWS Load Balancer Controller (standard compute only; Auto Mode has its own). Make
+        every `elbv2.k8s.aws/v1beta1` TargetGroupBinding depend on it."""
+        if system_ami is not None:
+            self._standard_compute(vpc, config, system_ami)
         self._acknowledge(config)
+
+    def _standard_compute(
+        self, vpc: ec2.IVpc, config: ClusterConfig, system_ami: eks.NodegroupAmiType
+    ) -> None:
+        """System node group, core add-ons and the load balancer controller, in dependency order."""
+        cluster_name = self.cluster.cluster_name
+        self.cni_role = pod_identity_role(
+            self, "VpcCniRole", description="Amazon VPC CNI (kube-system/aws-node): pod network interfaces"
+        )
+        self.cni_role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(_CNI_POLICY))
+        for addon in config.core_addons:
+            associations = None
+            if addon is CoreAddon.VPC_CNI:
+                associations = [
+                    eks.CfnAddon.PodIdentityAssociationProperty(
+                        role_arn=self.cni_role.role_arn, service_account=_CNI_SERVICE_ACCOUNT
+                    )
+                ]
+            self.addons[addon.value] = eks.CfnAddon(
+                self,
+                f"Addon{_ADDON_IDS[addon]}",
+                cluster_name=cluster_name,
+                addon_name=addon.value,
+                resolve_conflicts="OVERWRITE",
+                pod_identity_associations=associations,
+            )
+        # The agent serves the CNI's credentials, so it is installed first.
+        self.addons[CoreAddon.VPC_CNI].node.add_dependency(self.addons[CoreAddon.POD_IDENTITY_AGENT])
+
+        nodes = config.system_nodes
+        launch_template = ec2.CfnLaunchTemplate(
+            self,
+            "SystemNodesLaunchTemplate",
+            launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+                block_device_mappings=[
+                    ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
+                        device_name="/dev/xvda",
+                        ebs=ec2.CfnLaunchTemplate.EbsProperty(
+                            volume_size=nodes.disk_gib,
+                            volume_type="gp3",
+                            encrypted=True,
+                            delete_on_termination=True,
+                        ),
+                    )
+                ],
+                metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
+                    http_endpoint="enabled",
+                    http_tokens="required",
+                    http_put_response_hop_limit=_IMDS_HOP_LIMIT,
+                ),
+            ),
+        )
+        self.system_node_label = {SYSTEM_NODE_LABEL_KEY: SYSTEM_NODE_LABEL_VALUE}
+        self.system_nodegroup = eks.Nodegroup(
+            self,
+            "SystemNodes",
+            cluster=self.icluster,
+            node_role=self.node_role,
+            instance_types=[ec2.InstanceType(t) for t in nodes.instance_types],
+            ami_type=system_ami,
+            capacity_type=eks.CapacityType.ON_DEMAND,
+            min_size=nodes.min_size,
+            desired_size=nodes.desired_size,
+            max_size=nodes.max_size,
+            subnets=ec2.SubnetSelection(subnets=private_subnets(vpc)),
+            labels=self.system_node_label,
+            launch_template_spec=eks.LaunchTemplateSpec(
+                id=launch_template.ref, version=launch_template.attr_latest_version_number
+            ),
+            enable_node_auto_repair=True,
+        )
+        for name, resource in self.addons.items():
+            if CoreAddon(name) in _BEFORE_NODES:
+                self.system_nodegroup.node.add_dependency(resource)
+            else:
+                resource.node.add_dependency(self.system_nodegroup)
+        self.system_ready.add(self.system_nodegroup, *self.addons.values())
+
+        self.load_balancer_controller = AwsLoadBalancerController(
+            self,
+            "LoadBalancerController",
+            cluster=self.icluster,
+            vpc_id=vpc.vpc_id,
+            region=cdk.Stack.of(self).region,
+            node_selector=self.system_node_label,
+        )
+        self.load_balancer_controller.chart.node.add_dependency(self.system_ready)
 
     @property
     def icluster(self) -> eks.ICluster:
@@ -129,10 +360,38 @@ class InferenceCluster(Construct):
 
     @property
     def cluster_security_group(self) -> ec2.ISecurityGroup:
-        """The EKS-managed security group that Auto Mode nodes and their pods use."""
+        """The EKS-managed security group, on the control plane's interfaces and on every node.
+
+        Auto Mode nodes and managed node group nodes whose launch template names no security
+        group carry it; the cluster's own rule lets all of them reach each other.
+        """
+        return self.cluster.cluster_security_group
+
+    @property
+    def pod_security_group(self) -> ec2.ISecurityGroup:
+        """The security group of pod network interfaces: allow the load balancer into this one.
+
+        Pods take the security groups of their node's primary interface (VPC CNI without
+        security groups for pods; Auto Mode likewise), and every node here carries the cluster
+        security group, so this is :attr:`cluster_security_group` in both modes.
+        """
         return self.cluster.cluster_security_group
 
     def _acknowledge(self, config: ClusterConfig) -> None:
+        if config.provisioning is Provisioning.AUTO_MODE:
+            self._acknowledge_auto_mode()
+        else:
+            self._acknowledge_standard_compute()
+        self._acknowledge_kubectl_provider()
+        if config.endpoint_access is EndpointAccess.PUBLIC_AND_PRIVATE:
+            acknowledge(
+                self.cluster,
+                "AwsSolutions-EKS1",
+                "The public endpoint is enabled by cluster.endpoint_access and admits only "
+                f"{', '.join(config.public_access_cidrs)}; nodes use the private endpoint.",
+            )
+
+    def _acknowledge_auto_mode(self) -> None:
         role = self.cluster.role
         for policy in (
             "AmazonEKSClusterPolicy",
@@ -154,13 +413,34 @@ class InferenceCluster(Construct):
                 f"EKS documents {policy} as the node role policy for Auto Mode nodes; it is the "
                 "minimal managed policy for joining the cluster and pulling images.",
             )
-        self._acknowledge_kubectl_provider()
-        if config.endpoint_access is EndpointAccess.PUBLIC_AND_PRIVATE:
+
+    def _acknowledge_standard_compute(self) -> None:
+        acknowledge(
+            self.cluster.role,
+            _MANAGED_POLICY.format("AmazonEKSClusterPolicy"),
+            "EKS requires AmazonEKSClusterPolicy on the cluster role of a cluster without Auto "
+            "Mode; AWS maintains it as the service's permissions change.",
+        )
+        acknowledge(
+            self.node_role,
+            _MANAGED_POLICY.format("AmazonEKSWorkerNodePolicy"),
+            "The system node group's nodes need AmazonEKSWorkerNodePolicy, the policy EKS documents "
+            "for managed node group nodes: join the cluster and let the Pod Identity agent call "
+            "eks-auth:AssumeRoleForPodIdentity.",
+        )
+        acknowledge(
+            self.node_role,
+            _MANAGED_POLICY.format("AmazonEC2ContainerRegistryPullOnly"),
+            "The system node group's nodes pull add-on and controller images from ECR; "
+            "AmazonEC2ContainerRegistryPullOnly is the pull-only managed policy EKS documents.",
+        )
+        if self.cni_role is not None:
             acknowledge(
-                self.cluster,
-                "AwsSolutions-EKS1",
-                "The public endpoint is enabled by cluster.endpoint_access and admits only "
-                f"{', '.join(config.public_access_cidrs)}; nodes use the private endpoint.",
+                self.cni_role,
+                _MANAGED_POLICY.format(_CNI_POLICY),
+                "The VPC CNI (kube-system/aws-node) manages pod network interfaces with "
+                "AmazonEKS_CNI_Policy, the policy EKS documents for it; it sits on this Pod "
+                "Identity role instead of the node role, so no other pod can use it.",
             )
 
     def _acknowledge_kubectl_provider(self) -> None:

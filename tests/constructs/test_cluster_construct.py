@@ -1,19 +1,39 @@
-"""InferenceCluster: Auto Mode, encryption, logging, endpoint access, node role, access entries."""
+"""InferenceCluster: Auto Mode, encryption, logging, endpoint access, node role, access entries;
+standard compute (karpenter provisioning): system node group, core add-ons, load balancer controller."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import tarfile
 import typing
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Match, Template
+from constructs import Dependable
 
 from gpufarm.config import AutoModeBuiltinPool, ClusterConfig, ControlPlaneLog, EndpointAccess
-from gpufarm.constructs import InferenceCluster
-from tests.constructs.helpers import AZS, logical_id, new_stack, partition_arn, resources
+from gpufarm.config.model import CoreAddon, Provisioning, SystemNodesConfig
+from gpufarm.constructs import InferenceCluster, enable_compliance_checks
+from gpufarm.constructs._util import acknowledge
+from gpufarm.constructs.lb_controller import LBC_CHART_VERSION, UPSTREAM_POLICIES, AwsLoadBalancerController
+from tests.conftest import REPO, cdk_context
+from tests.constructs.helpers import (
+    AZS,
+    REGION,
+    imported_cluster,
+    logical_id,
+    new_stack,
+    new_vpc,
+    partition_arn,
+    ref,
+    resources,
+)
 
 PRIVATE_SUBNET_IDS = ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"]
 ADMIN_ROLE = "arn:aws:iam::123456789012:role/PlatformAdmin"
@@ -223,3 +243,546 @@ def test_exposes_the_eks_managed_security_group_and_name(private: Built) -> None
         "Fn::GetAtt": [cluster_id, "ClusterSecurityGroupId"]
     }
     assert stack.resolve(private.cluster.cluster_name) == {"Ref": cluster_id}
+
+
+# ------------------------------------------------------------------ standard compute (karpenter)
+
+KARPENTER = Provisioning.KARPENTER
+ADDON = "AWS::EKS::Addon"
+NODEGROUP = "AWS::EKS::Nodegroup"
+HELM_CHART = "Custom::AWSCDK-EKS-HelmChart"
+POD_IDENTITY_TRUST = [
+    {
+        "Action": ["sts:AssumeRole", "sts:TagSession"],
+        "Effect": "Allow",
+        "Principal": {"Service": "pods.eks.amazonaws.com"},
+    }
+]
+
+
+@dataclass(frozen=True)
+class Standard:
+    cluster: InferenceCluster
+    template: Template
+    vpc: ec2.Vpc
+    outdir: Path | None = None
+
+
+@pytest.fixture(scope="module")
+def standard(tmp_path_factory: pytest.TempPathFactory) -> Standard:
+    """The production defaults (karpenter provisioning), synthesized once with cdk-nag on."""
+    outdir = tmp_path_factory.mktemp("standard-cluster")
+    app = cdk.App(context=cdk_context(), outdir=str(outdir))
+    enable_compliance_checks(app)
+    stack = cdk.Stack(app, "StandardCluster", env=cdk.Environment(region=REGION))
+    vpc = new_vpc(stack)
+    acknowledge(
+        vpc,
+        "AwsSolutions-VPC7",
+        "Test VPC: flow logs are InferenceNetwork's concern; this stack tests the cluster.",
+    )
+    cluster = InferenceCluster(stack, "Cluster", vpc=vpc, config=ClusterConfig(provisioning=KARPENTER))
+    app.synth()  # raises when cdk-nag reports an unacknowledged finding
+    template = json.loads((outdir / "StandardCluster.template.json").read_text())
+    return Standard(cluster, Template.from_json(template), vpc, outdir)
+
+
+@pytest.fixture(scope="module")
+def arm() -> Standard:
+    """Graviton system nodes, other sizes and disk, no metrics-server, public endpoint."""
+    stack = new_stack("ArmCluster")
+    vpc = new_vpc(stack)
+    config = ClusterConfig(
+        provisioning=KARPENTER,
+        endpoint_access=EndpointAccess.PUBLIC_AND_PRIVATE,
+        public_access_cidrs=["203.0.113.0/24"],
+        core_addons=[
+            CoreAddon.POD_IDENTITY_AGENT,
+            CoreAddon.VPC_CNI,
+            CoreAddon.KUBE_PROXY,
+            CoreAddon.COREDNS,
+        ],
+        system_nodes=SystemNodesConfig(
+            instance_types=["m7g.xlarge", "m8g.xlarge"], min_size=1, desired_size=3, max_size=6, disk_gib=120
+        ),
+    )
+    cluster = InferenceCluster(stack, "Cluster", vpc=vpc, config=config)
+    return Standard(cluster, Template.from_stack(stack), vpc)
+
+
+def _one(template: Template, type_: str, construct: Any) -> dict[str, Any]:
+    found: dict[str, Any] = resources(template, type_)[logical_id(construct)]
+    return found
+
+
+def _nodegroup_id(built: Standard) -> str:
+    nodegroup = built.cluster.system_nodegroup
+    assert nodegroup is not None
+    return logical_id(nodegroup)
+
+
+def _nodegroup(built: Standard) -> dict[str, Any]:
+    props: dict[str, Any] = resources(built.template, NODEGROUP)[_nodegroup_id(built)]["Properties"]
+    return props
+
+
+def _launch_template_data(built: Standard) -> dict[str, Any]:
+    (launch_template,) = resources(built.template, "AWS::EC2::LaunchTemplate").values()
+    data: dict[str, Any] = launch_template["Properties"]["LaunchTemplateData"]
+    return data
+
+
+def _addons_by_name(built: Standard) -> dict[str, dict[str, Any]]:
+    return {r["Properties"]["AddonName"]: r for r in resources(built.template, ADDON).values()}
+
+
+def _chart(built: Standard) -> dict[str, Any]:
+    lbc = built.cluster.load_balancer_controller
+    assert lbc is not None
+    # HelmChart wraps a CustomResource, which wraps the CloudFormation resource.
+    return _one(built.template, HELM_CHART, typing.cast(Any, lbc.chart.node.default_child))
+
+
+def _helm_values(props: dict[str, Any]) -> dict[str, Any]:
+    """The chart values as the handler receives them, CloudFormation tokens kept as dicts."""
+    value = props["Values"]
+    if isinstance(value, str):
+        decoded: dict[str, Any] = json.loads(value)
+        return decoded
+    delimiter, parts = value["Fn::Join"]
+    tokens = {f"@@{i}@@": part for i, part in enumerate(parts) if not isinstance(part, str)}
+    text = delimiter.join(part if isinstance(part, str) else f"@@{i}@@" for i, part in enumerate(parts))
+
+    def substitute(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: substitute(v) for k, v in node.items()}
+        return tokens.get(node, node) if isinstance(node, str) else node
+
+    decoded = substitute(json.loads(text))
+    return decoded
+
+
+def _role(template: Template, role: Any) -> dict[str, Any]:
+    props: dict[str, Any] = _one(template, "AWS::IAM::Role", role)["Properties"]
+    return props
+
+
+def test_standard_compute_turns_auto_mode_off(standard: Standard) -> None:
+    props = _one(standard.template, "AWS::EKS::Cluster", standard.cluster.cluster)["Properties"]
+    assert props["ComputeConfig"] == {"Enabled": False}
+    assert props["StorageConfig"] == {"BlockStorage": {"Enabled": False}}
+    assert props["KubernetesNetworkConfig"] == {
+        "ElasticLoadBalancing": {"Enabled": False},
+        "IpFamily": "ipv4",
+    }
+
+
+def test_eks_installs_no_self_managed_addons(standard: Standard) -> None:
+    standard.template.has_resource_properties("AWS::EKS::Cluster", {"BootstrapSelfManagedAddons": False})
+
+
+def test_standard_compute_keeps_the_endpoint_private(standard: Standard) -> None:
+    vpc_config = _one(standard.template, "AWS::EKS::Cluster", standard.cluster.cluster)["Properties"][
+        "ResourcesVpcConfig"
+    ]
+    assert (vpc_config["EndpointPrivateAccess"], vpc_config["EndpointPublicAccess"]) == (True, False)
+
+
+def test_cluster_role_has_only_the_cluster_policy(standard: Standard) -> None:
+    role = _role(standard.template, standard.cluster.cluster.role)
+    assert role["ManagedPolicyArns"] == [partition_arn(":iam::aws:policy/AmazonEKSClusterPolicy")]
+
+
+def test_one_system_node_group_and_no_default_capacity(standard: Standard) -> None:
+    standard.template.resource_count_is(NODEGROUP, 1)
+    assert standard.cluster.cluster.default_nodegroup is None
+
+
+def test_system_nodes_run_al2023_on_demand_in_the_private_subnets(standard: Standard) -> None:
+    props = _nodegroup(standard)
+    assert (props["AmiType"], props["CapacityType"]) == ("AL2023_x86_64_STANDARD", "ON_DEMAND")
+    assert props["InstanceTypes"] == ["m7i.xlarge", "m6i.xlarge"]
+    assert props["Subnets"] == [ref(s) for s in standard.vpc.private_subnets]
+
+
+def test_graviton_instance_types_get_the_arm_ami(arm: Standard) -> None:
+    props = _nodegroup(arm)
+    assert (props["AmiType"], props["InstanceTypes"]) == (
+        "AL2023_ARM_64_STANDARD",
+        ["m7g.xlarge", "m8g.xlarge"],
+    )
+
+
+def test_system_node_group_sizes_come_from_config(standard: Standard, arm: Standard) -> None:
+    assert _nodegroup(standard)["ScalingConfig"] == {"MinSize": 2, "DesiredSize": 2, "MaxSize": 4}
+    assert _nodegroup(arm)["ScalingConfig"] == {"MinSize": 1, "DesiredSize": 3, "MaxSize": 6}
+
+
+def test_system_nodes_root_volume_is_encrypted_gp3_of_the_configured_size(
+    standard: Standard, arm: Standard
+) -> None:
+    for built, size in ((standard, 50), (arm, 120)):
+        assert _launch_template_data(built)["BlockDeviceMappings"] == [
+            {
+                "DeviceName": "/dev/xvda",
+                "Ebs": {
+                    "DeleteOnTermination": True,
+                    "Encrypted": True,
+                    "VolumeSize": size,
+                    "VolumeType": "gp3",
+                },
+            }
+        ]
+        # The size lives in the launch template; EKS rejects DiskSize next to one.
+        assert "DiskSize" not in _nodegroup(built)
+
+
+def test_system_nodes_require_imdsv2_out_of_reach_of_pods(standard: Standard) -> None:
+    assert _launch_template_data(standard)["MetadataOptions"] == {
+        "HttpEndpoint": "enabled",
+        "HttpTokens": "required",
+        "HttpPutResponseHopLimit": 1,
+    }
+    (template_id,) = resources(standard.template, "AWS::EC2::LaunchTemplate")
+    assert _nodegroup(standard)["LaunchTemplate"] == {
+        "Id": {"Ref": template_id},
+        "Version": {"Fn::GetAtt": [template_id, "LatestVersionNumber"]},
+    }
+
+
+def test_system_nodes_keep_the_cluster_security_group(standard: Standard) -> None:
+    # No security group in the launch template: EKS gives the nodes the cluster security group.
+    assert "SecurityGroupIds" not in _launch_template_data(standard)
+    assert "NetworkInterfaces" not in _launch_template_data(standard)
+
+
+def test_system_nodes_are_labelled_and_the_label_is_exposed(standard: Standard) -> None:
+    assert standard.cluster.system_node_label == {"gpufarm.io/node-role": "system"}
+    assert _nodegroup(standard)["Labels"] == {"gpufarm.io/node-role": "system"}
+    assert "Taints" not in _nodegroup(standard)
+
+
+def test_system_nodes_repair_themselves(standard: Standard) -> None:
+    assert _nodegroup(standard)["NodeRepairConfig"] == {"Enabled": True}
+
+
+def test_system_node_role_is_least_privilege(standard: Standard) -> None:
+    role_id = logical_id(standard.cluster.node_role)
+    role = _role(standard.template, standard.cluster.node_role)
+    assert role["AssumeRolePolicyDocument"]["Statement"] == [
+        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}}
+    ]
+    assert role["ManagedPolicyArns"] == [
+        partition_arn(":iam::aws:policy/AmazonEKSWorkerNodePolicy"),
+        partition_arn(":iam::aws:policy/AmazonEC2ContainerRegistryPullOnly"),
+    ]
+    assert "Policies" not in role
+    assert not resources(standard.template, "AWS::IAM::Policy", {"Roles": [{"Ref": role_id}]})
+    assert _nodegroup(standard)["NodeRole"] == {"Fn::GetAtt": [role_id, "Arn"]}
+
+
+def test_core_addons_are_eks_addons_at_the_eks_default_version(standard: Standard, arm: Standard) -> None:
+    for built, names in (
+        (standard, {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "metrics-server"}),
+        (arm, {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"}),
+    ):
+        addons = _addons_by_name(built)
+        assert set(addons) == names
+        assert set(built.cluster.addons) == names
+        cluster_ref = ref(built.cluster.cluster)
+        for addon in addons.values():
+            assert addon["Properties"]["ClusterName"] == cluster_ref
+            assert addon["Properties"]["ResolveConflicts"] == "OVERWRITE"
+            assert "AddonVersion" not in addon["Properties"]
+
+
+def test_vpc_cni_gets_its_policy_through_pod_identity(standard: Standard) -> None:
+    cni_role = standard.cluster.cni_role
+    assert cni_role is not None
+    assert _addons_by_name(standard)["vpc-cni"]["Properties"]["PodIdentityAssociations"] == [
+        {"RoleArn": {"Fn::GetAtt": [logical_id(cni_role), "Arn"]}, "ServiceAccount": "aws-node"}
+    ]
+    role = _role(standard.template, cni_role)
+    assert role["AssumeRolePolicyDocument"]["Statement"] == POD_IDENTITY_TRUST
+    assert role["ManagedPolicyArns"] == [partition_arn(":iam::aws:policy/AmazonEKS_CNI_Policy")]
+
+
+def test_only_the_vpc_cni_addon_has_a_role(standard: Standard) -> None:
+    with_roles = {
+        name
+        for name, addon in _addons_by_name(standard).items()
+        if {"PodIdentityAssociations", "ServiceAccountRoleArn"} & set(addon["Properties"])
+    }
+    assert with_roles == {"vpc-cni"}
+
+
+def test_node_daemonsets_come_before_the_nodes_and_deployments_after(standard: Standard) -> None:
+    addons = {name: logical_id(a) for name, a in standard.cluster.addons.items()}
+    nodegroup = resources(standard.template, NODEGROUP)[_nodegroup_id(standard)]
+    assert set(nodegroup["DependsOn"]) == {
+        addons["vpc-cni"],
+        addons["kube-proxy"],
+        addons["eks-pod-identity-agent"],
+    }
+    by_name = _addons_by_name(standard)
+    assert by_name["coredns"]["DependsOn"] == [_nodegroup_id(standard)]
+    assert by_name["metrics-server"]["DependsOn"] == [_nodegroup_id(standard)]
+    assert by_name["vpc-cni"]["DependsOn"] == [addons["eks-pod-identity-agent"]]
+
+
+def test_one_pod_identity_agent_and_no_oidc_provider(standard: Standard) -> None:
+    agents = resources(standard.template, ADDON, {"AddonName": "eks-pod-identity-agent"})
+    assert list(agents) == [logical_id(standard.cluster.addons["eks-pod-identity-agent"])]
+    standard.template.resource_count_is("Custom::AWSCDKOpenIdConnectProvider", 0)
+    standard.template.resource_count_is("AWS::IAM::OIDCProvider", 0)
+
+
+def test_system_ready_groups_the_nodes_and_every_addon(standard: Standard) -> None:
+    roots = Dependable.of(standard.cluster.system_ready).dependency_roots
+    expected = [standard.cluster.system_nodegroup, *standard.cluster.addons.values()]
+    assert sorted(r.node.path for r in roots) == sorted(typing.cast(Any, e).node.path for e in expected)
+
+
+def test_load_balancer_controller_chart_is_pinned(standard: Standard) -> None:
+    props = _chart(standard)["Properties"]
+    assert {
+        k: props[k] for k in ("Chart", "Repository", "Version", "Release", "Namespace", "Wait", "Timeout")
+    } == {
+        "Chart": "aws-load-balancer-controller",
+        "Repository": "https://aws.github.io/eks-charts",
+        "Version": "3.2.2",
+        "Release": "aws-load-balancer-controller",
+        "Namespace": "kube-system",
+        "Wait": True,
+        "Timeout": "900s",
+    }
+
+
+def test_load_balancer_controller_runs_on_system_nodes_without_imds(standard: Standard) -> None:
+    values = _helm_values(_chart(standard)["Properties"])
+    assert values["nodeSelector"] == {"gpufarm.io/node-role": "system"}
+    assert values["clusterName"] == ref(standard.cluster.cluster)
+    assert (values["region"], values["vpcId"]) == (REGION, ref(standard.vpc))
+    assert values["serviceAccount"] == {"create": True, "name": "aws-load-balancer-controller"}
+    assert (values["replicaCount"], values["podDisruptionBudget"]) == (2, {"maxUnavailable": 1})
+
+
+def test_load_balancer_controller_creates_no_load_balancers_of_its_own(standard: Standard) -> None:
+    values = _helm_values(_chart(standard)["Properties"])
+    assert values["enableServiceMutatorWebhook"] is False
+    assert values["createIngressClassResource"] is False
+    assert values["ingressClassParams"] == {"create": False}
+
+
+def test_load_balancer_controller_credentials_come_from_pod_identity(standard: Standard) -> None:
+    lbc = standard.cluster.load_balancer_controller
+    assert lbc is not None
+    association = _one(standard.template, "AWS::EKS::PodIdentityAssociation", lbc.pod_identity)["Properties"]
+    assert association == {
+        "ClusterName": ref(standard.cluster.cluster),
+        "Namespace": "kube-system",
+        "ServiceAccount": "aws-load-balancer-controller",
+        "RoleArn": {"Fn::GetAtt": [logical_id(lbc.role), "Arn"]},
+    }
+    assert _role(standard.template, lbc.role)["AssumeRolePolicyDocument"]["Statement"] == POD_IDENTITY_TRUST
+    policy = _one(standard.template, "AWS::IAM::Policy", lbc.policy)["Properties"]
+    assert policy["Roles"] == [ref(lbc.role)]
+
+
+def _cdk_bundled_lbc_policy(version: str) -> dict[str, Any]:
+    """The controller policy aws-cdk-lib ships for `AlbControllerVersion` (read from its jsii bundle)."""
+    bundle = next((Path(cdk.__file__).parent / "_jsii").glob("aws-cdk-lib@*.jsii.tgz"))
+    with tarfile.open(bundle) as tar:
+        member = tar.extractfile(f"package/aws-eks-v2/lib/addons/alb-iam_policy-v{version}.json")
+        assert member is not None
+        policy: dict[str, Any] = json.load(member)
+        return policy
+
+
+def test_shipped_policy_is_the_upstream_policy_of_the_pinned_release() -> None:
+    assert list(UPSTREAM_POLICIES) == [LBC_CHART_VERSION]
+    assert UPSTREAM_POLICIES[LBC_CHART_VERSION] == _cdk_bundled_lbc_policy(LBC_CHART_VERSION)["Statement"]
+
+
+def _grants(statements: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """Each (action, resource, condition) a policy allows; CDK may merge statements that share one."""
+
+    def listed(value: Any) -> list[Any]:
+        return value if isinstance(value, list) else [value]
+
+    return {
+        (action, json.dumps(resource, sort_keys=True), json.dumps(s.get("Condition"), sort_keys=True))
+        for s in statements
+        for action in listed(s["Action"])
+        for resource in listed(s["Resource"])
+    }
+
+
+def test_load_balancer_controller_policy_is_the_upstream_one_in_any_partition(standard: Standard) -> None:
+    lbc = standard.cluster.load_balancer_controller
+    assert lbc is not None
+    document = _one(standard.template, "AWS::IAM::Policy", lbc.policy)["Properties"]["PolicyDocument"]
+    upstream = json.loads(
+        json.dumps(UPSTREAM_POLICIES[LBC_CHART_VERSION]).replace('"arn:aws:', '"@@partition@@')
+    )
+    for statement in upstream:
+        resources_ = (
+            statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        )
+        statement["Resource"] = [
+            partition_arn(":" + r.removeprefix("@@partition@@")) if r.startswith("@@partition@@") else r
+            for r in resources_
+        ]
+    assert all(s["Effect"] == "Allow" for s in document["Statement"])
+    assert _grants(document["Statement"]) == _grants(upstream)
+
+
+def test_load_balancer_controller_waits_for_its_identity_nodes_and_dns(standard: Standard) -> None:
+    lbc = standard.cluster.load_balancer_controller
+    assert lbc is not None
+    depends_on = set(_chart(standard)["DependsOn"])
+    must_precede = [lbc.pod_identity, lbc.policy, *standard.cluster.addons.values()]
+    assert {_nodegroup_id(standard), *(logical_id(c) for c in must_precede)} <= depends_on
+
+
+def test_pods_use_the_cluster_security_group(standard: Standard, private: Built) -> None:
+    for cluster in (standard.cluster, private.cluster):
+        stack = cdk.Stack.of(cluster)
+        expected = {"Fn::GetAtt": [logical_id(cluster.cluster), "ClusterSecurityGroupId"]}
+        assert stack.resolve(cluster.pod_security_group.security_group_id) == expected
+        assert stack.resolve(cluster.cluster_security_group.security_group_id) == expected
+
+
+def test_kubectl_provider_reaches_the_private_endpoint_through_the_cluster_security_group(
+    standard: Standard,
+) -> None:
+    # EKS puts the cluster security group on the control plane's interfaces and lets it reach
+    # itself on every port, so the handler in that group reaches the private endpoint on 443.
+    (handler,) = resources(
+        standard.template, "AWS::Lambda::Function", {"Description": KUBECTL_HANDLER}
+    ).values()
+    vpc_config = handler["Properties"]["VpcConfig"]
+    assert vpc_config["SecurityGroupIds"] == [
+        {"Fn::GetAtt": [logical_id(standard.cluster.cluster), "ClusterSecurityGroupId"]}
+    ]
+    assert vpc_config["SubnetIds"] == [ref(s) for s in standard.vpc.private_subnets]
+
+
+def test_auto_mode_builds_none_of_the_standard_compute_parts(private: Built) -> None:
+    cluster = private.cluster
+    assert (cluster.addons, cluster.system_nodegroup, cluster.load_balancer_controller) == ({}, None, None)
+    assert (cluster.cni_role, cluster.system_node_label) == (None, {})
+    for type_ in (ADDON, NODEGROUP, HELM_CHART, "AWS::EC2::LaunchTemplate"):
+        private.template.resource_count_is(type_, 0)
+
+
+def test_standard_compute_passes_cdk_nag(standard: Standard) -> None:
+    assert standard.outdir is not None
+    report = json.loads((standard.outdir / "validation-report.json").read_text())
+    assert [(p["pluginName"], p["violations"]) for p in report["pluginReports"] if p["violations"]] == []
+
+
+def test_standard_compute_template_has_no_cfn_lint_errors(standard: Standard) -> None:
+    assert standard.outdir is not None
+    result = subprocess.run(
+        [
+            str(REPO / ".venv" / "bin" / "cfn-lint"),
+            "--format",
+            "json",
+            str(standard.outdir / "StandardCluster.template.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    findings = json.loads(result.stdout or "[]")
+    assert [f for f in findings if f["Level"] == "Error"] == []
+
+
+_REQUIRED = [CoreAddon.VPC_CNI, CoreAddon.COREDNS, CoreAddon.KUBE_PROXY, CoreAddon.POD_IDENTITY_AGENT]
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            ClusterConfig(provisioning=KARPENTER, core_addons=[*_REQUIRED, CoreAddon.COREDNS]),
+            "'core_addons' must not list an add-on twice, got ['coredns'] more than once",
+        ),
+        (
+            ClusterConfig(provisioning=KARPENTER, core_addons=[CoreAddon.VPC_CNI, CoreAddon.COREDNS]),
+            "'core_addons' must include 'vpc-cni', 'coredns', 'kube-proxy' and 'eks-pod-identity-agent' "
+            "with karpenter provisioning (pod networking, DNS and Pod Identity for the controllers), "
+            "missing ['kube-proxy', 'eks-pod-identity-agent']",
+        ),
+        (
+            ClusterConfig(
+                provisioning=KARPENTER, system_nodes=SystemNodesConfig(min_size=3, desired_size=2, max_size=4)
+            ),
+            "'system_nodes' must satisfy min_size <= desired_size <= max_size, got 3 <= 2 <= 4",
+        ),
+        (
+            ClusterConfig(
+                provisioning=KARPENTER, system_nodes=SystemNodesConfig(min_size=2, desired_size=5, max_size=4)
+            ),
+            "'system_nodes' must satisfy min_size <= desired_size <= max_size, got 2 <= 5 <= 4",
+        ),
+        (
+            ClusterConfig(
+                provisioning=KARPENTER,
+                system_nodes=SystemNodesConfig(instance_types=["m7i.xlarge", "g6e.xlarge", "inf2.xlarge"]),
+            ),
+            "'system_nodes.instance_types' must be CPU instance types (system pods use no GPU or other "
+            "accelerator), got ['g6e.xlarge', 'inf2.xlarge']",
+        ),
+        (
+            ClusterConfig(
+                provisioning=KARPENTER,
+                system_nodes=SystemNodesConfig(instance_types=["m7i.xlarge", "m7g.xlarge"]),
+            ),
+            "'system_nodes.instance_types' must share one CPU architecture, got arm64 ['m7g.xlarge'] and "
+            "x86_64 ['m7i.xlarge']",
+        ),
+    ],
+    ids=[
+        "duplicate-addon",
+        "missing-addons",
+        "min-above-desired",
+        "desired-above-max",
+        "gpu-types",
+        "mixed-arch",
+    ],
+)
+def test_invalid_standard_compute_config_is_rejected(config: ClusterConfig, message: str) -> None:
+    stack = new_stack("Invalid")
+    with pytest.raises(ValueError) as excinfo:
+        InferenceCluster(stack, "Cluster", vpc=new_vpc(stack), config=config)
+    assert str(excinfo.value) == message
+    assert stack.node.find_child("Cluster").node.children == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"version": "1.17.1"},
+            "'version' must be one of '3.2.2' (the chart versions whose controller IAM policy is shipped "
+            "here), got '1.17.1'",
+        ),
+        ({"replicas": 0}, "'replicas' must be 1 to 3 (one leads, the rest wait), got 0"),
+        ({"replicas": 4}, "'replicas' must be 1 to 3 (one leads, the rest wait), got 4"),
+    ],
+    ids=["unshipped-version", "no-replicas", "too-many-replicas"],
+)
+def test_invalid_load_balancer_controller_input_is_rejected(overrides: dict[str, Any], message: str) -> None:
+    stack = new_stack("InvalidLbc")
+    with pytest.raises(ValueError) as excinfo:
+        AwsLoadBalancerController(
+            stack,
+            "Lbc",
+            cluster=imported_cluster(stack),
+            vpc_id="vpc-0123456789abcdef0",
+            region=REGION,
+            **overrides,
+        )
+    assert str(excinfo.value) == message
