@@ -1,4 +1,4 @@
-"""Model-weight volumes: a static PersistentVolume and claim per model read from S3 by Mountpoint."""
+"""Model-weight volumes: static PersistentVolumes and claims for Mountpoint for S3 and FSx for Lustre."""
 
 from __future__ import annotations
 
@@ -62,6 +62,92 @@ def s3_weights_volume(*, model_name: str, namespace: str, s3_uri: str, region: s
             "storageClassName": "",
             "volumeName": pv_name,
             "resources": {"requests": {"storage": "1Ti"}},
+        },
+    }
+    return [pv, pvc]
+
+
+# --------------------------------------------------------------------------- FSx for Lustre
+
+FSX_DRIVER = "fsx.csi.aws.com"
+FSX_CLAIM = "fsx-models"
+"""Name of the claim (in each serving namespace) bound to the FSx for Lustre model store."""
+
+FSX_MOUNT_PATH = "/models"
+"""Where pods mount model folders: `<FSX_MOUNT_PATH>/<model name>`, each a `subPath` of the claim."""
+
+FSX_DATA_PATH = "/models"
+"""The file system directory linked to the model bucket (the data repository association's path).
+
+A dedicated directory rather than `/`: a file system whose first association is at `/` can never
+have a second one, and a directory leaves room for, say, an export association for a compile cache.
+"""
+
+FSX_MOUNT_OPTIONS = ("ro", "flock")
+"""Mount options of the model store volume.
+
+`ro`: the store is a read-only mirror of S3 (nothing is exported back), so every mount is read-only
+whatever the pod asks for. `flock`: Lustre's default is to fail lock calls (ENOSYS); with `flock`
+the shared locks some loaders take while reading are coherent across nodes instead of failing.
+"""
+
+
+def fsx_sub_path(import_path: str, weights_uri: str) -> str:
+    """A model's folder relative to the root of the FSx volume, for a volumeMount `subPath`.
+
+    The data repository association maps `import_path` to :data:`FSX_DATA_PATH`, so
+    `fsx_sub_path("s3://b/", "s3://b/meta-llama/X/")` is `"models/meta-llama/X"`.
+    Raises `ValueError` when the weights are not a folder under `import_path`.
+    """
+    bucket, prefix = split_s3_uri(import_path)
+    w_bucket, w_prefix = split_s3_uri(weights_uri)
+    if w_bucket != bucket or not w_prefix.startswith(prefix) or w_prefix == prefix:
+        raise ValueError(
+            f"'weights_uri' must be a folder under the import path {import_path!r}, got {weights_uri!r}"
+        )
+    return f"{FSX_DATA_PATH.strip('/')}/{w_prefix[len(prefix) :].strip('/')}"
+
+
+def fsx_weights_volume(
+    *, namespace: str, file_system_id: str, dns_name: str, mount_name: str, capacity_gib: int
+) -> list[dict[str, Any]]:
+    """A static PersistentVolume for an existing FSx for Lustre file system and its claim in `namespace`.
+
+    Access mode is ReadWriteMany because the FSx CSI driver rejects ReadOnlyMany at mount time
+    ("Volume capability not supported"); read-only is enforced by the `ro` mount option instead.
+    The volume is retained when the claim goes: the file system outlives any namespace.
+    """
+    pv_name = f"{namespace}-{FSX_CLAIM}"
+    labels = common_labels("model-store")
+    storage = f"{capacity_gib}Gi"
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": pv_name, "labels": labels},
+        "spec": {
+            "capacity": {"storage": storage},
+            "volumeMode": "Filesystem",
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "claimRef": {"namespace": namespace, "name": FSX_CLAIM},
+            "mountOptions": list(FSX_MOUNT_OPTIONS),
+            "csi": {
+                "driver": FSX_DRIVER,
+                "volumeHandle": file_system_id,
+                "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name},
+            },
+        },
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": FSX_CLAIM, "namespace": namespace, "labels": labels},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": pv_name,
+            "resources": {"requests": {"storage": storage}},
         },
     }
     return [pv, pvc]
