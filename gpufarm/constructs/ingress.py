@@ -5,6 +5,11 @@ Each model therefore gets a path prefix: a client sets ``base_url=http://<alb>/<
 listener rule forwards ``/<model>/*`` to that model's target group, rewriting the path to drop the
 prefix (``/qwen3-8b/v1/chat/completions`` reaches vLLM as ``/v1/chat/completions``). Any OpenAI
 SDK works unchanged. See docs/decisions/0003-path-routing.md.
+
+With the ALB Target Optimizer (``config.target_optimizer.enabled``) each target group carries a
+``TargetControlPort`` and sends traffic to the agent sidecar's data port, which proxies to vLLM
+(docs/decisions/0013-target-optimizer-sidecar.md). With ``config.oidc`` or ``config.cognito``
+every model route authenticates before it forwards.
 """
 
 from __future__ import annotations
@@ -16,16 +21,34 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from gpufarm.config.model import IngressConfig, LoadBalancerScheme, default_route_priority
+from gpufarm.config.model import (
+    CognitoAuthConfig,
+    IngressConfig,
+    LoadBalancerScheme,
+    OidcAuthConfig,
+    default_route_priority,
+)
 from gpufarm.constructs._util import acknowledge, construct_id, private_subnets
+from gpufarm.constructs.waf import InferenceWaf
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, target_group_binding
 
 HEALTH_CHECK_PATH = "/health"
 TLS_POLICY = elbv2.SslPolicy.RECOMMENDED_TLS
 """TLS 1.2 and 1.3 only (ELBSecurityPolicy-TLS13-1-2-2021-06)."""
+UNAUTHENTICATED_REQUEST = "deny"
+"""API clients cannot follow a login redirect: without a valid session cookie the ALB answers 401."""
+
+
+def secret_reference(secret: str) -> str:
+    """A CloudFormation dynamic reference to a Secrets Manager secret's string (name or ARN).
+
+    CloudFormation resolves it at deploy time: the secret never appears in the template.
+    """
+    return f"{{{{resolve:secretsmanager:{secret}:SecretString}}}}"
 
 
 def route_prefix(model_name: str) -> str:
@@ -42,10 +65,27 @@ class InferenceAlb(Construct):
     CIDR, when empty), idle timeout 600 s so long generations are not cut, invalid headers
     dropped, access logs to an SSE-S3 bucket kept 90 days. Target groups:
     `least_outstanding_requests`, 60 s slow start, 300 s deregistration delay, health check
-    `GET /health` every 15 s. The load balancer may reach targets only on `target_port`,
-    through the security groups passed to :meth:`allow_targets_in`. Unknown paths get a 404
-    that explains the routing. Rule priorities come from `rule_priorities`, else from the
-    model name, never from list position (removing a model must not move another's rule).
+    `GET /health` every 15 s. The load balancer may reach targets only on their ports
+    (:attr:`target_ports`), through the security groups passed to :meth:`allow_targets_in`.
+    Unknown paths get a 404 that explains the routing. Rule priorities come from
+    `rule_priorities`, else from the model name, never from list position (removing a model
+    must not move another's rule).
+
+    `target_port` is the port vLLM listens on. With the Target Optimizer the target groups send
+    traffic (and health checks) to the agent's data port instead (:attr:`target_port`), and
+    the agent's control port is their `TargetControlPort`. The port settings are fixed when a
+    target group is created, so the target groups' construct IDs and the bindings' names carry
+    them: turning the optimizer on or off, or changing its ports, creates new target groups and
+    bindings and deletes the old ones (a switch-over rather than a failed update; see
+    docs/decisions/0013-target-optimizer-sidecar.md).
+
+    With `config.waf.enabled` an :class:`InferenceWaf` is attached (its logs encrypted with
+    `logs_key`, which must let CloudWatch Logs use it, and removed per `removal_policy`).
+    With `config.oidc` or `config.cognito` (HTTPS only) each route authenticates first. A
+    request without the load balancer's session cookie gets a 401 instead of a login redirect
+    (`OnUnauthenticatedRequest: deny`): API clients cannot follow a redirect, so they send the
+    cookie a browser sign-in produced. The load balancer then also calls the identity provider
+    on HTTPS (egress 443 to any address: the provider's addresses are unknown at synth).
     """
 
     def __init__(
@@ -60,10 +100,19 @@ class InferenceAlb(Construct):
         cluster_name: str,
         vpc_cidr: str | None = None,
         rule_priorities: Mapping[str, int] | None = None,
+        logs_key: kms.IKey | None = None,
+        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, id)
+        _validate(config, target_port)
         self.config = config
-        self.target_port = target_port
+        optimizer = config.target_optimizer
+        self.app_port = target_port
+        """The port vLLM listens on in the pod."""
+        self.target_port = optimizer.data_port if optimizer.enabled else target_port
+        """The port targets receive the load balancer's traffic (and health checks) on."""
+        self.control_port: int | None = optimizer.control_port if optimizer.enabled else None
+        """The target groups' TargetControlPort (None without the Target Optimizer)."""
         internet_facing = config.scheme is LoadBalancerScheme.INTERNET_FACING
         self.https = config.certificate_arn is not None
         self.listener_port = 443 if self.https else 80
@@ -96,6 +145,21 @@ class InferenceAlb(Construct):
         if config.access_logs.enabled:
             self.access_logs_bucket = self._access_logs_bucket()
             self.load_balancer.log_access_logs(self.access_logs_bucket, prefix="alb")
+        self.waf: InferenceWaf | None = None
+        if config.waf.enabled:
+            self.waf = InferenceWaf(
+                self,
+                "Waf",
+                config=config.waf,
+                load_balancer_arn=self.load_balancer.load_balancer_arn,
+                logs_key=logs_key,
+                removal_policy=removal_policy,
+            )
+        if config.oidc or config.cognito:
+            # The load balancer exchanges the authorization code and reads user info itself.
+            self.security_group.add_egress_rule(
+                ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "Identity provider token and user info endpoints"
+            )
 
         self.listener = self._listener()
         priorities = dict(rule_priorities or {})
@@ -129,11 +193,34 @@ class InferenceAlb(Construct):
         """The OpenAI `base_url` for a model: `<scheme>://<alb>/<model>/v1`."""
         return f"{self.scheme}://{self.dns_name}{route_prefix(model_name)}/v1"
 
+    @property
+    def target_ports(self) -> list[int]:
+        """Pod ports the load balancer connects to: vLLM's, or the agent's data and control ports."""
+        return [self.target_port] if self.control_port is None else [self.target_port, self.control_port]
+
     def allow_targets_in(self, target_security_group: ec2.ISecurityGroup) -> None:
-        """Open `target_port` from this load balancer to the pods' security group, nothing else."""
+        """Open :attr:`target_ports` from this load balancer to the pods' security group, nothing else."""
+        if self.control_port is None:
+            self.connections.allow_to(
+                target_security_group, ec2.Port.tcp(self.target_port), "Load balancer to vLLM pods"
+            )
+            return
         self.connections.allow_to(
-            target_security_group, ec2.Port.tcp(self.target_port), "Load balancer to vLLM pods"
+            target_security_group, ec2.Port.tcp(self.target_port), "Load balancer to Target Optimizer agents"
         )
+        self.connections.allow_to(
+            target_security_group,
+            ec2.Port.tcp(self.control_port),
+            "Load balancer to Target Optimizer agents (control)",
+        )
+
+    def binding_name(self, service: str) -> str:
+        """The TargetGroupBinding name of a Service: its own, plus the optimizer's ports when on.
+
+        A binding's target group cannot change, so a binding to a replaced target group needs a
+        new name.
+        """
+        return service if self.control_port is None else f"{service}-{self.target_port}-{self.control_port}"
 
     def bind_services(
         self,
@@ -147,18 +234,21 @@ class InferenceAlb(Construct):
         """Register each model's Service pods in its target group with a TargetGroupBinding.
 
         `services` maps model name to Service name; `after` maps model name to the construct
-        that creates the Service, so the binding is applied after it.
+        that creates the Service, so the binding is applied after it. Each binding names the
+        Service port :attr:`target_port` (the Service must expose it: `vllm_service` does, given
+        the same Target Optimizer config). `api_version`: Auto Mode's `eks.amazonaws.com/v1`
+        (default) or the AWS Load Balancer Controller's `elbv2.k8s.aws/v1beta1`.
         """
         bindings: dict[str, eks.KubernetesManifest] = {}
         for name, service in services.items():
             manifest = eks.KubernetesManifest(
                 self,
-                f"Binding{construct_id(name)}",
+                f"Binding{construct_id(name)}{self._revision}",
                 cluster=cluster,
                 overwrite=True,
                 manifest=[
                     target_group_binding(
-                        name=service,
+                        name=self.binding_name(service),
                         namespace=namespace,
                         service_name=service,
                         service_port=self.target_port,
@@ -173,6 +263,15 @@ class InferenceAlb(Construct):
         return bindings
 
     # ----------------------------------------------------------------------- internals
+
+    @property
+    def _revision(self) -> str:
+        """Suffix of the IDs of resources fixed at creation by the optimizer's ports ('' when off).
+
+        CloudFormation cannot change a target group's TargetControlPort in place; a new construct
+        ID makes it create the new target group (and binding) first and delete the old ones.
+        """
+        return "" if self.control_port is None else f"Data{self.target_port}Control{self.control_port}"
 
     def _access_logs_bucket(self) -> s3.Bucket:
         bucket = s3.Bucket(
@@ -240,7 +339,7 @@ class InferenceAlb(Construct):
         scope = Construct(self, construct_id(name))
         target_group = elbv2.CfnTargetGroup(
             scope,
-            "TargetGroup",
+            f"TargetGroup{self._revision}",
             target_type="ip",
             protocol="HTTP",
             protocol_version="HTTP1",
@@ -261,6 +360,7 @@ class InferenceAlb(Construct):
             ],
             # EKS Auto Mode registers pods only in target groups tagged with its cluster name.
             tags=[cdk.CfnTag(key="eks:eks-cluster-name", value=cluster_name)],
+            target_control_port=self.control_port,
         )
         prefix = route_prefix(name)
         elbv2.CfnListenerRule(
@@ -288,6 +388,71 @@ class InferenceAlb(Construct):
                     ),
                 )
             ],
-            actions=[elbv2.CfnListenerRule.ActionProperty(type="forward", target_group_arn=target_group.ref)],
+            actions=self._actions(target_group),
         )
         return target_group
+
+    def _actions(self, target_group: elbv2.CfnTargetGroup) -> list[elbv2.CfnListenerRule.ActionProperty]:
+        """Forward to the model's target group, after authentication when configured."""
+        action = elbv2.CfnListenerRule.ActionProperty
+        cfg = self.config
+        if cfg.oidc:
+            auth = action(type="authenticate-oidc", order=1, authenticate_oidc_config=_oidc(cfg.oidc))
+        elif cfg.cognito:
+            auth = action(
+                type="authenticate-cognito", order=1, authenticate_cognito_config=_cognito(cfg.cognito)
+            )
+        else:
+            return [action(type="forward", target_group_arn=target_group.ref)]
+        return [auth, action(type="forward", target_group_arn=target_group.ref, order=2)]
+
+
+def _oidc(cfg: OidcAuthConfig) -> elbv2.CfnListenerRule.AuthenticateOidcConfigProperty:
+    return elbv2.CfnListenerRule.AuthenticateOidcConfigProperty(
+        issuer=cfg.issuer,
+        authorization_endpoint=cfg.authorization_endpoint,
+        token_endpoint=cfg.token_endpoint,
+        user_info_endpoint=cfg.user_info_endpoint,
+        client_id=cfg.client_id,
+        client_secret=secret_reference(cfg.client_secret),
+        on_unauthenticated_request=UNAUTHENTICATED_REQUEST,
+    )
+
+
+def _cognito(cfg: CognitoAuthConfig) -> elbv2.CfnListenerRule.AuthenticateCognitoConfigProperty:
+    return elbv2.CfnListenerRule.AuthenticateCognitoConfigProperty(
+        user_pool_arn=cfg.user_pool_arn,
+        user_pool_client_id=cfg.user_pool_client_id,
+        user_pool_domain=cfg.user_pool_domain,
+        on_unauthenticated_request=UNAUTHENTICATED_REQUEST,
+    )
+
+
+def _validate(config: IngressConfig, target_port: int) -> None:
+    """Input a tier's validator also checks, repeated for direct use of the construct."""
+    optimizer = config.target_optimizer
+    if optimizer.enabled:
+        ports = {
+            "target_port": target_port,
+            "target_optimizer.data_port": optimizer.data_port,
+            "target_optimizer.control_port": optimizer.control_port,
+        }
+        seen: dict[int, str] = {}
+        for field, port in ports.items():
+            if port in seen:
+                raise ValueError(
+                    f"'{field}' must differ from '{seen[port]}' (the agent and vLLM share the pod's "
+                    f"network), got {port} for both"
+                )
+            seen[port] = field
+    for field in ("oidc", "cognito"):
+        if getattr(config, field) is not None and config.certificate_arn is None:
+            raise ValueError(
+                f"'{field}' needs 'certificate_arn' (load balancer authentication works on HTTPS "
+                "listeners only), got no certificate"
+            )
+    if config.oidc is not None and config.cognito is not None:
+        raise ValueError(
+            "'cognito' must be empty when 'oidc' is set (one authentication action per route), "
+            "got a Cognito user pool"
+        )

@@ -9,11 +9,11 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from gpufarm.config.model import ModelConfig, ServingConfig
+from gpufarm.config.model import ModelConfig, ServingConfig, TargetOptimizerConfig
 from gpufarm.constructs._util import construct_id, pod_identity_role
 from gpufarm.k8s import serving as k8s_serving
+from gpufarm.k8s import storage as k8s_storage
 from gpufarm.k8s.labels import workload_name
-from gpufarm.k8s.storage import s3_weights_volume
 
 
 def secret_arn(scope: Construct, ref: str) -> str:
@@ -38,6 +38,12 @@ class VllmServing(Construct):
     volume for `s3://` weights). Models reading a gated Hugging Face repo get a service account
     whose Pod Identity role may read exactly the named secrets. A model without `node_pool`
     runs on `default_pool`.
+
+    `target_optimizer` (enabled) adds the ALB target control agent to every pod and the agent's
+    data port to every Service (pass the same config to :class:`InferenceAlb`). `fsx_claim` with
+    `fsx_import_path`: `s3://` weights are read from that FSx for Lustre claim (which must exist
+    in the namespace), each model at its folder under the import path, and no Mountpoint volume
+    is rendered. Defaults: no agent, Mountpoint volumes.
     """
 
     def __init__(
@@ -51,8 +57,12 @@ class VllmServing(Construct):
         default_pool: str,
         region: str,
         termination_grace_seconds: int = 300,
+        target_optimizer: TargetOptimizerConfig | None = None,
+        fsx_claim: str | None = None,
+        fsx_import_path: str | None = None,
     ) -> None:
         super().__init__(scope, id)
+        sub_paths = _fsx_sub_paths(models, fsx_claim, fsx_import_path)
         self.config = config
         self.namespace = config.namespace
         namespace_docs = [k8s_serving.namespace(config.namespace)]
@@ -83,8 +93,9 @@ class VllmServing(Construct):
         self.model_manifests: dict[str, eks.KubernetesManifest] = {}
         for model in models:
             docs = []
-            if model.is_s3:
-                docs += s3_weights_volume(
+            on_fsx = model.name in sub_paths
+            if model.is_s3 and not on_fsx:
+                docs += k8s_storage.s3_weights_volume(
                     model_name=model.name, namespace=config.namespace, s3_uri=model.weights, region=region
                 )
             docs.append(
@@ -94,9 +105,12 @@ class VllmServing(Construct):
                     pool_name=model.node_pool or default_pool,
                     region=region,
                     termination_grace_seconds=termination_grace_seconds,
+                    target_optimizer=target_optimizer,
+                    fsx_claim=fsx_claim if on_fsx else None,
+                    fsx_sub_path=sub_paths.get(model.name),
                 )
             )
-            docs.append(k8s_serving.vllm_service(model, config))
+            docs.append(k8s_serving.vllm_service(model, config, target_optimizer=target_optimizer))
             manifest = eks.KubernetesManifest(
                 self, f"Model{construct_id(model.name)}", cluster=cluster, manifest=docs, overwrite=True
             )
@@ -106,3 +120,28 @@ class VllmServing(Construct):
     def service_of(self, model_name: str) -> str:
         """Name of the Service in front of a model's pods."""
         return workload_name(model_name)
+
+
+def _fsx_sub_paths(
+    models: Sequence[ModelConfig], fsx_claim: str | None, fsx_import_path: str | None
+) -> dict[str, str]:
+    """Model name -> folder in the FSx claim, for each `s3://` model ({} without FSx)."""
+    if (fsx_claim is None) != (fsx_import_path is None):
+        given, missing = ("fsx_claim", "fsx_import_path") if fsx_claim else ("fsx_import_path", "fsx_claim")
+        raise ValueError(
+            f"'{missing}' is required with '{given}' (the claim holds the import path's objects)"
+        )
+    if fsx_import_path is None:
+        return {}
+    paths: dict[str, str] = {}
+    for model in models:
+        if not model.is_s3:
+            continue
+        try:
+            paths[model.name] = k8s_storage.fsx_sub_path(fsx_import_path, model.weights)
+        except ValueError:
+            raise ValueError(
+                f"model {model.name!r} must have its weights under 'fsx_import_path' "
+                f"({fsx_import_path!r}), got {model.weights!r}"
+            ) from None
+    return paths

@@ -12,6 +12,9 @@ AUTO_MODE_TGB_API = "eks.amazonaws.com/v1"
 LBC_TGB_API = "elbv2.k8s.aws/v1beta1"
 """The AWS Load Balancer Controller (clusters without Auto Mode)."""
 
+TGB_APIS = (AUTO_MODE_TGB_API, LBC_TGB_API)
+"""The TargetGroupBinding APIs gpufarm renders."""
+
 
 def target_group_binding(
     *,
@@ -25,8 +28,17 @@ def target_group_binding(
     """A TargetGroupBinding registering the Service's pod IPs in the target group.
 
     The binding only registers targets; security-group rules are written by CDK next to the
-    load balancer, so nothing outside the template opens a port.
+    load balancer, so nothing outside the template opens a port (no `spec.networking`, which
+    would let the controller edit security groups). `spec.targetType` is always `ip`: Auto Mode
+    requires it and the AWS Load Balancer Controller refuses to change it later. That
+    controller also refuses a new `targetGroupARN` on an existing binding, so a replaced target
+    group gets a binding under a new name. `api_version` is one of :data:`TGB_APIS`
+    (default: Auto Mode's).
     """
+    if api_version not in TGB_APIS:
+        raise ValueError(
+            f"'api_version' must be one of {', '.join(repr(a) for a in TGB_APIS)}, got {api_version!r}"
+        )
     return {
         "apiVersion": api_version,
         "kind": "TargetGroupBinding",

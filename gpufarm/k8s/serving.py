@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gpufarm.config.model import ModelConfig, ServingConfig
+from gpufarm.config.model import ModelConfig, ServingConfig, TargetOptimizerConfig
 from gpufarm.k8s.labels import (
     GPU_RESOURCE,
     GPU_TAINT_KEY,
@@ -27,6 +27,10 @@ MODELS_DIR = "/models"
 STARTUP_PERIOD_SECONDS = 10
 PRESTOP_SLEEP_SECONDS = 15
 """Time the load balancer gets to stop sending new requests before vLLM receives SIGTERM."""
+AGENT_CONTAINER = "alb-target-control-agent"
+"""Name of the ALB Target Optimizer agent sidecar (the name the load balancer controller's injector uses)."""
+AGENT_DATA_PORT_NAME = "data"
+AGENT_CONTROL_PORT_NAME = "control"
 
 
 def namespace(name: str) -> dict[str, Any]:
@@ -111,6 +115,52 @@ def _token_init_container(model: ModelConfig, serving: ServingConfig, region: st
     }
 
 
+def target_control_agent(
+    model: ModelConfig, serving: ServingConfig, target_optimizer: TargetOptimizerConfig
+) -> dict[str, Any]:
+    """The ALB Target Optimizer agent as a native sidecar (an init container that keeps running).
+
+    It receives the load balancer's requests on `data_port`, tells the load balancer on
+    `control_port` when the pod can take another one (at most `model.max_concurrency` at a
+    time) and proxies them to vLLM on the loopback interface. As a native sidecar it starts
+    before vLLM and stops after it, so in-flight requests drain through it.
+    """
+    destination = f"127.0.0.1:{serving.port}"
+    return {
+        "name": AGENT_CONTAINER,
+        "image": target_optimizer.agent_image,
+        "imagePullPolicy": "IfNotPresent",
+        "restartPolicy": "Always",
+        "env": [
+            {"name": "TARGET_CONTROL_DATA_ADDRESS", "value": f"0.0.0.0:{target_optimizer.data_port}"},
+            {"name": "TARGET_CONTROL_CONTROL_ADDRESS", "value": f"0.0.0.0:{target_optimizer.control_port}"},
+            # The Elastic Load Balancing guide and the load balancer controller's injector name
+            # the variable ..._DESTINATION_ADDRESS; the controller's own guide writes
+            # ..._DESTINATION. Both carry the same value, so either spelling reaches the agent.
+            {"name": "TARGET_CONTROL_DESTINATION_ADDRESS", "value": destination},
+            {"name": "TARGET_CONTROL_DESTINATION", "value": destination},
+            {"name": "TARGET_CONTROL_MAX_CONCURRENCY", "value": str(model.max_concurrency)},
+        ],
+        "ports": [
+            {"name": AGENT_DATA_PORT_NAME, "containerPort": target_optimizer.data_port, "protocol": "TCP"},
+            {
+                "name": AGENT_CONTROL_PORT_NAME,
+                "containerPort": target_optimizer.control_port,
+                "protocol": "TCP",
+            },
+        ],
+        "resources": {
+            "requests": {"cpu": "250m", "memory": "128Mi"},
+            "limits": {"memory": "512Mi"},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+
+
 def vllm_deployment(
     model: ModelConfig,
     serving: ServingConfig,
@@ -118,6 +168,9 @@ def vllm_deployment(
     pool_name: str,
     region: str,
     termination_grace_seconds: int = 300,
+    target_optimizer: TargetOptimizerConfig | None = None,
+    fsx_claim: str | None = None,
+    fsx_sub_path: str | None = None,
 ) -> dict[str, Any]:
     """The vLLM Deployment for one model.
 
@@ -125,7 +178,18 @@ def vllm_deployment(
     load before liveness starts; rolling updates add a pod before removing one (maxSurge 1,
     maxUnavailable 0) so capacity never dips; pods carry `karpenter.sh/do-not-disrupt` so
     voluntary node disruption waits for them; `/dev/shm` is memory-backed for tensor parallelism.
+
+    `target_optimizer` (enabled) adds the target control agent as a native sidecar
+    (:func:`target_control_agent`); pod readiness still follows vLLM's `/health`. `fsx_claim`
+    mounts `s3://` weights read-only from that FSx for Lustre claim (at `fsx_sub_path` inside
+    it) instead of the model's Mountpoint claim; Hugging Face weights ignore it. A model with
+    `autoscaling` has no `spec.replicas`: KEDA owns the count, and re-applying the manifest must
+    not reset it. Default: no agent, Mountpoint claim, `replicas` from the model.
     """
+    if fsx_sub_path is not None and fsx_claim is None:
+        raise ValueError(
+            f"'fsx_sub_path' needs 'fsx_claim' (the claim it is a path in), got {fsx_sub_path!r}"
+        )
     labels = {**common_labels("vllm"), **model_selector(model.name)}
     env: list[dict[str, Any]] = [
         {"name": "HF_HOME", "value": HF_CACHE_DIR},
@@ -147,13 +211,18 @@ def vllm_deployment(
         mounts.append({"name": "hf-token", "mountPath": TOKEN_DIR, "readOnly": True})
         init_containers.append(_token_init_container(model, serving, region))
     if model.is_s3:
-        volumes.append(
-            {
-                "name": "weights",
-                "persistentVolumeClaim": {"claimName": weights_claim_name(model.name), "readOnly": True},
-            }
-        )
-        mounts.append({"name": "weights", "mountPath": f"{MODELS_DIR}/{model.name}", "readOnly": True})
+        claim = fsx_claim or weights_claim_name(model.name)
+        volumes.append({"name": "weights", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
+        mount: dict[str, Any] = {
+            "name": "weights",
+            "mountPath": f"{MODELS_DIR}/{model.name}",
+            "readOnly": True,
+        }
+        if fsx_claim and fsx_sub_path:
+            mount["subPath"] = fsx_sub_path
+        mounts.append(mount)
+    if target_optimizer is not None and target_optimizer.enabled:
+        init_containers.append(target_control_agent(model, serving, target_optimizer))
 
     gpus = str(model.gpus)
     container = {
@@ -201,15 +270,19 @@ def vllm_deployment(
     }
     if model.hf_token_secret:
         pod_spec["serviceAccountName"] = SERVICE_ACCOUNT
-        pod_spec["initContainers"] = init_containers
     else:
         pod_spec["automountServiceAccountToken"] = False
+    if init_containers:
+        pod_spec["initContainers"] = init_containers
+    # KEDA owns the replica count of an autoscaled model: leaving it out keeps a re-apply of this
+    # manifest from resetting it.
+    replicas = {} if model.autoscaling else {"replicas": model.replicas}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": workload_name(model.name), "namespace": serving.namespace, "labels": labels},
         "spec": {
-            "replicas": model.replicas,
+            **replicas,
             "revisionHistoryLimit": 3,
             "progressDeadlineSeconds": model.startup_timeout_seconds + 600,
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
@@ -225,8 +298,23 @@ def vllm_deployment(
     }
 
 
-def vllm_service(model: ModelConfig, serving: ServingConfig) -> dict[str, Any]:
-    """ClusterIP Service in front of a model's pods; the load balancer reaches pods through it."""
+def vllm_service(
+    model: ModelConfig, serving: ServingConfig, *, target_optimizer: TargetOptimizerConfig | None = None
+) -> dict[str, Any]:
+    """ClusterIP Service in front of a model's pods; the load balancer reaches pods through it.
+
+    Port `http` reaches vLLM (in-cluster clients use it). With the Target Optimizer (enabled), a
+    second port `data` reaches the agent's data port: the TargetGroupBinding names it, so the
+    load balancer's traffic passes the agent. Its target port is a number, not the container
+    port's name: named ports of native sidecars reach EndpointSlices only in recent Kubernetes
+    releases. Default: `http` only.
+    """
+    ports: list[dict[str, Any]] = [
+        {"name": "http", "port": serving.port, "targetPort": "http", "protocol": "TCP"}
+    ]
+    if target_optimizer is not None and target_optimizer.enabled:
+        port = target_optimizer.data_port
+        ports.append({"name": AGENT_DATA_PORT_NAME, "port": port, "targetPort": port, "protocol": "TCP"})
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -238,6 +326,6 @@ def vllm_service(model: ModelConfig, serving: ServingConfig) -> dict[str, Any]:
         "spec": {
             "type": "ClusterIP",
             "selector": model_selector(model.name),
-            "ports": [{"name": "http", "port": serving.port, "targetPort": "http", "protocol": "TCP"}],
+            "ports": ports,
         },
     }

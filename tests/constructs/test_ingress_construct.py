@@ -1,23 +1,38 @@
-"""InferenceAlb: scheme, listener, access logs, one target group and path rule per model, SG rules."""
+"""InferenceAlb: scheme, listener, access logs, target groups and rules, SG rules, optimizer, WAF, auth."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
-from gpufarm.config import AccessLogsConfig, IngressConfig, LoadBalancerScheme
-from gpufarm.config.model import default_route_priority
-from gpufarm.constructs import InferenceAlb
-from gpufarm.k8s.binding import AUTO_MODE_TGB_API, target_group_binding
+from gpufarm.config import AccessLogsConfig, IngressConfig, LoadBalancerScheme, ModelConfig, ServingConfig
+from gpufarm.config.model import (
+    CognitoAuthConfig,
+    OidcAuthConfig,
+    TargetOptimizerConfig,
+    WafConfig,
+    default_route_priority,
+)
+from gpufarm.constructs import InferenceAlb, VllmServing, enable_compliance_checks
+from gpufarm.constructs._util import construct_id
+from gpufarm.constructs.ingress import secret_reference
+from gpufarm.k8s.binding import AUTO_MODE_TGB_API, LBC_TGB_API, target_group_binding
+from gpufarm.k8s.serving import AGENT_CONTAINER
+from tests.conftest import REPO, cdk_context
 from tests.constructs.helpers import (
+    AZS,
     CLUSTER_NAME,
     KUBERNETES_RESOURCE,
+    REGION,
     imported_cluster,
     logical_id,
     manifest_of,
@@ -34,6 +49,22 @@ LB = "AWS::ElasticLoadBalancingV2::LoadBalancer"
 LISTENER = "AWS::ElasticLoadBalancingV2::Listener"
 TARGET_GROUP = "AWS::ElasticLoadBalancingV2::TargetGroup"
 RULE = "AWS::ElasticLoadBalancingV2::ListenerRule"
+WEB_ACL = "AWS::WAFv2::WebACL"
+OPTIMIZER = TargetOptimizerConfig(enabled=True, data_port=8080, control_port=3000)
+VLLM_PORT = 8000
+OIDC = OidcAuthConfig(
+    issuer="https://idp.example.com",
+    authorization_endpoint="https://idp.example.com/authorize",
+    token_endpoint="https://idp.example.com/token",
+    user_info_endpoint="https://idp.example.com/userinfo",
+    client_id="gpufarm",
+    client_secret="gpufarm/oidc-client",
+)
+COGNITO = CognitoAuthConfig(
+    user_pool_arn="arn:aws:cognito-idp:us-east-1:123456789012:userpool/us-east-1_AbCdEfGhI",
+    user_pool_client_id="1example23456789",
+    user_pool_domain="gpufarm-auth",
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +75,7 @@ class Built:
     pods: ec2.SecurityGroup | None = None
     bindings: dict[str, Any] | None = None
     after: cdk.CfnResource | None = None
+    serving: VllmServing | None = None
 
 
 @pytest.fixture(scope="module")
@@ -113,12 +145,89 @@ def fallback() -> Built:
         stack,
         "Ingress",
         vpc=vpc,
-        config=IngressConfig(access_logs=AccessLogsConfig(enabled=False)),
+        config=IngressConfig(access_logs=AccessLogsConfig(enabled=False), waf=WafConfig(enabled=False)),
         model_names=["m1"],
         target_port=8000,
         cluster_name=CLUSTER_NAME,
     )
     return Built(alb, Template.from_stack(stack), vpc)
+
+
+OPTIMIZED_MODELS = [
+    ModelConfig(name="qwen3-8b", weights="Qwen/Qwen3-8B", max_num_seqs=32),
+    ModelConfig(name="llama", weights="meta-llama/Llama-3.1-8B-Instruct", target_control_max_concurrency=4),
+]
+
+
+@pytest.fixture(scope="module")
+def optimized() -> Built:
+    """Target Optimizer on: vLLM on 8000, agent data 8080, control 3000; models served and bound."""
+    stack = new_stack("OptimizedAlb")
+    vpc = new_vpc(stack)
+    cluster = imported_cluster(stack)
+    serving_config = ServingConfig(namespace="inference", port=VLLM_PORT)
+    serving = VllmServing(
+        stack,
+        "Serving",
+        cluster=cluster,
+        config=serving_config,
+        models=OPTIMIZED_MODELS,
+        default_pool="l40s",
+        region=REGION,
+        target_optimizer=OPTIMIZER,
+    )
+    alb = InferenceAlb(
+        stack,
+        "Ingress",
+        vpc=vpc,
+        config=IngressConfig(access_logs=AccessLogsConfig(enabled=False), target_optimizer=OPTIMIZER),
+        model_names=[m.name for m in OPTIMIZED_MODELS],
+        target_port=VLLM_PORT,
+        cluster_name=CLUSTER_NAME,
+    )
+    pods = ec2.SecurityGroup(stack, "Pods", vpc=vpc)
+    alb.allow_targets_in(pods)
+    bindings = alb.bind_services(
+        cluster=cluster,
+        namespace="inference",
+        services={m.name: serving.service_of(m.name) for m in OPTIMIZED_MODELS},
+        api_version=LBC_TGB_API,
+        after=dict(serving.model_manifests),
+    )
+    return Built(alb, Template.from_stack(stack), vpc, pods, bindings, serving=serving)
+
+
+def _authenticated(name: str, **auth: Any) -> Built:
+    stack = new_stack(name)
+    vpc = new_vpc(stack)
+    config = IngressConfig(
+        certificate_arn=CERTIFICATE,
+        access_logs=AccessLogsConfig(enabled=False),
+        waf=WafConfig(enabled=False),
+        **auth,
+    )
+    alb = InferenceAlb(
+        stack,
+        "Ingress",
+        vpc=vpc,
+        config=config,
+        model_names=["m1"],
+        target_port=8000,
+        cluster_name=CLUSTER_NAME,
+    )
+    return Built(alb, Template.from_stack(stack), vpc)
+
+
+@pytest.fixture(scope="module")
+def oidc() -> Built:
+    """Internal HTTPS with OIDC authentication on every route."""
+    return _authenticated("OidcAlb", oidc=OIDC)
+
+
+@pytest.fixture(scope="module")
+def cognito() -> Built:
+    """Internal HTTPS with Cognito authentication on every route."""
+    return _authenticated("CognitoAlb", cognito=COGNITO)
 
 
 def _props(built: Built, construct: Any) -> dict[str, Any]:
@@ -445,3 +554,331 @@ def test_bindings_wait_for_their_service(internal: Built) -> None:
     found = resources(internal.template, KUBERNETES_RESOURCE)
     assert logical_id(internal.after) in found[logical_id(internal.bindings["llama"])]["DependsOn"]
     assert "DependsOn" not in found[logical_id(internal.bindings["qwen3-8b"])]
+
+
+def test_optimizer_off_keeps_target_groups_and_bindings_as_they_were(internal: Built) -> None:
+    assert internal.alb.control_port is None
+    assert internal.alb.target_ports == [8080]
+    for model, target_group in internal.alb.target_groups.items():
+        assert target_group.node.id == "TargetGroup"
+        assert "TargetControlPort" not in _props(internal, target_group)
+        assert internal.bindings is not None
+        assert internal.bindings[model].node.id == f"Binding{construct_id(model)}"
+    assert internal.alb.binding_name("vllm-llama") == "vllm-llama"
+
+
+# --------------------------------------------------------------------------- Target Optimizer
+
+
+def _model_docs(built: Built, model: str) -> dict[str, dict[str, Any]]:
+    assert built.serving is not None
+    return {d["kind"]: d for d in manifest_of(built.template, built.serving.model_manifests[model])}
+
+
+def _agent_env(built: Built, model: str) -> dict[str, str]:
+    pod = _model_docs(built, model)["Deployment"]["spec"]["template"]["spec"]
+    [agent] = [c for c in pod["initContainers"] if c["name"] == AGENT_CONTAINER]
+    return {e["name"]: e["value"] for e in agent["env"]}
+
+
+def _port(address: str) -> int:
+    return int(address.rpartition(":")[2])
+
+
+OPTIMIZED_NAMES = [m.name for m in OPTIMIZED_MODELS]
+
+
+@pytest.mark.parametrize("model", OPTIMIZED_NAMES)
+def test_target_group_port_is_the_agent_data_port(optimized: Built, model: str) -> None:
+    props = _props(optimized, optimized.alb.target_groups[model])
+    data_address = _agent_env(optimized, model)["TARGET_CONTROL_DATA_ADDRESS"]
+    assert props["Port"] == _port(data_address) == OPTIMIZER.data_port == optimized.alb.target_port
+    # Health checks pass through the agent, so a broken agent takes its target out.
+    assert props["HealthCheckPort"] == "traffic-port"
+
+
+@pytest.mark.parametrize("model", OPTIMIZED_NAMES)
+def test_target_control_port_is_the_agent_control_port(optimized: Built, model: str) -> None:
+    props = _props(optimized, optimized.alb.target_groups[model])
+    control_address = _agent_env(optimized, model)["TARGET_CONTROL_CONTROL_ADDRESS"]
+    assert props["TargetControlPort"] == _port(control_address) == OPTIMIZER.control_port
+
+
+@pytest.mark.parametrize("model", OPTIMIZED_NAMES)
+def test_agent_forwards_to_the_vllm_port(optimized: Built, model: str) -> None:
+    deployment = _model_docs(optimized, model)["Deployment"]
+    [vllm] = deployment["spec"]["template"]["spec"]["containers"]
+    vllm_port = int(vllm["args"][vllm["args"].index("--port") + 1])
+    assert _port(_agent_env(optimized, model)["TARGET_CONTROL_DESTINATION_ADDRESS"]) == vllm_port == VLLM_PORT
+    assert optimized.alb.app_port == VLLM_PORT
+
+
+@pytest.mark.parametrize(("model", "concurrency"), [("qwen3-8b", "32"), ("llama", "4")])
+def test_agent_max_concurrency_comes_from_the_model(optimized: Built, model: str, concurrency: str) -> None:
+    assert _agent_env(optimized, model)["TARGET_CONTROL_MAX_CONCURRENCY"] == concurrency
+
+
+@pytest.mark.parametrize("model", OPTIMIZED_NAMES)
+def test_binding_names_the_service_port_that_reaches_the_agent(optimized: Built, model: str) -> None:
+    assert optimized.bindings is not None
+    [binding] = manifest_of(optimized.template, optimized.bindings[model])
+    service = _model_docs(optimized, model)["Service"]
+    [data] = [p for p in service["spec"]["ports"] if p["port"] == binding["spec"]["serviceRef"]["port"]]
+    assert data["targetPort"] == OPTIMIZER.data_port
+    assert binding["spec"]["serviceRef"]["name"] == service["metadata"]["name"]
+    assert binding["spec"]["targetGroupARN"] == ref(optimized.alb.target_groups[model])
+    assert binding["apiVersion"] == LBC_TGB_API
+
+
+def test_optimizer_ports_name_the_target_groups_and_bindings(optimized: Built) -> None:
+    assert optimized.bindings is not None
+    for model, target_group in optimized.alb.target_groups.items():
+        # A new construct ID: CloudFormation creates the new target group before deleting the old.
+        assert target_group.node.id == "TargetGroupData8080Control3000"
+        assert optimized.bindings[model].node.id.endswith("Data8080Control3000")
+        [binding] = manifest_of(optimized.template, optimized.bindings[model])
+        assert binding["metadata"]["name"] == f"vllm-{model}-8080-3000"
+
+
+def _rules(built: Built, type_: str) -> list[dict[str, Any]]:
+    found = resources(built.template, type_)
+    return sorted(
+        ({k: v for k, v in r["Properties"].items() if k != "Description"} for r in found.values()),
+        key=json.dumps,
+    )
+
+
+def test_optimizer_opens_data_and_control_ports_from_the_load_balancer_only(optimized: Built) -> None:
+    assert optimized.pods is not None
+    alb_sg = {"Fn::GetAtt": [logical_id(optimized.alb.security_group), "GroupId"]}
+    pods_sg = {"Fn::GetAtt": [logical_id(optimized.pods), "GroupId"]}
+    assert optimized.alb.target_ports == [8080, 3000]
+    assert _rules(optimized, "AWS::EC2::SecurityGroupIngress") == sorted(
+        (
+            {
+                "GroupId": pods_sg,
+                "SourceSecurityGroupId": alb_sg,
+                "IpProtocol": "tcp",
+                "FromPort": p,
+                "ToPort": p,
+            }
+            for p in (8080, 3000)
+        ),
+        key=json.dumps,
+    )
+    assert _rules(optimized, "AWS::EC2::SecurityGroupEgress") == sorted(
+        (
+            {
+                "GroupId": alb_sg,
+                "DestinationSecurityGroupId": pods_sg,
+                "IpProtocol": "tcp",
+                "FromPort": p,
+                "ToPort": p,
+            }
+            for p in (8080, 3000)
+        ),
+        key=json.dumps,
+    )
+
+
+# --------------------------------------------------------------------------- WAF
+
+
+def test_waf_is_associated_with_the_load_balancer(public: Built) -> None:
+    assert public.alb.waf is not None
+    public.template.resource_count_is(WEB_ACL, 1)
+    public.template.has_resource_properties(
+        "AWS::WAFv2::WebACLAssociation",
+        {
+            "ResourceArn": ref(public.alb.load_balancer),
+            "WebACLArn": {"Fn::GetAtt": [logical_id(public.alb.waf.web_acl), "Arn"]},
+        },
+    )
+
+
+def test_no_waf_when_disabled(fallback: Built) -> None:
+    assert fallback.alb.waf is None
+    fallback.template.resource_count_is(WEB_ACL, 0)
+
+
+# --------------------------------------------------------------------------- authentication
+
+
+def _actions(built: Built) -> list[dict[str, Any]]:
+    (rule,) = resources(built.template, RULE).values()
+    actions: list[dict[str, Any]] = rule["Properties"]["Actions"]
+    return actions
+
+
+def test_oidc_authenticates_before_forwarding(oidc: Built) -> None:
+    assert _actions(oidc) == [
+        {
+            "Type": "authenticate-oidc",
+            "Order": 1,
+            "AuthenticateOidcConfig": {
+                "Issuer": OIDC.issuer,
+                "AuthorizationEndpoint": OIDC.authorization_endpoint,
+                "TokenEndpoint": OIDC.token_endpoint,
+                "UserInfoEndpoint": OIDC.user_info_endpoint,
+                "ClientId": OIDC.client_id,
+                "ClientSecret": "{{resolve:secretsmanager:gpufarm/oidc-client:SecretString}}",
+                "OnUnauthenticatedRequest": "deny",
+            },
+        },
+        {"Type": "forward", "Order": 2, "TargetGroupArn": ref(oidc.alb.target_groups["m1"])},
+    ]
+
+
+def test_oidc_client_secret_appears_only_as_a_dynamic_reference(oidc: Built) -> None:
+    text = json.dumps(oidc.template.to_json())
+    assert text.count(OIDC.client_secret) == 1
+    assert "{{resolve:secretsmanager:" + OIDC.client_secret + ":SecretString}}" in text
+
+
+def test_secret_reference_takes_an_arn_as_well() -> None:
+    arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:gpufarm/oidc-AbCdEf"
+    assert secret_reference(arn) == f"{{{{resolve:secretsmanager:{arn}:SecretString}}}}"
+
+
+def test_cognito_authenticates_before_forwarding(cognito: Built) -> None:
+    assert _actions(cognito) == [
+        {
+            "Type": "authenticate-cognito",
+            "Order": 1,
+            "AuthenticateCognitoConfig": {
+                "UserPoolArn": COGNITO.user_pool_arn,
+                "UserPoolClientId": COGNITO.user_pool_client_id,
+                "UserPoolDomain": COGNITO.user_pool_domain,
+                "OnUnauthenticatedRequest": "deny",
+            },
+        },
+        {"Type": "forward", "Order": 2, "TargetGroupArn": ref(cognito.alb.target_groups["m1"])},
+    ]
+
+
+@pytest.mark.parametrize("which", ["oidc", "cognito"])
+def test_authentication_lets_the_load_balancer_reach_the_identity_provider(
+    which: str, request: pytest.FixtureRequest
+) -> None:
+    built: Built = request.getfixturevalue(which)
+    egress = _props(built, built.alb.security_group)["SecurityGroupEgress"]
+    assert [{k: v for k, v in r.items() if k != "Description"} for r in egress] == [
+        {"CidrIp": "0.0.0.0/0", "FromPort": 443, "ToPort": 443, "IpProtocol": "tcp"}
+    ]
+
+
+def test_routes_without_authentication_only_forward(internal: Built) -> None:
+    for rule in resources(internal.template, RULE).values():
+        [action] = rule["Properties"]["Actions"]
+        assert action["Type"] == "forward"
+        assert "Order" not in action
+
+
+# --------------------------------------------------------------------------- invalid input
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            IngressConfig(target_optimizer=TargetOptimizerConfig(enabled=True, data_port=8000)),
+            "'target_optimizer.data_port' must differ from 'target_port' (the agent and vLLM share "
+            "the pod's network), got 8000 for both",
+        ),
+        (
+            IngressConfig(target_optimizer=TargetOptimizerConfig(enabled=True, control_port=8000)),
+            "'target_optimizer.control_port' must differ from 'target_port' (the agent and vLLM share "
+            "the pod's network), got 8000 for both",
+        ),
+        (
+            IngressConfig(
+                target_optimizer=TargetOptimizerConfig(enabled=True, data_port=3000, control_port=3000)
+            ),
+            "'target_optimizer.control_port' must differ from 'target_optimizer.data_port' (the agent and "
+            "vLLM share the pod's network), got 3000 for both",
+        ),
+        (
+            IngressConfig(oidc=OIDC),
+            "'oidc' needs 'certificate_arn' (load balancer authentication works on HTTPS listeners only), "
+            "got no certificate",
+        ),
+        (
+            IngressConfig(cognito=COGNITO),
+            "'cognito' needs 'certificate_arn' (load balancer authentication works on HTTPS listeners "
+            "only), got no certificate",
+        ),
+        (
+            IngressConfig(certificate_arn=CERTIFICATE, oidc=OIDC, cognito=COGNITO),
+            "'cognito' must be empty when 'oidc' is set (one authentication action per route), got a "
+            "Cognito user pool",
+        ),
+    ],
+    ids=["data-port", "control-port", "data-equals-control", "oidc-http", "cognito-http", "two-auths"],
+)
+def test_invalid_input_is_rejected_with_an_exact_message(config: IngressConfig, message: str) -> None:
+    stack = new_stack("Invalid")
+    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0123456789abcdef0", availability_zones=AZS)
+    with pytest.raises(ValueError) as excinfo:
+        InferenceAlb(
+            stack, "Ingress", vpc=vpc, config=config, model_names=["m1"], target_port=8000, cluster_name="c"
+        )
+    assert str(excinfo.value) == message
+
+
+# --------------------------------------------------------------------------- compliance gates
+
+
+@pytest.fixture(scope="module")
+def compliant_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Internet-facing HTTPS with WAF, the Target Optimizer and OIDC, synthesized with cdk-nag."""
+    outdir = tmp_path_factory.mktemp("alb-nag")
+    app = cdk.App(context=cdk_context(), outdir=str(outdir))
+    enable_compliance_checks(app)
+    stack = cdk.Stack(app, "AlbNag", env=cdk.Environment(region=REGION))
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack,
+        "Vpc",
+        vpc_id="vpc-0123456789abcdef0",
+        vpc_cidr_block="10.0.0.0/16",
+        availability_zones=AZS,
+        public_subnet_ids=["subnet-0123456789abcdef2", "subnet-0123456789abcdef3"],
+        private_subnet_ids=["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+    )
+    config = IngressConfig(
+        scheme=LoadBalancerScheme.INTERNET_FACING,
+        certificate_arn=CERTIFICATE,
+        allowed_cidrs=CLIENT_CIDRS,
+        target_optimizer=OPTIMIZER,
+        oidc=OIDC,
+    )
+    alb = InferenceAlb(
+        stack,
+        "Ingress",
+        vpc=vpc,
+        config=config,
+        model_names=["m1", "m2"],
+        target_port=VLLM_PORT,
+        cluster_name=CLUSTER_NAME,
+        logs_key=kms.Key(stack, "LogsKey", enable_key_rotation=True),
+    )
+    alb.allow_targets_in(ec2.SecurityGroup.from_security_group_id(stack, "Pods", "sg-0123456789abcdef0"))
+    alb.bind_services(
+        cluster=imported_cluster(stack), namespace="inference", services={"m1": "vllm-m1", "m2": "vllm-m2"}
+    )
+    app.synth()  # raises when cdk-nag reports an unacknowledged finding
+    return outdir / "AlbNag.template.json"
+
+
+def test_hardened_alb_passes_cdk_nag(compliant_template: Path) -> None:
+    assert compliant_template.exists()
+
+
+def test_hardened_alb_has_no_cfn_lint_errors(compliant_template: Path) -> None:
+    result = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "cfn-lint"), "--format", "json", str(compliant_template)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    findings = json.loads(result.stdout or "[]")
+    assert [f for f in findings if f["Level"] == "Error"] == []

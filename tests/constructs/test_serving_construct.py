@@ -1,4 +1,4 @@
-"""VllmServing: namespace, per-model Deployment + Service (+ S3 volume), Pod Identity for secrets."""
+"""VllmServing: namespace, per-model Deployment + Service (+ S3 or FSx volume), agent, Pod Identity."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import pytest
 from aws_cdk.assertions import Template
 
 from gpufarm.config import ModelConfig, ServingConfig
+from gpufarm.config.model import TargetOptimizerConfig
 from gpufarm.constructs import VllmServing
 from gpufarm.k8s import serving as k8s_serving
-from gpufarm.k8s.storage import s3_weights_volume
+from gpufarm.k8s.storage import fsx_sub_path, s3_weights_volume
 from tests.constructs.helpers import (
     CLUSTER_NAME,
     KUBERNETES_RESOURCE,
@@ -32,6 +33,10 @@ HF_MODEL = ModelConfig(
     name="llama", weights="meta-llama/Llama-3.1-8B-Instruct", hf_token_secret=SECRET_ARN, node_pool="h100"
 )
 OPEN_MODEL = ModelConfig(name="mistral", weights="mistralai/Mistral-7B-Instruct-v0.3")
+FSX_MODEL = ModelConfig(name="qwen3-32b", weights="s3://model-bucket/Qwen/Qwen3-32B/", max_num_seqs=16)
+FSX_CLAIM = "fsx-models"
+IMPORT_PATH = "s3://model-bucket/"
+OPTIMIZER = TargetOptimizerConfig(enabled=True, data_port=9090, control_port=3000)
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,25 @@ def open_models() -> Built:
         models=[OPEN_MODEL],
         default_pool="l40s",
         region=REGION,
+    )
+    return Built(serving, Template.from_stack(stack))
+
+
+@pytest.fixture(scope="module")
+def fsx() -> Built:
+    """An S3 model read from an FSx for Lustre claim and a Hugging Face model, Target Optimizer on."""
+    stack = new_stack("FsxServing")
+    serving = VllmServing(
+        stack,
+        "Serving",
+        cluster=imported_cluster(stack),
+        config=SERVING,
+        models=[FSX_MODEL, OPEN_MODEL],
+        default_pool="l40s",
+        region=REGION,
+        target_optimizer=OPTIMIZER,
+        fsx_claim=FSX_CLAIM,
+        fsx_import_path=IMPORT_PATH,
     )
     return Built(serving, Template.from_stack(stack))
 
@@ -114,6 +138,39 @@ def test_s3_model_adds_its_volume_and_claim(gated: Built) -> None:
         S3_MODEL, SERVING, pool_name="l40s", region=REGION, termination_grace_seconds=120
     )
     assert docs == [*volume, deployment, k8s_serving.vllm_service(S3_MODEL, SERVING)]
+
+
+def test_fsx_model_reads_its_folder_of_the_claim_and_has_no_mountpoint_volume(fsx: Built) -> None:
+    docs = manifest_of(fsx.template, fsx.serving.model_manifests["qwen3-32b"])
+    assert kinds(docs) == ["Deployment", "Service"]
+    deployment = k8s_serving.vllm_deployment(
+        FSX_MODEL,
+        SERVING,
+        pool_name="l40s",
+        region=REGION,
+        target_optimizer=OPTIMIZER,
+        fsx_claim=FSX_CLAIM,
+        fsx_sub_path=fsx_sub_path(IMPORT_PATH, FSX_MODEL.weights),
+    )
+    assert docs == [deployment, k8s_serving.vllm_service(FSX_MODEL, SERVING, target_optimizer=OPTIMIZER)]
+
+
+def test_fsx_sub_path_is_the_weights_folder_under_the_import_path(fsx: Built) -> None:
+    [deployment, _] = manifest_of(fsx.template, fsx.serving.model_manifests["qwen3-32b"])
+    [vllm] = deployment["spec"]["template"]["spec"]["containers"]
+    [mount] = [m for m in vllm["volumeMounts"] if m["name"] == "weights"]
+    assert mount["subPath"] == fsx_sub_path(IMPORT_PATH, "s3://model-bucket/Qwen/Qwen3-32B/")
+    assert mount["subPath"].endswith("Qwen/Qwen3-32B")
+
+
+def test_target_optimizer_reaches_every_model(fsx: Built) -> None:
+    docs = manifest_of(fsx.template, fsx.serving.model_manifests["mistral"])
+    assert docs == [
+        k8s_serving.vllm_deployment(
+            OPEN_MODEL, SERVING, pool_name="l40s", region=REGION, target_optimizer=OPTIMIZER
+        ),
+        k8s_serving.vllm_service(OPEN_MODEL, SERVING, target_optimizer=OPTIMIZER),
+    ]
 
 
 def test_model_manifests_are_applied_after_the_namespace(gated: Built) -> None:
@@ -193,3 +250,41 @@ def test_without_secrets_there_is_no_role_or_association(open_models: Built) -> 
     assert open_models.serving.role is None
     for type_ in ("AWS::IAM::Role", "AWS::IAM::Policy", "AWS::EKS::PodIdentityAssociation"):
         open_models.template.resource_count_is(type_, 0)
+
+
+# --------------------------------------------------------------------------- invalid input
+
+
+@pytest.mark.parametrize(
+    ("fsx_args", "message"),
+    [
+        (
+            {"fsx_claim": FSX_CLAIM},
+            "'fsx_import_path' is required with 'fsx_claim' (the claim holds the import path's objects)",
+        ),
+        (
+            {"fsx_import_path": IMPORT_PATH},
+            "'fsx_claim' is required with 'fsx_import_path' (the claim holds the import path's objects)",
+        ),
+        (
+            {"fsx_claim": FSX_CLAIM, "fsx_import_path": "s3://other-bucket/"},
+            "model 'qwen3-32b' must have its weights under 'fsx_import_path' ('s3://other-bucket/'), "
+            "got 's3://model-bucket/Qwen/Qwen3-32B/'",
+        ),
+    ],
+    ids=["claim-only", "import-path-only", "weights-elsewhere"],
+)
+def test_invalid_fsx_input_is_rejected_with_an_exact_message(fsx_args: dict[str, str], message: str) -> None:
+    stack = new_stack("InvalidServing")
+    with pytest.raises(ValueError) as excinfo:
+        VllmServing(
+            stack,
+            "Serving",
+            cluster=imported_cluster(stack),
+            config=SERVING,
+            models=[FSX_MODEL],
+            default_pool="l40s",
+            region=REGION,
+            **fsx_args,  # type: ignore[arg-type]
+        )
+    assert str(excinfo.value) == message

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from gpufarm.config import ModelConfig, NodePoolConfig, ServingConfig, TierConfig
+from gpufarm.config.model import TargetOptimizerConfig
 from gpufarm.k8s import (
     AUTO_MODE_TGB_API,
     LBC_TGB_API,
@@ -22,10 +23,13 @@ from gpufarm.k8s import (
     vllm_service,
     weights_claim_name,
 )
+from gpufarm.k8s.binding import TGB_APIS
+from gpufarm.k8s.serving import AGENT_CONTAINER
 from gpufarm.k8s.storage import MOUNTPOINT_DRIVER
 
 from .conftest import HF_TOKEN_SECRET, S3_WEIGHTS
 from .factories import make_tier, model_override, overrides, pool_override
+from .k8s_schema import validate_core, validate_crd
 
 REGION = "us-east-1"
 
@@ -426,6 +430,185 @@ def test_deployments_of_two_models_do_not_select_each_other() -> None:
     assert not first_selector <= other["spec"]["template"]["metadata"]["labels"].items()
 
 
+# --------------------------------------------------------------------------- Target Optimizer agent
+
+OPTIMIZER = TargetOptimizerConfig(enabled=True, data_port=8080, control_port=3000)
+OPTIMIZED_SERVING = ServingConfig(port=8000)
+
+
+def optimized(model: ModelConfig, **kwargs: Any) -> dict[str, Any]:
+    """A Deployment with the Target Optimizer on (data 8080, control 3000, vLLM 8000)."""
+    return vllm_deployment(
+        model, OPTIMIZED_SERVING, pool_name="l40s", region=REGION, target_optimizer=OPTIMIZER, **kwargs
+    )
+
+
+def agent_of(deployment: dict[str, Any]) -> dict[str, Any]:
+    init: list[dict[str, Any]] = pod_spec(deployment).get("initContainers", [])
+    [agent] = [c for c in init if c["name"] == AGENT_CONTAINER]
+    return agent
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container["env"]}
+
+
+def address_port(address: str) -> int:
+    host, _, port = address.rpartition(":")
+    assert host, f"{address!r} has no host"
+    return int(port)
+
+
+@pytest.fixture(scope="module")
+def agent_model() -> ModelConfig:
+    return ModelConfig(name="qwen3-8b", weights="Qwen/Qwen3-8B", max_num_seqs=48)
+
+
+@pytest.fixture(scope="module")
+def agent(agent_model: ModelConfig) -> dict[str, Any]:
+    return agent_of(optimized(agent_model))
+
+
+@pytest.mark.parametrize("setting", [None, TargetOptimizerConfig(enabled=False)])
+def test_deployment_without_the_optimizer_is_unchanged(
+    poc: TierConfig, poc_deployment: dict[str, Any], setting: TargetOptimizerConfig | None
+) -> None:
+    assert deployment_of(poc, target_optimizer=setting) == poc_deployment
+    assert vllm_service(poc.models[0], poc.serving, target_optimizer=setting) == vllm_service(
+        poc.models[0], poc.serving
+    )
+
+
+def test_agent_is_a_native_sidecar(agent: dict[str, Any]) -> None:
+    assert agent["restartPolicy"] == "Always"
+    assert agent["image"] == OPTIMIZER.agent_image
+
+
+def test_agent_data_address_is_the_data_port(agent: dict[str, Any]) -> None:
+    assert env_of(agent)["TARGET_CONTROL_DATA_ADDRESS"] == "0.0.0.0:8080"
+
+
+def test_agent_control_address_is_the_control_port(agent: dict[str, Any]) -> None:
+    assert env_of(agent)["TARGET_CONTROL_CONTROL_ADDRESS"] == "0.0.0.0:3000"
+
+
+def test_agent_forwards_to_vllm_on_loopback(agent: dict[str, Any], agent_model: ModelConfig) -> None:
+    env = env_of(agent)
+    vllm_port = flag(vllm_args(agent_model, OPTIMIZED_SERVING), "--port")
+    # Both spellings the published guides use, with the same value.
+    assert (
+        env["TARGET_CONTROL_DESTINATION_ADDRESS"]
+        == env["TARGET_CONTROL_DESTINATION"]
+        == f"127.0.0.1:{vllm_port}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"target_control_max_concurrency": 8, "max_num_seqs": 48}, "8"),
+        ({"max_num_seqs": 48}, "48"),
+        ({}, "64"),
+    ],
+)
+def test_agent_max_concurrency_follows_the_model(fields: dict[str, Any], expected: str) -> None:
+    model = ModelConfig(name="m", weights="Qwen/Qwen3-8B", **fields)
+    assert env_of(agent_of(optimized(model)))["TARGET_CONTROL_MAX_CONCURRENCY"] == expected
+    assert str(model.max_concurrency) == expected
+
+
+def test_agent_ports_match_its_addresses(agent: dict[str, Any]) -> None:
+    env = env_of(agent)
+    assert {p["name"]: p["containerPort"] for p in agent["ports"]} == {
+        "data": address_port(env["TARGET_CONTROL_DATA_ADDRESS"]),
+        "control": address_port(env["TARGET_CONTROL_CONTROL_ADDRESS"]),
+    }
+
+
+def test_agent_is_bounded_and_unprivileged(agent: dict[str, Any]) -> None:
+    assert agent["resources"] == {
+        "requests": {"cpu": "250m", "memory": "128Mi"},
+        "limits": {"memory": "512Mi"},
+    }
+    assert agent["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def test_pod_readiness_still_follows_vllm(agent_model: ModelConfig) -> None:
+    plain = vllm_deployment(agent_model, OPTIMIZED_SERVING, pool_name="l40s", region=REGION)
+    with_agent = optimized(agent_model)
+    assert vllm_container(with_agent) == vllm_container(plain)
+    assert vllm_container(with_agent)["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert "readinessProbe" not in agent_of(with_agent)
+
+
+def test_token_init_container_runs_before_the_agent(hf_token_model: ModelConfig) -> None:
+    init = pod_spec(optimized(hf_token_model))["initContainers"]
+    assert [c["name"] for c in init] == ["hf-token", AGENT_CONTAINER]
+    assert "restartPolicy" not in init[0], "the token reader runs to completion"
+
+
+def test_optimized_deployment_and_service_validate(agent_model: ModelConfig) -> None:
+    validate_core(optimized(agent_model))
+    validate_core(vllm_service(agent_model, OPTIMIZED_SERVING, target_optimizer=OPTIMIZER))
+
+
+# --------------------------------------------------------------------------- autoscaled replicas
+
+
+def test_autoscaled_deployment_leaves_replicas_to_keda() -> None:
+    tier = make_tier(
+        {"observability": {"prometheus": {"enabled": True}}},
+        model_override(autoscaling={"min_replicas": 1, "max_replicas": 3}),
+    )
+    deployment = deployment_of(tier)
+    assert "replicas" not in deployment["spec"]
+    validate_core(deployment)
+
+
+def test_fixed_deployment_sets_replicas(poc: TierConfig, poc_deployment: dict[str, Any]) -> None:
+    assert poc.models[0].autoscaling is None
+    assert poc_deployment["spec"]["replicas"] == poc.models[0].replicas
+
+
+# --------------------------------------------------------------------------- FSx weights
+
+
+FSX_CLAIM_NAME = "fsx-models"
+
+
+def test_fsx_weights_mount_the_claim_read_only_at_the_model_path(s3_tier: TierConfig) -> None:
+    model = s3_tier.models[0]
+    deployment = deployment_of(s3_tier, fsx_claim=FSX_CLAIM_NAME, fsx_sub_path="models/qwen/Qwen3-8B")
+    [volume] = [v for v in pod_spec(deployment)["volumes"] if "persistentVolumeClaim" in v]
+    assert volume["persistentVolumeClaim"] == {"claimName": FSX_CLAIM_NAME, "readOnly": True}
+    container = vllm_container(deployment)
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount == {
+        "name": volume["name"],
+        "mountPath": f"/models/{model.name}",
+        "readOnly": True,
+        "subPath": "models/qwen/Qwen3-8B",
+    }
+    assert container["args"][0] == mount["mountPath"]
+    validate_core(deployment)
+
+
+def test_fsx_claim_leaves_hugging_face_weights_alone(poc: TierConfig, poc_deployment: dict[str, Any]) -> None:
+    assert deployment_of(poc, fsx_claim=FSX_CLAIM_NAME, fsx_sub_path="models/x") == poc_deployment
+
+
+def test_fsx_sub_path_without_a_claim_is_rejected(s3_tier: TierConfig) -> None:
+    with pytest.raises(ValueError) as excinfo:
+        deployment_of(s3_tier, fsx_sub_path="models/x")
+    assert (
+        str(excinfo.value) == "'fsx_sub_path' needs 'fsx_claim' (the claim it is a path in), got 'models/x'"
+    )
+
+
 # --------------------------------------------------------------------------- Service
 
 
@@ -447,6 +630,14 @@ def test_service_targets_the_named_container_port(poc: TierConfig, poc_deploymen
     assert port["port"] == poc.serving.port
     assert port["targetPort"] == "http"
     assert port["targetPort"] in {p["name"] for p in vllm_container(poc_deployment)["ports"]}
+
+
+def test_optimized_service_adds_the_agent_data_port(agent_model: ModelConfig, agent: dict[str, Any]) -> None:
+    http, data = vllm_service(agent_model, OPTIMIZED_SERVING, target_optimizer=OPTIMIZER)["spec"]["ports"]
+    assert http == {"name": "http", "port": 8000, "targetPort": "http", "protocol": "TCP"}
+    data_container_port = {p["name"]: p["containerPort"] for p in agent["ports"]}["data"]
+    # A number, not the name: named ports of native sidecars reach EndpointSlices only lately.
+    assert data == {"name": "data", "port": 8080, "targetPort": data_container_port, "protocol": "TCP"}
 
 
 # --------------------------------------------------------------------------- storage
@@ -568,6 +759,36 @@ def test_target_group_binding_refers_to_the_service_port(poc: TierConfig) -> Non
         target_group_arn=TG_ARN,
     )
     assert binding["spec"]["serviceRef"]["port"] in {p["port"] for p in service["spec"]["ports"]}
+
+
+def test_target_group_binding_rejects_an_unknown_api() -> None:
+    with pytest.raises(ValueError) as excinfo:
+        target_group_binding(
+            name="b",
+            namespace="ns",
+            service_name="s",
+            service_port=80,
+            target_group_arn=TG_ARN,
+            api_version="elbv2.k8s.aws/v1",
+        )
+    assert str(excinfo.value) == (
+        "'api_version' must be one of 'eks.amazonaws.com/v1', 'elbv2.k8s.aws/v1beta1', got 'elbv2.k8s.aws/v1'"
+    )
+    assert TGB_APIS == (AUTO_MODE_TGB_API, LBC_TGB_API)
+
+
+def test_binding_to_the_agent_data_port_names_a_service_port(agent_model: ModelConfig) -> None:
+    service = vllm_service(agent_model, OPTIMIZED_SERVING, target_optimizer=OPTIMIZER)
+    binding = target_group_binding(
+        name="vllm-qwen3-8b-8080-3000",
+        namespace=service["metadata"]["namespace"],
+        service_name=service["metadata"]["name"],
+        service_port=OPTIMIZER.data_port,
+        target_group_arn=TG_ARN,
+        api_version=LBC_TGB_API,
+    )
+    assert binding["spec"]["serviceRef"]["port"] in {p["port"] for p in service["spec"]["ports"]}
+    validate_crd(binding, "elbv2.k8s.aws_targetgroupbindings.yaml", "v1beta1")
 
 
 def test_two_pools_two_nodepools() -> None:
