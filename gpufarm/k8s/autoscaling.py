@@ -1,0 +1,273 @@
+"""KEDA manifests and Helm values: scale each vLLM Deployment on its metrics in Amazon Managed Prometheus.
+
+The KEDA operator queries the workspace with SigV4, signing with its own IAM role (EKS Pod
+Identity on the `keda-operator` service account): a TriggerAuthentication with
+`podIdentity.provider: aws` hands that identity to every prometheus trigger that references it.
+
+Queries select vLLM's series by two labels: `model_name` (vLLM sets it to the served model name)
+and `namespace` (the Kubernetes namespace the managed scraper records for each pod).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufarm.config.model import ModelAutoscalingConfig, ModelConfig
+from gpufarm.k8s.labels import MODEL_LABEL, common_labels, workload_name
+
+KEDA_API = "keda.sh/v1alpha1"
+KEDA_CHART = "keda"
+KEDA_REPOSITORY = "https://kedacore.github.io/charts"
+OPERATOR_SERVICE_ACCOUNT = "keda-operator"
+"""Service account of the KEDA operator, the pod that runs the scalers (and signs AMP queries)."""
+TRIGGER_AUTHENTICATION = "gpufarm-amp"
+"""Name of the TriggerAuthentication the prometheus triggers reference."""
+
+QUEUE_METRIC = "vllm:num_requests_waiting"
+RUNNING_METRIC = "vllm:num_requests_running"
+KV_CACHE_METRIC = "vllm:kv_cache_usage_perc"
+
+FALLBACK_FAILURE_THRESHOLD = 3
+"""Consecutive failed queries after which KEDA holds the current replica count."""
+SCALE_UP_PERIOD_SECONDS = 15
+SCALE_UP_MAX_PODS = 4
+SCALE_DOWN_PERIOD_SECONDS = 60
+
+
+def trigger_authentication(namespace: str) -> dict[str, Any]:
+    """The TriggerAuthentication that signs AMP queries with the KEDA operator's own IAM role.
+
+    `provider: aws` is KEDA's provider for EKS Pod Identity and IRSA; `identityOwner: keda`
+    (KEDA's default, written out) selects the operator's role rather than the scaled
+    workload's. It lives in the namespace of the ScaledObjects that reference it.
+    """
+    return {
+        "apiVersion": KEDA_API,
+        "kind": "TriggerAuthentication",
+        "metadata": {
+            "name": TRIGGER_AUTHENTICATION,
+            "namespace": namespace,
+            "labels": common_labels("autoscaling"),
+        },
+        "spec": {"podIdentity": {"provider": "aws", "identityOwner": "keda"}},
+    }
+
+
+def model_autoscaling_issues(model: ModelConfig) -> list[str]:
+    """What keeps a model from being scaled by KEDA, one message per problem (empty: none).
+
+    The tier validator reports the same rules with their config paths; constructs used on
+    their own check again, since they accept any ModelConfig.
+    """
+    scaling = model.autoscaling
+    where = f"model {model.name!r}"
+    if scaling is None:
+        return [f"{where}: 'autoscaling' must be set to scale it with KEDA, got None"]
+    issues = []
+    if scaling.min_replicas > scaling.max_replicas:
+        issues.append(
+            f"{where}: 'autoscaling.min_replicas' must be at most max_replicas "
+            f"({scaling.max_replicas}), got {scaling.min_replicas}"
+        )
+    if scaling.min_replicas == 0 and model.critical:
+        issues.append(
+            f"{where}: 'autoscaling.min_replicas' must be at least 1 for a critical model "
+            "(scale to zero needs critical: false), got 0"
+        )
+    if scaling.queue_target is None and scaling.kv_cache_target is None:
+        issues.append(f"{where}: 'autoscaling' must set queue_target and/or kv_cache_target, got neither")
+    return issues
+
+
+def scales_to_zero(model: ModelConfig) -> bool:
+    """True when KEDA may remove every replica of the model (min_replicas 0)."""
+    return model.autoscaling is not None and model.autoscaling.min_replicas == 0
+
+
+def series_selector(model: ModelConfig, namespace: str) -> str:
+    """The PromQL label matchers of one model's vLLM series: `{namespace="..",model_name=".."}`."""
+    return f"{{namespace={_promql_string(namespace)},model_name={_promql_string(model.api_model_name)}}}"
+
+
+def queue_query(model: ModelConfig, namespace: str) -> str:
+    """Requests waiting for a slot, summed over the model's replicas (one element, or none)."""
+    return _one_element(f"sum({QUEUE_METRIC}{series_selector(model, namespace)})", model)
+
+
+def kv_cache_query(model: ModelConfig, namespace: str) -> str:
+    """KV-cache usage (0-1 per replica), summed over the model's replicas."""
+    return _one_element(f"sum({KV_CACHE_METRIC}{series_selector(model, namespace)})", model)
+
+
+def in_flight_query(model: ModelConfig, namespace: str) -> str:
+    """Requests running plus waiting, summed over the model's replicas."""
+    selector = series_selector(model, namespace)
+    return _one_element(f"(sum({RUNNING_METRIC}{selector}) + sum({QUEUE_METRIC}{selector}))", model)
+
+
+def scaled_object(model: ModelConfig, *, namespace: str, query_endpoint: str, region: str) -> dict[str, Any]:
+    """The ScaledObject that scales one model's vLLM Deployment between its min and max replicas.
+
+    One `prometheus` trigger per configured target, each a sum over the model's replicas with
+    `metricType: AverageValue`, so the HPA divides by the replica count: `queue` aims at
+    `queue_target` waiting requests per replica, `kv-cache` at `kv_cache_target` KV-cache usage
+    per replica. A model that scales to zero (min_replicas 0) also gets `in-flight` (running plus
+    waiting requests, aiming at the replica's concurrency cap), whose activation keeps a replica
+    up while it serves anything; at zero replicas vLLM exports nothing, so its queries fall back
+    to `vector(0)` and nothing in them wakes the model (see docs/decisions/0015-keda-on-amp.md).
+
+    Models that keep at least one replica query without that fallback and with
+    `ignoreNullValues: "false"`: a missing series is an error, and after
+    FALLBACK_FAILURE_THRESHOLD errors KEDA holds the current replica count (`fallback` with
+    `behavior: currentReplicas`) instead of scaling down on a scrape outage. `fallback.replicas`
+    is min_replicas; its zero on scale-to-zero models keeps a failing query from waking a
+    parked model. The HPA scales up at once (no stabilization; +100% or +4 pods per 15 s) and
+    down only after `scale_down_stabilization_seconds`, one pod a minute.
+
+    `query_endpoint` is the workspace URL KEDA appends `/api/v1/query` to:
+    `https://aps-workspaces.<region>.amazonaws.com/workspaces/<workspace id>`.
+    """
+    issues = model_autoscaling_issues(model)
+    if issues:
+        raise ValueError("; ".join(issues))
+    scaling = model.autoscaling
+    assert scaling is not None
+    name = workload_name(model.name)
+    spec: dict[str, Any] = {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+        "minReplicaCount": scaling.min_replicas,
+        "maxReplicaCount": scaling.max_replicas,
+        "pollingInterval": scaling.polling_interval_seconds,
+    }
+    if scales_to_zero(model):
+        spec["cooldownPeriod"] = scaling.cooldown_seconds
+    spec["fallback"] = {
+        "failureThreshold": FALLBACK_FAILURE_THRESHOLD,
+        "replicas": scaling.min_replicas,
+        "behavior": "currentReplicas",
+    }
+    spec["advanced"] = {"horizontalPodAutoscalerConfig": {"behavior": hpa_behavior(scaling)}}
+    spec["triggers"] = _triggers(model, namespace=namespace, query_endpoint=query_endpoint, region=region)
+    return {
+        "apiVersion": KEDA_API,
+        "kind": "ScaledObject",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {**common_labels("autoscaling"), MODEL_LABEL: model.name},
+        },
+        "spec": spec,
+    }
+
+
+def hpa_behavior(scaling: ModelAutoscalingConfig) -> dict[str, Any]:
+    """HPA behavior: scale up without delay, scale down one pod a minute after the stabilization window."""
+    return {
+        "scaleUp": {
+            "stabilizationWindowSeconds": 0,
+            "selectPolicy": "Max",
+            "policies": [
+                {"type": "Percent", "value": 100, "periodSeconds": SCALE_UP_PERIOD_SECONDS},
+                {"type": "Pods", "value": SCALE_UP_MAX_PODS, "periodSeconds": SCALE_UP_PERIOD_SECONDS},
+            ],
+        },
+        "scaleDown": {
+            "stabilizationWindowSeconds": scaling.scale_down_stabilization_seconds,
+            "selectPolicy": "Min",
+            "policies": [{"type": "Pods", "value": 1, "periodSeconds": SCALE_DOWN_PERIOD_SECONDS}],
+        },
+    }
+
+
+def keda_values(
+    *,
+    operator_replicas: int = 2,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Helm values for the `keda` chart.
+
+    Defaults: two operator replicas (one leads; the other takes over within the lease) spread
+    over nodes, with a disruption budget of one; one metrics server and one webhook (KEDA
+    supports a single active metrics server). No GPU toleration, so every KEDA pod stays off
+    the tainted GPU nodes; `node_selector` pins them further (e.g. to the system node group).
+    The operator's service account is named OPERATOR_SERVICE_ACCOUNT, which the Pod Identity
+    association targets. Secret access is restricted to KEDA's own namespace: the triggers
+    authenticate with Pod Identity, not secrets.
+    """
+    small = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
+    operator = {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+    values: dict[str, Any] = {
+        "operator": {"replicaCount": operator_replicas},
+        "metricsServer": {"replicaCount": 1},
+        "webhooks": {"replicaCount": 1},
+        "serviceAccount": {"operator": {"create": True, "name": OPERATOR_SERVICE_ACCOUNT}},
+        "resources": {"operator": operator, "metricServer": small, "webhooks": small},
+        "podDisruptionBudget": {"operator": {"maxUnavailable": 1}},
+        "topologySpreadConstraints": {
+            "operator": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": {"app": "keda-operator"}},
+                }
+            ]
+        },
+        "permissions": {
+            "operator": {"restrict": {"secret": True}},
+            "metricServer": {"restrict": {"secret": True}},
+        },
+        "tolerations": [],
+    }
+    if node_selector:
+        values["nodeSelector"] = dict(node_selector)
+    return values
+
+
+# --------------------------------------------------------------------------- internals
+
+
+def _triggers(
+    model: ModelConfig, *, namespace: str, query_endpoint: str, region: str
+) -> list[dict[str, Any]]:
+    scaling = model.autoscaling
+    assert scaling is not None
+    wanted: list[tuple[str, str, float]] = []
+    if scaling.queue_target is not None:
+        wanted.append(("queue", queue_query(model, namespace), scaling.queue_target))
+    if scaling.kv_cache_target is not None:
+        wanted.append(("kv-cache", kv_cache_query(model, namespace), scaling.kv_cache_target))
+    if scales_to_zero(model):
+        wanted.append(("in-flight", in_flight_query(model, namespace), model.max_concurrency))
+    return [
+        {
+            "type": "prometheus",
+            "name": trigger_name,
+            "metricType": "AverageValue",
+            "metadata": {
+                "serverAddress": query_endpoint,
+                "awsRegion": region,
+                "query": query,
+                "threshold": _number(threshold),
+                "activationThreshold": "0",
+                "ignoreNullValues": "true" if scales_to_zero(model) else "false",
+            },
+            "authenticationRef": {"name": TRIGGER_AUTHENTICATION, "kind": "TriggerAuthentication"},
+        }
+        for trigger_name, query, threshold in wanted
+    ]
+
+
+def _one_element(expression: str, model: ModelConfig) -> str:
+    """A model that can sit at zero replicas has no series then: answer 0 instead of nothing."""
+    return f"{expression} or vector(0)" if scales_to_zero(model) else expression
+
+
+def _promql_string(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def _number(value: float) -> str:
+    """A threshold as KEDA reads it (a decimal string): 5.0 -> '5', 0.8 -> '0.8'."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
