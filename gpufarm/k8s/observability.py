@@ -1,0 +1,221 @@
+"""Metrics collection: the managed scraper's configuration and RBAC, and the DCGM exporter's values.
+
+The Amazon Managed Service for Prometheus (AMP) managed scraper runs outside the cluster: it
+discovers pods through the Kubernetes API and scrapes their pod IPs from network interfaces in
+the cluster's subnets. Two jobs are scraped, nothing else:
+
+* ``vllm``: each vLLM pod's ``/metrics`` on its container port named ``http``, only the
+  ``vllm:*`` series (queue depth, KV-cache use, token counters, latency histograms). Each series
+  carries ``namespace``, ``pod`` and ``model`` (the pod's ``gpufarm.io/model`` label) next to
+  ``model_name``, which vLLM sets itself; KEDA's queries select on these.
+* ``dcgm-exporter``: NVIDIA's DCGM exporter on every GPU node (port 9400). Its series already
+  name the GPU's node (``Hostname``) and the pod using the GPU (``namespace``, ``pod``,
+  ``container``); the job adds only ``node``, so those labels are not overwritten.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from gpufarm.k8s.labels import GPU_TAINT_KEY, MODEL_LABEL, common_labels
+
+MIN_SCRAPE_INTERVAL_SECONDS = 30
+"""The managed scraper rejects a configuration that scrapes more often than every 30 s."""
+
+MAX_SCRAPE_INTERVAL_SECONDS = 300
+
+VLLM_JOB = "vllm"
+DCGM_JOB = "dcgm-exporter"
+DCGM_PORT = 9400
+DCGM_APP_NAME = "dcgm-exporter"
+"""`app.kubernetes.io/name` of the chart's pods (the chart name, as no `nameOverride` is set)."""
+
+SCRAPER_USER = "aps-collector-user"
+"""The Kubernetes user name AMP's documentation maps the scraper's role to."""
+
+SCRAPER_CLUSTER_ROLE = "aps-collector-role"
+SCRAPER_BINDING = "aps-collector-user-role-binding"
+
+GPU_MANUFACTURER_LABELS = (
+    "karpenter.k8s.aws/instance-gpu-manufacturer",
+    "eks.amazonaws.com/instance-gpu-manufacturer",
+)
+"""Node labels naming the GPU maker: on self-managed Karpenter nodes, and on EKS Auto Mode nodes."""
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def _meta_label(label: str) -> str:
+    """Prometheus' discovery label for a pod label: 'gpufarm.io/model' -> '..._gpufarm_io_model'."""
+    return "__meta_kubernetes_pod_label_" + re.sub(r"[^A-Za-z0-9_]", "_", label)
+
+
+def _check_namespace(field: str, value: str) -> None:
+    if not _DNS_LABEL.match(value):
+        raise ValueError(f"'{field}' must be a Kubernetes namespace name (a DNS label), got {value!r}")
+
+
+def _keep(source: str, regex: str) -> dict[str, Any]:
+    return {"source_labels": [source], "regex": regex, "action": "keep"}
+
+
+def _copy(source: str, target: str) -> dict[str, Any]:
+    return {"source_labels": [source], "target_label": target, "action": "replace"}
+
+
+def scrape_configuration(*, scrape_interval_seconds: int, serving_namespace: str, dcgm_namespace: str) -> str:
+    """The Prometheus configuration (YAML) of the managed scraper: the vLLM and DCGM jobs.
+
+    `scrape_interval_seconds` must be 30-300 (30 is the managed scraper's minimum). The text is
+    what `AWS::APS::Scraper` `ScrapeConfiguration.ConfigurationBlob` takes in CloudFormation:
+    the YAML itself (see docs/decisions/0016-managed-scraper.md).
+    """
+    if not MIN_SCRAPE_INTERVAL_SECONDS <= scrape_interval_seconds <= MAX_SCRAPE_INTERVAL_SECONDS:
+        raise ValueError(
+            f"'scrape_interval_seconds' must be {MIN_SCRAPE_INTERVAL_SECONDS}-{MAX_SCRAPE_INTERVAL_SECONDS} "
+            f"(the scraper's minimum is 30 s), got {scrape_interval_seconds}"
+        )
+    _check_namespace("serving_namespace", serving_namespace)
+    _check_namespace("dcgm_namespace", dcgm_namespace)
+    vllm_job = {
+        "job_name": VLLM_JOB,
+        "metrics_path": "/metrics",
+        "scheme": "http",
+        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [serving_namespace]}}],
+        "relabel_configs": [
+            _keep(_meta_label("app.kubernetes.io/name"), "vllm"),
+            _keep("__meta_kubernetes_pod_container_port_name", "http"),
+            # Native sidecars (the target-control agent) are init containers: never scrape them.
+            {"source_labels": ["__meta_kubernetes_pod_container_init"], "regex": "true", "action": "drop"},
+            _keep("__meta_kubernetes_pod_phase", "Running"),
+            _copy("__meta_kubernetes_namespace", "namespace"),
+            _copy("__meta_kubernetes_pod_name", "pod"),
+            _copy(_meta_label(MODEL_LABEL), "model"),
+        ],
+        # Only the engine's own series: Python runtime and HTTP-server series would multiply the
+        # ingested samples (AMP bills per sample) without serving a dashboard or a scaler.
+        "metric_relabel_configs": [_keep("__name__", "vllm:.+")],
+    }
+    dcgm_job = {
+        "job_name": DCGM_JOB,
+        "metrics_path": "/metrics",
+        "scheme": "http",
+        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [dcgm_namespace]}}],
+        "relabel_configs": [
+            _keep(_meta_label("app.kubernetes.io/name"), DCGM_APP_NAME),
+            _keep("__meta_kubernetes_pod_container_port_number", str(DCGM_PORT)),
+            _keep("__meta_kubernetes_pod_phase", "Running"),
+            _copy("__meta_kubernetes_pod_node_name", "node"),
+        ],
+    }
+    config = {
+        "global": {"scrape_interval": f"{scrape_interval_seconds}s"},
+        "scrape_configs": [vllm_job, dcgm_job],
+    }
+    return yaml.safe_dump(config, sort_keys=False, default_flow_style=False)
+
+
+def scraper_rbac() -> list[dict[str, Any]]:
+    """ClusterRole + ClusterRoleBinding that let the managed scraper discover and scrape targets.
+
+    Needed only on clusters that authenticate through the `aws-auth` ConfigMap, where the
+    scraper's role is mapped to the user `aps-collector-user`. With EKS access entries (the
+    `API` authentication modes), AMP creates the scraper's access entry itself, with an access
+    policy granting the same rules. The rules are those of the AMP user guide ("Configuring
+    your Amazon EKS cluster"), without its `describe` verb, which Kubernetes does not have.
+    """
+    read = ["get", "list", "watch"]
+    labels = common_labels("metrics")
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": SCRAPER_CLUSTER_ROLE, "labels": labels},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": [
+                        "nodes",
+                        "nodes/proxy",
+                        "nodes/metrics",
+                        "services",
+                        "endpoints",
+                        "pods",
+                        "ingresses",
+                        "configmaps",
+                    ],
+                    "verbs": read,
+                },
+                {
+                    "apiGroups": ["extensions", "networking.k8s.io"],
+                    "resources": ["ingresses/status", "ingresses"],
+                    "verbs": read,
+                },
+                {
+                    "apiGroups": ["metrics.eks.amazonaws.com"],
+                    "resources": ["kcm/metrics", "ksh/metrics"],
+                    "verbs": ["get"],
+                },
+                {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": SCRAPER_BINDING, "labels": labels},
+            "subjects": [{"kind": "User", "name": SCRAPER_USER, "apiGroup": "rbac.authorization.k8s.io"}],
+            "roleRef": {
+                "kind": "ClusterRole",
+                "name": SCRAPER_CLUSTER_ROLE,
+                "apiGroup": "rbac.authorization.k8s.io",
+            },
+        },
+    ]
+
+
+def dcgm_exporter_values(
+    *,
+    cpu_request_millicores: int = 100,
+    memory_request_mib: int = 256,
+    memory_limit_mib: int = 1024,
+) -> dict[str, Any]:
+    """Helm values for NVIDIA's `dcgm-exporter` chart: a DaemonSet on NVIDIA GPU nodes only.
+
+    Defaults: scheduled on nodes whose `karpenter.k8s.aws/instance-gpu-manufacturer` (Karpenter)
+    or `eks.amazonaws.com/instance-gpu-manufacturer` (Auto Mode) is `nvidia`; tolerates the
+    `nvidia.com/gpu:NoSchedule` taint of GPU pools; requests 100m CPU and 256 MiB, memory capped
+    at 1 GiB; ClusterIP Service on 9400; no ServiceMonitor (there is no Prometheus operator: the
+    managed scraper finds the pods itself); no pod-label enrichment (it would need cluster-wide
+    pod reads and multiply series).
+    """
+    if not 0 < memory_request_mib <= memory_limit_mib:
+        raise ValueError(
+            f"'memory_request_mib' must be positive and at most 'memory_limit_mib' ({memory_limit_mib}), "
+            f"got {memory_request_mib}"
+        )
+    if cpu_request_millicores <= 0:
+        raise ValueError(f"'cpu_request_millicores' must be positive, got {cpu_request_millicores}")
+    return {
+        "serviceMonitor": {"enabled": False},
+        "service": {"enable": True, "type": "ClusterIP", "port": DCGM_PORT},
+        "kubernetes": {"enablePodLabels": False},
+        "affinity": {
+            "nodeAffinity": {
+                # Terms are ORed: a node of either provisioner qualifies.
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": label, "operator": "In", "values": ["nvidia"]}]}
+                        for label in GPU_MANUFACTURER_LABELS
+                    ]
+                }
+            }
+        },
+        "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+        "resources": {
+            "requests": {"cpu": f"{cpu_request_millicores}m", "memory": f"{memory_request_mib}Mi"},
+            "limits": {"memory": f"{memory_limit_mib}Mi"},
+        },
+    }
