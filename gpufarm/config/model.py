@@ -126,6 +126,18 @@ def _pinned_image(value: str) -> str:
 
 
 ImageRef = Annotated[str, AfterValidator(_pinned_image)]
+
+TARGET_CONTROL_AGENT_IMAGE = "public.ecr.aws/aws-elb/target-optimizer/target-control-agent:latest"
+"""The ALB target control agent as AWS publishes it: under the `latest` tag only."""
+
+
+def _agent_image(value: str) -> str:
+    if value == TARGET_CONTROL_AGENT_IMAGE:
+        return value
+    return _pinned_image(value)
+
+
+AgentImageRef = Annotated[str, AfterValidator(_agent_image)]
 AccountId = Annotated[str, _pattern(re.compile(r"^\d{12}$"), "a 12-digit AWS account ID")]
 ChartVersion = Annotated[
     str, _pattern(re.compile(r"^\d+\.\d+\.\d+$"), "an exact chart version such as '1.2.3'")
@@ -400,7 +412,7 @@ class NodePoolConfig(_Model):
     )
     weight: int | None = Field(
         None,
-        ge=0,
+        ge=1,
         le=100,
         description="Karpenter NodePool weight; higher fills first (default: 50 serving, 10 batch).",
     )
@@ -588,9 +600,9 @@ class TargetOptimizerConfig(_Model):
     """ALB Target Optimizer: an agent sidecar caps the concurrent requests each pod receives."""
 
     enabled: bool = Field(False, description="Turn on (changing it replaces the model target groups).")
-    agent_image: ImageRef = Field(
-        "public.ecr.aws/aws-elb/target-optimizer/target-control-agent:v1.0.0",
-        description="Target control agent image, pinned.",
+    agent_image: AgentImageRef = Field(
+        TARGET_CONTROL_AGENT_IMAGE,
+        description="Target control agent image; AWS publishes only ':latest', pin a mirrored digest.",
     )
     data_port: int = Field(8080, ge=1024, le=65535, description="Agent port receiving ALB traffic.")
     control_port: int = Field(3000, ge=1024, le=65535, description="Agent control port (TargetControlPort).")
@@ -679,7 +691,9 @@ class PrometheusConfig(_Model):
     """Amazon Managed Service for Prometheus: workspace, managed scraper and DCGM exporter."""
 
     enabled: bool = Field(False, description="Create the workspace and the managed scraper.")
-    scrape_interval_seconds: int = Field(30, ge=10, le=300, description="How often metrics are scraped.")
+    scrape_interval_seconds: int = Field(
+        30, ge=30, le=300, description="How often metrics are scraped (the managed scraper allows 30-300)."
+    )
     dcgm_exporter: bool = Field(True, description="Deploy NVIDIA's DCGM exporter on GPU nodes.")
     dcgm_exporter_chart_version: ChartVersion = Field(
         "4.6.0", description="DCGM exporter Helm chart version, pinned."

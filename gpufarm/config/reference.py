@@ -53,6 +53,10 @@ _NAMED_TYPES: tuple[tuple[Any, str], ...] = (
     (m.SecretRef, "Secrets Manager secret name or ARN"),
     (m.NodeBudget, "node count (`1`) or percentage (`0%`-`100%`)"),
     (m.ImageRef, "container image pinned to a tag or digest (not `:latest`)"),
+    (
+        m.AgentImageRef,
+        "container image pinned to a tag or digest (or AWS's own `...target-control-agent:latest`)",
+    ),
     (m.AccountId, "12-digit AWS account ID"),
     (m.ChartVersion, "exact Helm chart version (`1.2.3`)"),
     (m.AmiVersion, "`latest`, an AL2023 release (`v20251120`) or a Bottlerocket version (`1.50.0`)"),
@@ -157,6 +161,11 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
         "cluster.system_nodes",
         "`min_size` <= `desired_size` <= `max_size`.",
+    ),
+    (
+        "karpenter.replicas",
+        "at most `cluster.system_nodes.min_size` with `karpenter` provisioning (one controller "
+        "per system node).",
     ),
     (
         "cluster.core_addons",

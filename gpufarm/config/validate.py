@@ -143,6 +143,13 @@ def _cluster(cfg: TierConfig) -> Iterator[ConfigIssue]:
     yield from _repeats(
         "cluster.core_addons", [a.value for a in cl.core_addons], "must not list an add-on twice"
     )
+    if cl.provisioning is Provisioning.KARPENTER and cfg.karpenter.replicas > nodes.min_size:
+        yield ConfigIssue(
+            path="karpenter.replicas",
+            message="must be at most cluster.system_nodes.min_size "
+            f"({nodes.min_size}; each controller replica needs its own system node), "
+            f"got {cfg.karpenter.replicas}",
+        )
     if cl.provisioning is Provisioning.KARPENTER:
         missing = {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"} - {
             a.value for a in cl.core_addons

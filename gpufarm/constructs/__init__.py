@@ -8,19 +8,35 @@ Example::
     AutoModeGpuNodePool(self, "Gpus", cluster=my_cluster, pool=NodePoolConfig(name="l40s"))
 """
 
+from gpufarm.constructs.autoscaling import KedaAutoscaling
 from gpufarm.constructs.cluster import InferenceCluster
 from gpufarm.constructs.compliance import enable_compliance_checks
+from gpufarm.constructs.fsx_model_store import FsxModelStore
 from gpufarm.constructs.gpu_node_pool import AutoModeGpuNodePool
 from gpufarm.constructs.ingress import InferenceAlb, route_prefix
+from gpufarm.constructs.karpenter import Karpenter, KarpenterGpuNodePool, NvidiaDevicePlugin
+from gpufarm.constructs.lb_controller import AwsLoadBalancerController
 from gpufarm.constructs.model_store import S3ModelStore
 from gpufarm.constructs.network import InferenceNetwork
+from gpufarm.constructs.observability import InferenceAlarms, InferenceDashboard, PrometheusMonitoring
 from gpufarm.constructs.serving import VllmServing
+from gpufarm.constructs.waf import InferenceWaf
 
 __all__ = [
     "AutoModeGpuNodePool",
+    "AwsLoadBalancerController",
+    "FsxModelStore",
+    "InferenceAlarms",
     "InferenceAlb",
     "InferenceCluster",
+    "InferenceDashboard",
     "InferenceNetwork",
+    "InferenceWaf",
+    "Karpenter",
+    "KarpenterGpuNodePool",
+    "KedaAutoscaling",
+    "NvidiaDevicePlugin",
+    "PrometheusMonitoring",
     "S3ModelStore",
     "VllmServing",
     "enable_compliance_checks",

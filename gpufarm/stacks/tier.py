@@ -7,20 +7,31 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from gpufarm.config.model import TierConfig
+from gpufarm.config.model import TARGET_CONTROL_AGENT_IMAGE, ModelStoreKind, Provisioning, TierConfig
+from gpufarm.config.sizing import fsx_storage_capacity_gib
 from gpufarm.constructs import (
     AutoModeGpuNodePool,
+    FsxModelStore,
+    InferenceAlarms,
     InferenceAlb,
     InferenceCluster,
+    InferenceDashboard,
     InferenceNetwork,
+    Karpenter,
+    KarpenterGpuNodePool,
+    KedaAutoscaling,
+    NvidiaDevicePlugin,
+    PrometheusMonitoring,
     S3ModelStore,
     VllmServing,
 )
-from gpufarm.constructs._util import cdk_removal_policy, construct_id
+from gpufarm.constructs._util import cdk_removal_policy, construct_id, private_subnets
+from gpufarm.k8s.binding import AUTO_MODE_TGB_API, LBC_TGB_API
+from gpufarm.k8s.storage import FSX_CLAIM
 
 
 class GpuFarmStack(cdk.Stack):
-    """A gpufarm tier: network, EKS cluster, GPU pools, vLLM models and their load balancer.
+    """A gpufarm tier: network, EKS cluster, GPU pools, vLLM models, load balancer and monitoring.
 
     Construct IDs below are public API: they fix the logical IDs of stateful and traffic-bearing
     resources, so renaming one replaces the resource.
@@ -36,18 +47,49 @@ class GpuFarmStack(cdk.Stack):
             **kwargs,  # type: ignore[arg-type]
         )
         self.config = config
-        removal = cdk_removal_policy(config.removal_policy)
+        self.removal = cdk_removal_policy(config.removal_policy)
+        self.auto_mode = config.cluster.provisioning is Provisioning.AUTO_MODE
         cdk.Tags.of(self).add("gpufarm:tier", config.name)
+        self.logs_key = self._logs_key()
+        self.network = InferenceNetwork(
+            self,
+            "Network",
+            config=config.network,
+            availability_zones=config.environment.availability_zones,
+            logs_key=self.logs_key,
+            removal_policy=self.removal,
+        )
+        self.cluster = InferenceCluster(
+            self,
+            "Cluster",
+            vpc=self.network.vpc,
+            config=config.cluster,
+            cluster_name=config.stack_name,
+            removal_policy=self.removal,
+        )
+        self._node_pools()
+        self._serving()
+        self._ingress()
+        self._monitoring()
+        self._outputs()
 
-        logs_key = kms.Key(
+    @property
+    def availability_zones(self) -> list[str]:
+        """The configured AZs: synth never asks AWS which zones exist."""
+        return list(self.config.environment.availability_zones)
+
+    # ------------------------------------------------------------------------ parts
+
+    def _logs_key(self) -> kms.Key:
+        key = kms.Key(
             self,
             "LogsKey",
-            description=f"gpufarm {config.name}: CloudWatch Logs encryption",
+            description=f"gpufarm {self.config.name}: CloudWatch Logs encryption",
             enable_key_rotation=True,
-            removal_policy=removal,
+            removal_policy=self.removal,
         )
         logs_arn = f"arn:{self.partition}:logs:{self.region}:{self.account}:*"
-        logs_key.add_to_resource_policy(
+        key.add_to_resource_policy(
             iam.PolicyStatement(
                 actions=[
                     "kms:Encrypt*",
@@ -61,71 +103,192 @@ class GpuFarmStack(cdk.Stack):
                 conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": logs_arn}},
             )
         )
-        self.network = InferenceNetwork(
-            self,
-            "Network",
-            config=config.network,
-            availability_zones=config.environment.availability_zones,
-            logs_key=logs_key,
-            removal_policy=removal,
-        )
-        vpc = self.network.vpc
-        self.cluster = InferenceCluster(
-            self,
-            "Cluster",
-            vpc=vpc,
-            config=config.cluster,
-            cluster_name=config.stack_name,
-            removal_policy=removal,
-        )
+        return key
+
+    def _node_pools(self) -> None:
+        cfg = self.config
         cluster = self.cluster.icluster
-        self.node_pools = {
-            pool.name: AutoModeGpuNodePool(
-                self, f"GpuPool{construct_id(pool.name)}", cluster=cluster, pool=pool
-            )
-            for pool in config.node_pools
-        }
-        s3_sources = [m.weights for m in config.models if m.is_s3]
-        self.model_store = (
-            S3ModelStore(self, "ModelStore", cluster=cluster, s3_uris=s3_sources) if s3_sources else None
+        self.karpenter: Karpenter | None = None
+        self.node_pools: dict[str, Construct] = {}
+        if self.auto_mode:
+            for pool in cfg.node_pools:
+                self.node_pools[pool.name] = AutoModeGpuNodePool(
+                    self, f"GpuPool{construct_id(pool.name)}", cluster=cluster, pool=pool
+                ).resource
+            return
+        self.karpenter = Karpenter(
+            self,
+            "Karpenter",
+            cluster=cluster,
+            config=cfg.karpenter,
+            subnets=private_subnets(self.network.vpc),
+            security_groups=[self.cluster.cluster_security_group],
+            discovery_value=cfg.stack_name,
         )
+        # Controllers run on the system nodes, and Pod Identity needs its agent first.
+        self.karpenter.chart.node.add_dependency(self.cluster.system_ready)
+        self.device_plugin = NvidiaDevicePlugin(
+            self,
+            "NvidiaDevicePlugin",
+            cluster=cluster,
+            chart_version=cfg.karpenter.nvidia_device_plugin_chart_version,
+        )
+        self.device_plugin.chart.node.add_dependency(self.cluster.system_ready)
+        # EKS creates the cluster security group, so CloudFormation cannot tag it for discovery:
+        # the NodeClasses name it by ID, and GPU pods share it with the rest of the cluster.
+        cluster_sg = self.cluster.cluster_security_group.security_group_id
+        for pool in cfg.node_pools:
+            self.node_pools[pool.name] = KarpenterGpuNodePool(
+                self,
+                f"GpuPool{construct_id(pool.name)}",
+                cluster=cluster,
+                pool=pool,
+                node_role=self.karpenter.node_role,
+                discovery_value=self.karpenter.discovery_value,
+                after=self.karpenter.chart,
+                security_group_ids=[cluster_sg],
+            ).resource
+
+    def _serving(self) -> None:
+        cfg = self.config
+        cluster = self.cluster.icluster
+        fsx = cfg.model_store.kind is ModelStoreKind.FSX_LUSTRE
         self.serving = VllmServing(
             self,
             "Serving",
             cluster=cluster,
-            config=config.serving,
-            models=config.models,
-            default_pool=config.node_pools[0].name,
-            region=config.environment.region,
-            termination_grace_seconds=config.ingress.deregistration_delay_seconds,
+            config=cfg.serving,
+            models=cfg.models,
+            default_pool=cfg.node_pools[0].name,
+            region=cfg.environment.region,
+            termination_grace_seconds=cfg.ingress.deregistration_delay_seconds,
+            target_optimizer=cfg.ingress.target_optimizer if cfg.ingress.target_optimizer.enabled else None,
+            fsx_claim=FSX_CLAIM if fsx else None,
+            fsx_import_path=cfg.model_store.fsx.import_path if fsx else None,
         )
-        for model in config.models:
-            pool = self.node_pools[config.pool_of(model).name]
-            self.serving.model_manifests[model.name].node.add_dependency(pool.resource)
+        for model in cfg.models:
+            self.serving.model_manifests[model.name].node.add_dependency(
+                self.node_pools[cfg.pool_of(model).name]
+            )
+        s3_sources = [m.weights for m in cfg.models if m.is_s3]
+        self.model_store: Construct | None = None
+        if fsx:
+            store = FsxModelStore(
+                self,
+                "ModelStore",
+                vpc=self.network.vpc,
+                cluster=cluster,
+                config=cfg.model_store.fsx,
+                storage_capacity_gib=fsx_storage_capacity_gib(cfg),
+                client_security_groups=[self.cluster.pod_security_group],
+                namespaces=[cfg.serving.namespace],
+                removal_policy=cdk.RemovalPolicy.RETAIN,
+            )
+            for volumes in store.volume_manifests.values():
+                volumes.node.add_dependency(self.serving.namespace_manifest)
+                for manifest in self.serving.model_manifests.values():
+                    manifest.node.add_dependency(volumes)
+            self.model_store = store
+        elif s3_sources:
+            self.model_store = S3ModelStore(self, "ModelStore", cluster=cluster, s3_uris=s3_sources)
+
+    def _ingress(self) -> None:
+        cfg = self.config
         self.ingress = InferenceAlb(
             self,
             "Ingress",
-            vpc=vpc,
-            config=config.ingress,
-            model_names=[m.name for m in config.models],
-            target_port=config.serving.port,
+            vpc=self.network.vpc,
+            config=cfg.ingress,
+            model_names=[m.name for m in cfg.models],
+            target_port=cfg.serving.port,
             cluster_name=self.cluster.cluster_name,
-            vpc_cidr=config.network.cidr,
-            rule_priorities={m.name: m.rule_priority for m in config.models},
+            vpc_cidr=cfg.network.cidr,
+            rule_priorities={m.name: m.rule_priority for m in cfg.models},
+            logs_key=self.logs_key,
+            removal_policy=self.removal,
         )
-        self.ingress.allow_targets_in(self.cluster.cluster_security_group)
-        self.ingress.bind_services(
-            cluster=cluster,
-            namespace=config.serving.namespace,
-            services={m.name: self.serving.service_of(m.name) for m in config.models},
-            after=dict(self.serving.model_manifests),
+        optimizer = cfg.ingress.target_optimizer
+        if optimizer.enabled and optimizer.agent_image == TARGET_CONTROL_AGENT_IMAGE:
+            cdk.Annotations.of(self.ingress).add_warning_v2(
+                "gpufarm:unpinned-agent-image",
+                "ingress.target_optimizer.agent_image is AWS's ':latest' tag (the only one AWS "
+                "publishes): mirror the image and pin its digest so pods do not change under you.",
+            )
+        self.ingress.allow_targets_in(self.cluster.pod_security_group)
+        after: dict[str, Construct] = dict(self.serving.model_manifests)
+        bindings = self.ingress.bind_services(
+            cluster=self.cluster.icluster,
+            namespace=cfg.serving.namespace,
+            services={m.name: self.serving.service_of(m.name) for m in cfg.models},
+            api_version=AUTO_MODE_TGB_API if self.auto_mode else LBC_TGB_API,
+            after=after,
         )
-        self._outputs()
+        controller = self.cluster.load_balancer_controller
+        if controller is not None:
+            for binding in bindings.values():
+                binding.node.add_dependency(controller)
 
-    @property
-    def availability_zones(self) -> list[str]:
-        """The configured AZs: synth never asks AWS which zones exist."""
-        return list(self.config.environment.availability_zones)
+    def _monitoring(self) -> None:
+        cfg = self.config
+        obs = cfg.observability
+        self.monitoring: PrometheusMonitoring | None = None
+        if obs.prometheus.enabled:
+            self.monitoring = PrometheusMonitoring(
+                self,
+                "Monitoring",
+                cluster=self.cluster.icluster,
+                config=obs.prometheus,
+                subnets=private_subnets(self.network.vpc),
+                security_groups=[self.cluster.cluster_security_group],
+                serving_namespace=cfg.serving.namespace,
+                removal_policy=cfg.removal_policy,
+            )
+            if self.monitoring.dcgm_exporter is not None:
+                self.monitoring.dcgm_exporter.node.add_dependency(self.cluster.system_ready)
+        autoscaled = [m for m in cfg.models if m.autoscaling is not None]
+        self.autoscaling: KedaAutoscaling | None = None
+        if autoscaled and self.monitoring is not None:
+            self.autoscaling = KedaAutoscaling(
+                self,
+                "Autoscaling",
+                cluster=self.cluster.icluster,
+                config=cfg.autoscaling,
+                workspace_arn=self.monitoring.workspace_arn,
+                query_endpoint=self.monitoring.query_endpoint,
+                region=cfg.environment.region,
+                models=autoscaled,
+                serving_namespace=cfg.serving.namespace,
+                after={m.name: self.serving.model_manifests[m.name] for m in autoscaled},
+                node_selector=self.cluster.system_node_label or None,
+            )
+            self.autoscaling.chart.node.add_dependency(self.cluster.system_ready)
+        target_groups = {
+            name: tg.attr_target_group_full_name for name, tg in self.ingress.target_groups.items()
+        }
+        lb_name = self.ingress.load_balancer.load_balancer_full_name
+        optimizer = cfg.ingress.target_optimizer.enabled
+        self.alarms: InferenceAlarms | None = None
+        if obs.alarms.enabled:
+            self.alarms = InferenceAlarms(
+                self,
+                "Alarms",
+                load_balancer_full_name=lb_name,
+                target_groups=target_groups,
+                config=obs.alarms,
+                target_optimizer=optimizer,
+                removal_policy=cfg.removal_policy,
+            )
+        if obs.dashboard:
+            InferenceDashboard(
+                self,
+                "Dashboard",
+                name=cfg.stack_name,
+                load_balancer_full_name=lb_name,
+                target_groups=target_groups,
+                region=cfg.environment.region,
+                target_optimizer=optimizer,
+                workspace_query=self.monitoring is not None,
+            )
 
     def _outputs(self) -> None:
         cfg = self.config

@@ -807,7 +807,12 @@ def _prometheus(stack: cdk.Stack, **overrides: Any) -> PrometheusMonitoring:
             "'config.enabled' must be true to build PrometheusMonitoring, got False",
         ),
         (
-            {"config": PrometheusConfig(enabled=True, scrape_interval_seconds=15)},
+            # The config model rejects this too; a construct user may build the config unvalidated.
+            {
+                "config": PrometheusConfig.model_construct(
+                    **{**PrometheusConfig(enabled=True).model_dump(), "scrape_interval_seconds": 15}
+                )
+            },
             "'scrape_interval_seconds' must be 30-300 (the scraper's minimum is 30 s), got 15",
         ),
         ({"subnets": 1}, "'subnets' must name 2-5 subnets in at least two Availability Zones, got 1"),

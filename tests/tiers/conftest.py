@@ -46,3 +46,26 @@ def poc_document() -> dict[str, Any]:
 def variant(base: dict[str, Any], override: dict[str, Any]) -> TierConfig:
     """A tier built from a document with an override merged in."""
     return build_tier(json.loads(json.dumps(merge(base, override))))
+
+
+@pytest.fixture(scope="session")
+def production_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cloud assembly folder of the production tier."""
+    return tmp_path_factory.mktemp("production")
+
+
+@pytest.fixture(scope="session")
+def production_template(production_dir: Path) -> dict[str, Any]:
+    """The synthesized production template (the compliance gate has passed when this returns)."""
+    return synthesize([load_preset("production")], production_dir)["gpufarm-production"]
+
+
+@pytest.fixture(scope="session")
+def production_document() -> dict[str, Any]:
+    """The production preset as a plain document, to derive variants from."""
+    import yaml
+
+    from gpufarm.config.loader import PRESET_DIR
+
+    data: dict[str, Any] = yaml.safe_load((PRESET_DIR / "production.yaml").read_text())
+    return data

@@ -13,6 +13,8 @@ STATEFUL_TYPES = (
     "AWS::Logs::LogGroup",
     "AWS::ElasticLoadBalancingV2::LoadBalancer",
     "AWS::ElasticLoadBalancingV2::TargetGroup",
+    "AWS::FSx::FileSystem",
+    "AWS::APS::Workspace",
 )
 """Resources whose replacement loses data or drops traffic: their logical IDs are API."""
 
@@ -31,13 +33,13 @@ def only(template: dict[str, Any], type_name: str) -> tuple[str, dict[str, Any]]
     return next(iter(found.items()))
 
 
-def _flatten(value: Any) -> str:
+def flatten(value: Any) -> str:
     """A manifest property as text; CloudFormation tokens become '<Ref:ID>' / '<GetAtt:ID.Attr>'."""
     if isinstance(value, str):
         return value
     if isinstance(value, dict) and "Fn::Join" in value:
         sep, parts = value["Fn::Join"]
-        return sep.join(_flatten(p) for p in parts)
+        return sep.join(flatten(p) for p in parts)
     if isinstance(value, dict) and "Ref" in value:
         return f"<Ref:{value['Ref']}>"
     if isinstance(value, dict) and "Fn::GetAtt" in value:
@@ -49,7 +51,7 @@ def manifests(template: dict[str, Any]) -> list[dict[str, Any]]:
     """Every Kubernetes object the stack applies through the kubectl provider."""
     out: list[dict[str, Any]] = []
     for resource in resources(template, KUBERNETES_RESOURCE).values():
-        out += json.loads(_flatten(resource["Properties"]["Manifest"]))
+        out += json.loads(flatten(resource["Properties"]["Manifest"]))
     return out
 
 

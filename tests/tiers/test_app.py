@@ -74,7 +74,9 @@ def test_bad_tier_file_exits_2_with_the_message_and_no_output(
 def test_unknown_tier_exits_2(tmp_path: Path) -> None:
     result = _run_app(tmp_path, {"tier": "staging"})
     assert result.returncode == 2
-    assert result.stderr.strip() == "invalid tier selection:\n  - tier: must be one of 'poc', 'production', got 'staging'"
+    assert result.stderr.strip() == (
+        "invalid tier selection:\n  - tier: must be one of 'poc', 'production', got 'staging'"
+    )
 
 
 def test_tier_and_tier_file_together_exit_2(tmp_path: Path) -> None:

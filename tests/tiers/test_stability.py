@@ -29,10 +29,16 @@ def test_the_change_really_happened(changed_template: dict[str, Any]) -> None:
     assert len(resources(changed_template, "AWS::EKS::Addon")) == 1  # Mountpoint for the S3 model
 
 
-# Target groups are checked per model below: adding a model adds one.
-@pytest.mark.parametrize(
-    "type_name", [t for t in STATEFUL_TYPES if t != "AWS::ElasticLoadBalancingV2::TargetGroup"]
-)
+# Target groups are checked per model below: adding a model adds one. The poc has no FSx
+# file system and no Prometheus workspace.
+POC_STATEFUL_TYPES = [
+    t
+    for t in STATEFUL_TYPES
+    if t not in ("AWS::ElasticLoadBalancingV2::TargetGroup", "AWS::FSx::FileSystem", "AWS::APS::Workspace")
+]
+
+
+@pytest.mark.parametrize("type_name", POC_STATEFUL_TYPES)
 def test_stateful_logical_ids_survive(
     poc_template: dict[str, Any], changed_template: dict[str, Any], type_name: str
 ) -> None:
@@ -57,3 +63,80 @@ def test_synth_is_deterministic(
 ) -> None:
     again = synthesize([variant(poc_document, {})], tmp_path)["gpufarm-poc"]
     assert again == poc_template
+
+
+# ----------------------------------------------------------------------------- production
+
+
+@pytest.fixture(scope="module")
+def changed_production(
+    production_document: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """production with more replicas, bigger pools, more FSx weights and a third model."""
+    models = [dict(m) for m in production_document["models"]]
+    models[0]["autoscaling"] = dict(models[0]["autoscaling"], min_replicas=3, max_replicas=8)
+    models.append(
+        {
+            "name": "qwen3-8b",
+            "weights": "s3://gpufarm-production-models/Qwen/Qwen3-8B/",
+            "weights_gib": 16,
+            "node_pool": "serving",
+            "gpus": 1,
+            "replicas": 2,
+        }
+    )
+    pools = [dict(p, gpu_limit=p["gpu_limit"] * 2) for p in production_document["node_pools"]]
+    config = variant(production_document, {"models": models, "node_pools": pools})
+    return synthesize([config], tmp_path_factory.mktemp("changed-production"))["gpufarm-production"]
+
+
+def test_the_production_change_really_happened(changed_production: dict[str, Any]) -> None:
+    assert len(resources(changed_production, "AWS::ElasticLoadBalancingV2::TargetGroup")) == 3
+
+
+@pytest.mark.parametrize(
+    "type_name", [t for t in STATEFUL_TYPES if t != "AWS::ElasticLoadBalancingV2::TargetGroup"]
+)
+def test_production_stateful_logical_ids_survive(
+    production_template: dict[str, Any], changed_production: dict[str, Any], type_name: str
+) -> None:
+    before = stateful_logical_ids(production_template).get(type_name, [])
+    after = stateful_logical_ids(changed_production).get(type_name, [])
+    assert before and before == after
+
+
+def test_production_models_keep_their_target_groups(
+    production_template: dict[str, Any], changed_production: dict[str, Any]
+) -> None:
+    before = set(resources(production_template, "AWS::ElasticLoadBalancingV2::TargetGroup"))
+    after = set(resources(changed_production, "AWS::ElasticLoadBalancingV2::TargetGroup"))
+    assert len(before) == 2 and before < after
+
+
+def test_production_file_system_is_updated_not_replaced(
+    production_template: dict[str, Any], changed_production: dict[str, Any]
+) -> None:
+    (before_id, before), (after_id, after) = (
+        only(production_template, "AWS::FSx::FileSystem"),
+        only(changed_production, "AWS::FSx::FileSystem"),
+    )
+    assert before_id == after_id
+    assert before["Properties"] == after["Properties"]
+
+
+def test_optimizer_toggle_creates_new_target_groups(
+    production_document: dict[str, Any],
+    tmp_path_factory: pytest.TempPathFactory,
+    production_template: dict[str, Any],
+) -> None:
+    """TargetControlPort is fixed at creation: turning the optimizer off must make new groups."""
+    config = variant(production_document, {"ingress": {"target_optimizer": {"enabled": False}}})
+    off = synthesize([config], tmp_path_factory.mktemp("optimizer-off"))["gpufarm-production"]
+    before = set(resources(production_template, "AWS::ElasticLoadBalancingV2::TargetGroup"))
+    after = resources(off, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    assert before.isdisjoint(after)
+    assert all("TargetControlPort" not in g["Properties"] for g in after.values())
+    assert (
+        only(off, "AWS::ElasticLoadBalancingV2::LoadBalancer")[0]
+        == only(production_template, "AWS::ElasticLoadBalancingV2::LoadBalancer")[0]
+    )

@@ -314,9 +314,35 @@ INVALID: list[Any] = [
         id="karpenter-without-pod-identity-agent",
     ),
     pytest.param(
+        {"karpenter": {"replicas": 3}},
+        [
+            "karpenter.replicas: must be at most cluster.system_nodes.min_size (2; each controller "
+            "replica needs its own system node), got 3"
+        ],
+        id="more-controllers-than-system-nodes",
+    ),
+    pytest.param(
+        production_pool(0, weight=0),
+        ["node_pools[0].weight: must be >= 1, got 0"],
+        id="weight-zero",
+    ),
+    pytest.param(
+        {"ingress": {"target_optimizer": {"agent_image": "example.com/agent:latest"}}},
+        [
+            "ingress.target_optimizer.agent_image: must be a container image pinned to a version "
+            "tag or digest, such as 'repo/name:v1.2.3' (not ':latest'), got 'example.com/agent:latest'"
+        ],
+        id="agent-image-latest-elsewhere",
+    ),
+    pytest.param(
         {"karpenter": {"chart_version": "1.14"}},
         ["karpenter.chart_version: must be an exact chart version such as '1.2.3', got '1.14'"],
         id="chart-version-not-exact",
+    ),
+    pytest.param(
+        {"observability": {"prometheus": {"scrape_interval_seconds": 15}}},
+        ["observability.prometheus.scrape_interval_seconds: must be >= 30, got 15"],
+        id="scrape-interval-below-scraper-minimum",
     ),
     pytest.param(
         {"observability": {"alarms": {"emails": ["ops"]}}},
