@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from gpufarm.config._typing import split_optional
+from gpufarm.config._typing import is_union, split_optional
 from gpufarm.config.errors import ConfigError, ConfigIssue
 from gpufarm.config.model import TierConfig
 from gpufarm.config.validate import validate_tier
@@ -47,7 +47,7 @@ def build_tier(document: dict[str, Any], *, source: str = "tier config") -> Tier
         # JSON mode in strict: strings may become enums, but '8' never silently becomes 8.
         cfg = TierConfig.model_validate_json(json.dumps(document, default=str), strict=True)
     except ValidationError as exc:
-        raise ConfigError([_issue(err) for err in exc.errors()], source=source) from None
+        raise ConfigError([_issue(err) for err in _resolve_unions(exc.errors())], source=source) from None
     issues = validate_tier(cfg)
     if issues:
         raise ConfigError(issues, source=source)
@@ -135,6 +135,47 @@ def _read_with_extends(file: Path, seen: tuple[str, ...]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- pydantic errors
 
 
+def _union_tag(part: int | str) -> bool:
+    """pydantic names the member of a union an error came from: 'literal[...]' or a class name."""
+    return isinstance(part, str) and (part.startswith("literal[") or part[:1].isupper())
+
+
+def _resolve_unions(errors: list[ErrorDetails]) -> list[ErrorDetails]:
+    """Errors of `Section | Literal[...]` fields, reported once in the user's terms.
+
+    pydantic reports a failure against every member. A mapping was meant for the section: keep
+    the section's errors (without the member name in the path). Anything else gets one error
+    naming the literals and 'a mapping'.
+    """
+    out: list[ErrorDetails] = []
+    unions: dict[tuple[int | str, ...], list[tuple[str, ErrorDetails]]] = {}
+    for err in errors:
+        loc = tuple(err["loc"])
+        at = next((i for i, part in enumerate(loc) if _union_tag(part)), None)
+        if at is None:
+            out.append(err)
+        else:
+            unions.setdefault(loc[:at], []).append((str(loc[at]), {**err, "loc": loc[:at] + loc[at + 1 :]}))
+    for prefix, members in unions.items():
+        section = [e for tag, e in members if not tag.startswith("literal[")]
+        if section and section[0]["type"] not in ("model_type", "model_attributes_type"):
+            out += section
+            continue
+        literals = [e for tag, e in members if tag.startswith("literal[")]
+        given = (literals or section)[0].get("input")
+        expected = " or ".join(str(e.get("ctx", {}).get("expected")) for e in literals)
+        out.append(
+            {
+                "type": "union_mismatch",
+                "loc": prefix,
+                "msg": "",
+                "input": given,
+                "ctx": {"expected": f"{expected} or a mapping" if expected else "a mapping"},
+            }
+        )
+    return out
+
+
 def _path(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
@@ -164,6 +205,9 @@ def _unwrap(annotation: Any) -> Any:
     if typing.get_origin(annotation) is typing.Annotated:
         return _unwrap(typing.get_args(annotation)[0])
     inner, optional = split_optional(annotation)
+    if is_union(inner):  # `Section | Literal[...]`: keys belong to the section
+        models = [a for a in typing.get_args(inner) if isinstance(a, type) and issubclass(a, BaseModel)]
+        return models[0] if len(models) == 1 else inner
     return _unwrap(inner) if optional else annotation
 
 
@@ -185,6 +229,7 @@ def _issue(err: ErrorDetails) -> ConfigIssue:
         "dict_type": f"must be a mapping, {got}",
         "enum": f"must be one of {ctx.get('expected')}, {got}",
         "literal_error": f"must be one of {ctx.get('expected')}, {got}",
+        "union_mismatch": f"must be {ctx.get('expected')}, {got}",
         "greater_than_equal": f"must be >= {ctx.get('ge')}, {got}",
         "greater_than": f"must be > {ctx.get('gt')}, {got}",
         "less_than_equal": f"must be <= {ctx.get('le')}, {got}",

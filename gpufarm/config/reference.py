@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from gpufarm.config import model as m
-from gpufarm.config._typing import split_optional
+from gpufarm.config._typing import is_union, split_optional
 from gpufarm.config.catalog import GPU_FAMILIES
 from gpufarm.config.loader import preset_names
 from gpufarm.config.validate import (
@@ -199,6 +199,23 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "when enabled, `data_port`, `control_port` and `serving.port` all differ.",
     ),
     ("ingress.oidc", "needs `ingress.certificate_arn` (HTTPS)."),
+    (
+        "models[].bedrock",
+        "set on every model while `fallback.enabled` is true: a Bedrock target, or `none` to opt out.",
+    ),
+    (
+        "models[].bedrock.model_id",
+        "a foundation-model ID (`provider.model`) or an inference-profile ID (`us.provider.model`); "
+        "a geographic profile must serve the calling region (`bedrock.region`, else the stack's).",
+    ),
+    (
+        "models[].bedrock.destination_regions",
+        "only for geographic inference profiles (`us.`, `eu.`, `apac.`, ...).",
+    ),
+    (
+        "fallback.guardrail.enabled",
+        "needs at least one model with a Bedrock target.",
+    ),
     ("ingress.cognito", "needs `ingress.certificate_arn` (HTTPS); not together with `ingress.oidc`."),
 )
 """The rules of gpufarm/config/validate.py, one line each: (field path, what it must satisfy)."""
@@ -237,6 +254,9 @@ def _nested_model(annotation: Any) -> type[BaseModel] | None:
     inner, _ = split_optional(annotation)
     if typing.get_origin(inner) is list:
         inner = typing.get_args(inner)[0]
+    if is_union(inner):  # `Section | Literal["none"]`: the section's fields are documented
+        models = [a for a in typing.get_args(inner) if isinstance(a, type) and issubclass(a, BaseModel)]
+        inner = models[0] if len(models) == 1 else None
     return inner if isinstance(inner, type) and issubclass(inner, BaseModel) else None
 
 
@@ -255,6 +275,8 @@ def _base_type_name(hint: Any) -> str:
         if hint == alias:
             return name
     origin = typing.get_origin(hint)
+    if is_union(hint):
+        return " or ".join(_base_type_name(member) for member in typing.get_args(hint))
     if origin is list:
         item = typing.get_args(hint)[0]
         if isinstance(item, type) and issubclass(item, BaseModel):

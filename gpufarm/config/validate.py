@@ -10,9 +10,11 @@ import ipaddress
 from collections import Counter
 from collections.abc import Callable, Iterator
 
+from gpufarm.config.bedrock import PROFILE_GEOGRAPHIES, call_region, profile_callable_from, profile_prefix
 from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in
 from gpufarm.config.errors import ConfigIssue
 from gpufarm.config.model import (
+    BEDROCK_MODEL_ID,
     FSX_THROUGHPUT_PER_TIB,
     HF_REPO_ID,
     S3_URI,
@@ -363,6 +365,52 @@ def _model_autoscaling(cfg: TierConfig, where: str, model: ModelConfig) -> Itera
         )
 
 
+def _fallback(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    region = cfg.environment.region
+    for i, model in enumerate(cfg.models):
+        where = f"models[{i}].bedrock"
+        if model.bedrock is None:
+            if cfg.fallback.enabled:
+                yield ConfigIssue(
+                    path=where,
+                    message="must name a Bedrock model ({model_id: ...}) or be 'none' to opt out, "
+                    "while fallback.enabled is true, got None",
+                )
+            continue
+        target = model.bedrock_target
+        if target is None:
+            continue
+        if not BEDROCK_MODEL_ID.match(target.model_id):
+            yield ConfigIssue(
+                path=f"{where}.model_id",
+                message="must be a Bedrock model ID such as 'anthropic.claude-3-5-haiku-20241022-v1:0' "
+                f"or an inference-profile ID such as 'us.meta.llama3-3-70b-instruct-v1:0', "
+                f"got {target.model_id!r}",
+            )
+            continue
+        prefix = profile_prefix(target.model_id)
+        calling = call_region(target, region)
+        if prefix is not None and not profile_callable_from(prefix, calling):
+            yield ConfigIssue(
+                path=f"{where}.model_id",
+                message=f"must be an inference profile of the calling region {calling!r}: a "
+                f"{prefix!r} profile serves other regions, got {target.model_id!r}",
+            )
+        if target.destination_regions and prefix in (None, "global"):
+            yield ConfigIssue(
+                path=f"{where}.destination_regions",
+                message="applies only to geographic inference profiles "
+                f"({', '.join(repr(p + '.') for p in PROFILE_GEOGRAPHIES)}), got "
+                f"{target.destination_regions!r} for {target.model_id!r}",
+            )
+    if cfg.fallback.guardrail.enabled and not any(m.bedrock_target for m in cfg.models):
+        yield ConfigIssue(
+            path="fallback.guardrail.enabled",
+            message="needs at least one model with a Bedrock fallback (the guardrail applies on "
+            "that path only), got true with none",
+        )
+
+
 def _model_store(cfg: TierConfig) -> Iterator[ConfigIssue]:
     store = cfg.model_store
     if store.kind is not ModelStoreKind.FSX_LUSTRE:
@@ -485,6 +533,7 @@ VALIDATORS: tuple[_Validator, ...] = (
     _models,
     _model_store,
     _ingress,
+    _fallback,
 )
 
 

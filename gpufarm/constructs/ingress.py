@@ -162,6 +162,11 @@ class InferenceAlb(Construct):
             )
 
         self.listener = self._listener()
+        self.vpc_id = vpc.vpc_id
+        self.cluster_name = cluster_name
+        self.default_target_group: elbv2.CfnTargetGroup | None = None
+        """The gateway's target group once :meth:`route_default_to` was called."""
+        self.default_port: int | None = None
         priorities = dict(rule_priorities or {})
         self.target_groups: dict[str, elbv2.CfnTargetGroup] = {}
         for name in model_names:
@@ -198,8 +203,96 @@ class InferenceAlb(Construct):
         """Pod ports the load balancer connects to: vLLM's, or the agent's data and control ports."""
         return [self.target_port] if self.control_port is None else [self.target_port, self.control_port]
 
+    def route_default_to(self, *, port: int, health_check_path: str) -> elbv2.CfnTargetGroup:
+        """Send every request that matches no model route to one IP target group (the gateway).
+
+        The listener's default action (a 404 until now) becomes: authenticate (when configured),
+        then forward to the new target group `Gateway/TargetGroup` on `port`, with
+        least-outstanding-requests routing and health checks on `health_check_path`. Call it
+        before :meth:`allow_targets_in` so the gateway port is opened too.
+        """
+        if self.default_target_group is not None:
+            raise ValueError("route_default_to() was already called: the listener has one default route")
+        cfg = self.config
+        self.default_port = port
+        self.default_target_group = elbv2.CfnTargetGroup(
+            Construct(self, "Gateway"),
+            "TargetGroup",
+            target_type="ip",
+            protocol="HTTP",
+            protocol_version="HTTP1",
+            port=port,
+            vpc_id=self.vpc_id,
+            health_check_enabled=True,
+            health_check_path=health_check_path,
+            health_check_port="traffic-port",
+            health_check_protocol="HTTP",
+            health_check_interval_seconds=cfg.health_check_interval_seconds,
+            health_check_timeout_seconds=5,
+            healthy_threshold_count=2,
+            unhealthy_threshold_count=3,
+            matcher=elbv2.CfnTargetGroup.MatcherProperty(http_code="200"),
+            target_group_attributes=[
+                elbv2.CfnTargetGroup.TargetGroupAttributeProperty(key=k, value=v)
+                for k, v in {
+                    "load_balancing.algorithm.type": "least_outstanding_requests",
+                    "deregistration_delay.timeout_seconds": str(cfg.deregistration_delay_seconds),
+                }.items()
+            ],
+            tags=[cdk.CfnTag(key="eks:eks-cluster-name", value=self.cluster_name)],
+        )
+        listener = self.listener.node.default_child
+        assert isinstance(listener, elbv2.CfnListener)
+        actions = self._actions(self.default_target_group)
+        listener.add_property_override(
+            "DefaultActions", [cdk.Stack.of(self).resolve(_action_json(a)) for a in actions]
+        )
+        return self.default_target_group
+
+    def bind_default(
+        self,
+        *,
+        cluster: eks.ICluster,
+        namespace: str,
+        service: str,
+        api_version: str = AUTO_MODE_TGB_API,
+        after: Construct | None = None,
+    ) -> eks.KubernetesManifest:
+        """Register the pods of `service` (the gateway) in the default route's target group."""
+        if self.default_target_group is None or self.default_port is None:
+            raise ValueError(
+                "bind_default() needs route_default_to() first: there is no default target group"
+            )
+        manifest = eks.KubernetesManifest(
+            self,
+            "BindingGateway",
+            cluster=cluster,
+            overwrite=True,
+            manifest=[
+                target_group_binding(
+                    name=service,
+                    namespace=namespace,
+                    service_name=service,
+                    service_port=self.default_port,
+                    target_group_arn=self.default_target_group.ref,
+                    api_version=api_version,
+                )
+            ],
+        )
+        if after is not None:
+            manifest.node.add_dependency(after)
+        return manifest
+
+    def base_url_default(self) -> str:
+        """The OpenAI `base_url` of the default route (the gateway): `<scheme>://<alb>/v1`."""
+        return f"{self.scheme}://{self.dns_name}/v1"
+
     def allow_targets_in(self, target_security_group: ec2.ISecurityGroup) -> None:
         """Open :attr:`target_ports` from this load balancer to the pods' security group, nothing else."""
+        if self.default_port is not None:
+            self.connections.allow_to(
+                target_security_group, ec2.Port.tcp(self.default_port), "Load balancer to the gateway"
+            )
         if self.control_port is None:
             self.connections.allow_to(
                 target_security_group, ec2.Port.tcp(self.target_port), "Load balancer to vLLM pods"
@@ -405,6 +498,37 @@ class InferenceAlb(Construct):
         else:
             return [action(type="forward", target_group_arn=target_group.ref)]
         return [auth, action(type="forward", target_group_arn=target_group.ref, order=2)]
+
+
+def _action_json(action: elbv2.CfnListenerRule.ActionProperty) -> dict[str, object]:
+    """A listener-rule action as the CloudFormation JSON a listener's DefaultActions takes."""
+    out: dict[str, object] = {"Type": action.type}
+    if action.order is not None:
+        out["Order"] = action.order
+    if action.target_group_arn is not None:
+        out["TargetGroupArn"] = action.target_group_arn
+    if action.authenticate_oidc_config is not None:
+        oidc = action.authenticate_oidc_config
+        assert isinstance(oidc, elbv2.CfnListenerRule.AuthenticateOidcConfigProperty)
+        out["AuthenticateOidcConfig"] = {
+            "Issuer": oidc.issuer,
+            "AuthorizationEndpoint": oidc.authorization_endpoint,
+            "TokenEndpoint": oidc.token_endpoint,
+            "UserInfoEndpoint": oidc.user_info_endpoint,
+            "ClientId": oidc.client_id,
+            "ClientSecret": oidc.client_secret,
+            "OnUnauthenticatedRequest": oidc.on_unauthenticated_request,
+        }
+    if action.authenticate_cognito_config is not None:
+        cognito = action.authenticate_cognito_config
+        assert isinstance(cognito, elbv2.CfnListenerRule.AuthenticateCognitoConfigProperty)
+        out["AuthenticateCognitoConfig"] = {
+            "UserPoolArn": cognito.user_pool_arn,
+            "UserPoolClientId": cognito.user_pool_client_id,
+            "UserPoolDomain": cognito.user_pool_domain,
+            "OnUnauthenticatedRequest": cognito.on_unauthenticated_request,
+        }
+    return out
 
 
 def _oidc(cfg: OidcAuthConfig) -> elbv2.CfnListenerRule.AuthenticateOidcConfigProperty:

@@ -97,8 +97,14 @@ class InferenceNetwork(Construct):
         for endpoint in config.interface_endpoints:
             self.add_interface_endpoint(endpoint)
 
-    def add_interface_endpoint(self, endpoint: InterfaceEndpoint) -> ec2.InterfaceVpcEndpoint:
-        """Add (once) an interface endpoint with private DNS, reachable from inside the VPC only."""
+    def add_interface_endpoint(
+        self, endpoint: InterfaceEndpoint, *, allow_from: Sequence[ec2.ISecurityGroup] = ()
+    ) -> ec2.InterfaceVpcEndpoint:
+        """Add (once) an interface endpoint with private DNS.
+
+        HTTPS is allowed from the security groups in `allow_from` only, or, when none are given,
+        from the whole VPC CIDR.
+        """
         if endpoint in self.interface_endpoints:
             return self.interface_endpoints[endpoint]
         created = self.vpc.add_interface_endpoint(
@@ -108,9 +114,13 @@ class InferenceNetwork(Construct):
             subnets=ec2.SubnetSelection(subnets=private_subnets(self.vpc)),
             open=False,
         )
-        created.connections.allow_default_port_from(
-            ec2.Peer.ipv4(self.cidr), f"HTTPS to {endpoint.value} from inside the VPC"
-        )
+        if allow_from:
+            for group in allow_from:
+                created.connections.allow_default_port_from(group, f"HTTPS to {endpoint.value} from nodes")
+        else:
+            created.connections.allow_default_port_from(
+                ec2.Peer.ipv4(self.cidr), f"HTTPS to {endpoint.value} from inside the VPC"
+            )
         self.interface_endpoints[endpoint] = created
         return created
 

@@ -882,3 +882,137 @@ def test_hardened_alb_has_no_cfn_lint_errors(compliant_template: Path) -> None:
     )
     findings = json.loads(result.stdout or "[]")
     assert [f for f in findings if f["Level"] == "Error"] == []
+
+
+# ----------------------------------------------------------------------------- default route (gateway)
+
+GATEWAY_PORT = 4000
+
+
+def _gateway_alb(config: IngressConfig) -> tuple[InferenceAlb, Template, ec2.SecurityGroup, Any]:
+    stack = new_stack()
+    vpc = new_vpc(stack)
+    alb = InferenceAlb(
+        stack,
+        "Ingress",
+        vpc=vpc,
+        config=config,
+        model_names=["qwen3-8b"],
+        target_port=VLLM_PORT,
+        cluster_name=CLUSTER_NAME,
+    )
+    alb.route_default_to(port=GATEWAY_PORT, health_check_path="/health/liveliness")
+    pods = ec2.SecurityGroup(stack, "Pods", vpc=vpc)
+    alb.allow_targets_in(pods)
+    binding = alb.bind_default(
+        cluster=imported_cluster(stack), namespace="gpufarm", service="gateway", api_version=LBC_TGB_API
+    )
+    return alb, Template.from_stack(stack), pods, binding
+
+
+@pytest.fixture(scope="module")
+def gateway_route() -> tuple[InferenceAlb, Template, ec2.SecurityGroup, Any]:
+    return _gateway_alb(IngressConfig(waf=WafConfig(enabled=False)))
+
+
+def test_default_route_forwards_to_the_gateway_target_group(
+    gateway_route: tuple[InferenceAlb, Template, ec2.SecurityGroup, Any],
+) -> None:
+    alb, template, _, _ = gateway_route
+    assert alb.default_target_group is not None
+    gateway_tg = logical_id(alb.default_target_group)
+    (listener,) = resources(template, LISTENER).values()
+    assert listener["Properties"]["DefaultActions"] == [
+        {"Type": "forward", "TargetGroupArn": ref(alb.default_target_group)}
+    ]
+    props = resources(template, TARGET_GROUP)[gateway_tg]["Properties"]
+    assert (props["Port"], props["TargetType"], props["HealthCheckPath"]) == (
+        GATEWAY_PORT,
+        "ip",
+        "/health/liveliness",
+    )
+    attributes = {a["Key"]: a["Value"] for a in props["TargetGroupAttributes"]}
+    assert attributes["load_balancing.algorithm.type"] == "least_outstanding_requests"
+
+
+def test_model_routes_stay_next_to_the_default_route(
+    gateway_route: tuple[InferenceAlb, Template, ec2.SecurityGroup, Any],
+) -> None:
+    alb, template, _, _ = gateway_route
+    (rule,) = resources(template, RULE).values()
+    assert rule["Properties"]["Actions"] == [
+        {"Type": "forward", "TargetGroupArn": ref(alb.target_groups["qwen3-8b"])}
+    ]
+
+
+def test_gateway_port_is_opened_from_the_load_balancer_only(
+    gateway_route: tuple[InferenceAlb, Template, ec2.SecurityGroup, Any],
+) -> None:
+    alb, template, pods, _ = gateway_route
+    ingress = [
+        r["Properties"]
+        for r in resources(template, "AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"]["GroupId"] == {"Fn::GetAtt": [logical_id(pods), "GroupId"]}
+    ]
+    assert sorted((r["FromPort"], r["ToPort"]) for r in ingress) == [
+        (GATEWAY_PORT, GATEWAY_PORT),
+        (8000, 8000),
+    ]
+    assert {json.dumps(r["SourceSecurityGroupId"]) for r in ingress} == {
+        json.dumps({"Fn::GetAtt": [logical_id(alb.security_group), "GroupId"]})
+    }
+
+
+def test_gateway_binding_targets_the_default_group(
+    gateway_route: tuple[InferenceAlb, Template, ec2.SecurityGroup, Any],
+) -> None:
+    alb, template, _, construct = gateway_route
+    assert alb.default_target_group is not None
+    (binding,) = manifest_of(template, construct)
+    assert (binding["kind"], binding["metadata"]["name"]) == ("TargetGroupBinding", "gateway")
+    assert binding["spec"]["serviceRef"] == {"name": "gateway", "port": GATEWAY_PORT}
+    assert binding["spec"]["targetGroupARN"] == ref(alb.default_target_group)
+
+
+def test_default_route_authenticates_first_when_configured() -> None:
+    config = IngressConfig(certificate_arn=CERTIFICATE, oidc=OIDC, waf=WafConfig(enabled=False))
+    alb, template, _, _ = _gateway_alb(config)
+    assert alb.default_target_group is not None
+    (listener,) = resources(template, LISTENER).values()
+    auth, forward = listener["Properties"]["DefaultActions"]
+    assert (auth["Type"], auth["Order"]) == ("authenticate-oidc", 1)
+    assert auth["AuthenticateOidcConfig"]["ClientSecret"] == secret_reference(OIDC.client_secret)
+    assert auth["AuthenticateOidcConfig"]["OnUnauthenticatedRequest"] == "deny"
+    assert forward == {
+        "Type": "forward",
+        "Order": 2,
+        "TargetGroupArn": ref(alb.default_target_group),
+    }
+
+
+def test_second_default_route_is_rejected(
+    gateway_route: tuple[InferenceAlb, Template, ec2.SecurityGroup, Any],
+) -> None:
+    alb, _, _, _ = gateway_route
+    with pytest.raises(
+        ValueError, match=r"^route_default_to\(\) was already called: the listener has one default route$"
+    ):
+        alb.route_default_to(port=4001, health_check_path="/")
+
+
+def test_binding_the_default_needs_a_default_route() -> None:
+    stack = new_stack()
+    alb = InferenceAlb(
+        stack,
+        "Ingress",
+        vpc=new_vpc(stack),
+        config=IngressConfig(waf=WafConfig(enabled=False)),
+        model_names=["m"],
+        target_port=VLLM_PORT,
+        cluster_name=CLUSTER_NAME,
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"^bind_default\(\) needs route_default_to\(\) first: there is no default target group$",
+    ):
+        alb.bind_default(cluster=imported_cluster(stack), namespace="gpufarm", service="gateway")

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
@@ -266,3 +267,33 @@ def test_endpoint_security_groups_admit_https_from_the_vpc_cidr_only(
             {"CidrIp": cidr, "FromPort": 443, "ToPort": 443, "IpProtocol": "tcp"}
         ]
     built.template.resource_count_is("AWS::EC2::SecurityGroupIngress", 0)
+
+
+def test_endpoint_can_admit_only_given_security_groups() -> None:
+    stack = new_stack()
+    network = InferenceNetwork(
+        stack, "Network", config=NetworkConfig(interface_endpoints=[]), availability_zones=THREE_AZS[:2]
+    )
+    nodes = ec2.SecurityGroup(stack, "Nodes", vpc=network.vpc)
+    endpoint = network.add_interface_endpoint(InterfaceEndpoint.BEDROCK_RUNTIME, allow_from=[nodes])
+    template = Template.from_stack(stack)
+    (props,) = [
+        r["Properties"]
+        for r in resources(template, "AWS::EC2::VPCEndpoint").values()
+        if "bedrock-runtime" in str(r["Properties"]["ServiceName"])
+    ]
+    assert props["PrivateDnsEnabled"] is True
+    (group_id,) = [g["Fn::GetAtt"][0] for g in props["SecurityGroupIds"]]
+    group = resources(template, "AWS::EC2::SecurityGroup")[group_id]["Properties"]
+    # No CIDR rule: only the node security group may reach the endpoint, on 443.
+    assert "SecurityGroupIngress" not in group or all(
+        "CidrIp" not in r for r in group["SecurityGroupIngress"]
+    )
+    (rule,) = [
+        r["Properties"]
+        for r in resources(template, "AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"]["GroupId"] == {"Fn::GetAtt": [group_id, "GroupId"]}
+    ]
+    assert (rule["FromPort"], rule["ToPort"]) == (443, 443)
+    assert rule["SourceSecurityGroupId"] == {"Fn::GetAtt": [logical_id(nodes), "GroupId"]}
+    assert network.add_interface_endpoint(InterfaceEndpoint.BEDROCK_RUNTIME) is endpoint

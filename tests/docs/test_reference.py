@@ -25,10 +25,13 @@ def _walk(cls: type[BaseModel], prefix: str = "") -> list[str]:
         path = f"{prefix}.{name}" if prefix else name
         paths.append(path)
         annotation = field.annotation
-        # `Section | None`: an optional section is walked like a required one.
-        members = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(members) == 1:
-            annotation = members[0]
+        # `Section | None` and `Section | Literal[...]`: the section is walked like a required one.
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+            sections = [
+                a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)
+            ]
+            if len(sections) == 1:
+                annotation = sections[0]
         if typing.get_origin(annotation) is list:
             (item,) = typing.get_args(annotation)
             if isinstance(item, type) and issubclass(item, BaseModel):
@@ -53,6 +56,7 @@ def test_walk_reaches_nested_sections() -> None:
     assert "ingress.access_logs.enabled" in ALL_PATHS
     assert "models[].autoscaling.min_replicas" in ALL_PATHS
     assert "ingress.oidc.client_secret" in ALL_PATHS
+    assert "models[].bedrock.model_id" in ALL_PATHS
 
 
 def test_reference_lists_the_same_paths_as_the_model() -> None:

@@ -53,7 +53,7 @@ def _run_app(tmp_path: Path, context: dict[str, str]) -> subprocess.CompletedPro
             "extends: poc\nclustr: {}\n",
             "  - clustr: is not a known setting (allowed: name, description, removal_policy, environment, "
             "network, cluster, karpenter, node_pools, serving, models, model_store, ingress, "
-            "autoscaling, observability)",
+            "fallback, autoscaling, observability)",
         ),
     ],
     ids=["tensor-parallel", "internet-facing-without-tls", "typo"],

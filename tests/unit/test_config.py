@@ -115,7 +115,7 @@ def test_extends_overrides_a_nested_field_and_keeps_the_rest(tmp_path: Path, poc
 def test_extends_list_of_mappings_is_replaced_not_merged(tmp_path: Path) -> None:
     file = write(
         tmp_path / "tier.yaml",
-        "extends: poc\nmodels:\n  - name: small\n    weights: Qwen/Qwen3-0.6B\n",
+        "extends: poc\nmodels:\n  - name: small\n    weights: Qwen/Qwen3-0.6B\n    bedrock: none\n",
     )
     cfg = load_tier_file(file)
     [model] = cfg.models
@@ -133,7 +133,12 @@ def test_extends_chain_through_relative_file_paths(tmp_path: Path) -> None:
         "extends: dev.yaml\n"
         "environment:\n"
         "  region: eu-west-1\n"
-        "  availability_zones: [eu-west-1a, eu-west-1b]\n",
+        "  availability_zones: [eu-west-1a, eu-west-1b]\n"
+        # A 'us.' inference profile cannot be called from Europe: the model names an EU one.
+        "models:\n"
+        "  - name: qwen3-8b\n"
+        "    weights: Qwen/Qwen3-8B\n"
+        "    bedrock: {model_id: eu.meta.llama3-2-3b-instruct-v1:0}\n",
     )
     cfg = load_tier_file(leaf)
     assert cfg.name == "dev"
@@ -218,7 +223,7 @@ INVALID: list[Any] = [
         [
             "nmae: is not a known setting (allowed: name, description, removal_policy, environment, "
             "network, cluster, karpenter, node_pools, serving, models, model_store, ingress, "
-            "autoscaling, observability)"
+            "fallback, autoscaling, observability)"
         ],
         id="unknown-top-level-key",
     ),
@@ -251,7 +256,7 @@ INVALID: list[Any] = [
             "revision, hf_token_secret, node_pool, gpus, replicas, max_model_len, "
             "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
             "startup_timeout_seconds, route_priority, critical, allow_spot, weights_gib, autoscaling, "
-            "target_control_max_concurrency)"
+            "target_control_max_concurrency, bedrock)"
         ],
         id="unknown-key-in-model",
     ),
@@ -702,6 +707,77 @@ INVALID: list[Any] = [
         {"ingress": {"slow_start_seconds": 10}},
         ["ingress.slow_start_seconds: must be 0 (off) or 30-900, got 10"],
         id="slow-start-10",
+    ),  # ---- Bedrock fallback
+    pytest.param(
+        model_override(bedrock=None),
+        [
+            "models[0].bedrock: must name a Bedrock model ({model_id: ...}) or be 'none' to opt "
+            "out, while fallback.enabled is true, got None"
+        ],
+        id="model-without-fallback-choice",
+    ),
+    pytest.param(
+        model_override(bedrock="nope"),
+        ["models[0].bedrock: must be 'none' or a mapping, got 'nope'"],
+        id="fallback-neither-none-nor-mapping",
+    ),
+    pytest.param(
+        model_override(bedrock={"modelid": "meta.llama3-1-8b-instruct-v1:0"}),
+        [
+            "models[0].bedrock.model_id: is required",
+            "models[0].bedrock.modelid: is not a known setting (allowed: model_id, region, "
+            "destination_regions, max_tokens)",
+        ],
+        id="fallback-key-typo",
+    ),
+    pytest.param(
+        model_override(bedrock={"model_id": "Llama 3"}),
+        [
+            "models[0].bedrock.model_id: must be a Bedrock model ID such as "
+            "'anthropic.claude-3-5-haiku-20241022-v1:0' or an inference-profile ID such as "
+            "'us.meta.llama3-3-70b-instruct-v1:0', got 'Llama 3'"
+        ],
+        id="fallback-model-id-shape",
+    ),
+    pytest.param(
+        model_override(bedrock={"model_id": "eu.meta.llama3-2-3b-instruct-v1:0"}),
+        [
+            "models[0].bedrock.model_id: must be an inference profile of the calling region "
+            "'us-east-1': a 'eu' profile serves other regions, got 'eu.meta.llama3-2-3b-instruct-v1:0'"
+        ],
+        id="profile-of-another-geography",
+    ),
+    pytest.param(
+        model_override(
+            bedrock={"model_id": "meta.llama3-1-8b-instruct-v1:0", "destination_regions": ["us-west-2"]}
+        ),
+        [
+            "models[0].bedrock.destination_regions: applies only to geographic inference profiles "
+            "('us.', 'us-gov.', 'eu.', 'apac.', 'jp.', 'au.', 'ca.'), got ['us-west-2'] for "
+            "'meta.llama3-1-8b-instruct-v1:0'"
+        ],
+        id="destination-regions-on-a-plain-model",
+    ),
+    pytest.param(
+        overrides(model_override(bedrock="none"), {"fallback": {"guardrail": {"enabled": True}}}),
+        [
+            "fallback.guardrail.enabled: needs at least one model with a Bedrock fallback (the "
+            "guardrail applies on that path only), got true with none"
+        ],
+        id="guardrail-without-bedrock-targets",
+    ),
+    pytest.param(
+        {"fallback": {"replicas": 1}},
+        ["fallback.replicas: must be >= 2, got 1"],
+        id="single-gateway-replica",
+    ),
+    pytest.param(
+        {"fallback": {"image": "ghcr.io/berriai/litellm:latest"}},
+        [
+            "fallback.image: must be a container image pinned to a version tag or digest, such as "
+            "'repo/name:v1.2.3' (not ':latest'), got 'ghcr.io/berriai/litellm:latest'"
+        ],
+        id="gateway-image-latest",
     ),
 ]
 
@@ -770,6 +846,25 @@ VALID: list[Any] = [
         id="image-by-digest",
     ),
     pytest.param(model_override(extra_args=["--enable-prefix-caching"]), id="free-extra-args"),
+    pytest.param(model_override(bedrock="none"), id="fallback-opt-out"),
+    pytest.param(
+        overrides(model_override(bedrock=None), {"fallback": {"enabled": False}}),
+        id="no-fallback-choice-needed-while-disabled",
+    ),
+    pytest.param(
+        model_override(bedrock={"model_id": "eu.meta.llama3-2-3b-instruct-v1:0", "region": "eu-west-1"}),
+        id="eu-profile-called-in-eu",
+    ),
+    pytest.param(
+        model_override(bedrock={"model_id": "global.anthropic.claude-sonnet-4-20250514-v1:0"}),
+        id="global-profile",
+    ),
+    pytest.param(
+        model_override(
+            bedrock={"model_id": "us.meta.llama3-1-8b-instruct-v1:0", "destination_regions": ["us-east-1"]}
+        ),
+        id="profile-with-explicit-destinations",
+    ),
 ]
 
 
@@ -851,7 +946,7 @@ def test_build_tier_does_not_coerce_or_raise_pydantic_errors() -> None:
         "revision, hf_token_secret, node_pool, gpus, replicas, max_model_len, "
         "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
         "startup_timeout_seconds, route_priority, critical, allow_spot, weights_gib, autoscaling, "
-        "target_control_max_concurrency)"
+        "target_control_max_concurrency, bedrock)"
     )
 
 
@@ -913,7 +1008,10 @@ def test_directory_instead_of_file(tmp_path: Path) -> None:
 
 
 def test_names_differing_only_in_hyphens_are_rejected() -> None:
-    models = [{"name": "qwen3", "weights": "Qwen/Qwen3-8B"}, {"name": "qwen-3", "weights": "Qwen/Qwen3-8B"}]
+    models = [
+        {"name": "qwen3", "weights": "Qwen/Qwen3-8B", "bedrock": "none"},
+        {"name": "qwen-3", "weights": "Qwen/Qwen3-8B", "bedrock": "none"},
+    ]
     with pytest.raises(ConfigError) as caught:
         make_tier({"models": models})
     assert [str(i) for i in caught.value.issues] == [
@@ -923,8 +1021,8 @@ def test_names_differing_only_in_hyphens_are_rejected() -> None:
 
 
 def test_route_priority_follows_the_name_not_the_position() -> None:
-    first = {"name": "a-model", "weights": "Qwen/Qwen3-8B"}
-    second = {"name": "b-model", "weights": "Qwen/Qwen3-8B"}
+    first = {"name": "a-model", "weights": "Qwen/Qwen3-8B", "bedrock": "none"}
+    second = {"name": "b-model", "weights": "Qwen/Qwen3-8B", "bedrock": "none"}
     one = make_tier({"models": [first, second]})
     other = make_tier({"models": [second]})
     assert one.models[1].rule_priority == other.models[0].rule_priority
@@ -933,8 +1031,8 @@ def test_route_priority_follows_the_name_not_the_position() -> None:
 
 def test_route_priority_clash_asks_for_an_explicit_priority() -> None:
     models = [
-        {"name": "a-model", "weights": "Qwen/Qwen3-8B", "route_priority": 2000},
-        {"name": "b-model", "weights": "Qwen/Qwen3-8B", "route_priority": 2000},
+        {"name": "a-model", "weights": "Qwen/Qwen3-8B", "route_priority": 2000, "bedrock": "none"},
+        {"name": "b-model", "weights": "Qwen/Qwen3-8B", "route_priority": 2000, "bedrock": "none"},
     ]
     with pytest.raises(ConfigError) as caught:
         make_tier({"models": models})

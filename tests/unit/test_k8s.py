@@ -420,7 +420,7 @@ def test_deployment_every_mount_has_a_volume(hf_token_tier: TierConfig, s3_tier:
 
 
 def test_deployments_of_two_models_do_not_select_each_other() -> None:
-    second = {"name": "llama", "weights": "meta-llama/Llama-3.1-8B-Instruct"}
+    second = {"name": "llama", "weights": "meta-llama/Llama-3.1-8B-Instruct", "bedrock": "none"}
     tier = make_tier(
         {"models": [make_tier().models[0].model_dump(mode="json", exclude_defaults=True), second]}
     )

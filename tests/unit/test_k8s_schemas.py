@@ -65,12 +65,13 @@ def test_s3_and_token_core_manifests() -> None:
     tier = make_tier(
         {
             "models": [
-                {"name": "from-s3", "weights": "s3://gpufarm-models/qwen/Qwen3-8B/"},
+                {"name": "from-s3", "weights": "s3://gpufarm-models/qwen/Qwen3-8B/", "bedrock": "none"},
                 {
                     "name": "gated",
                     "weights": "meta-llama/Llama-3.1-8B-Instruct",
                     "hf_token_secret": "gpufarm/hf-token",
                     "revision": "main",
+                    "bedrock": "none",
                 },
             ]
         },
