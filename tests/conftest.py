@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,3 +22,33 @@ def cdk_context() -> dict[str, Any]:
 def repo_root() -> Path:
     """The repository root."""
     return REPO
+
+
+def cfn_lint_errors(template: Path) -> list[dict[str, Any]]:
+    """cfn-lint's error-level findings on a synthesized template (warnings are not errors)."""
+    result = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "cfn-lint"), "--format", "json", str(template)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    findings: list[dict[str, Any]] = json.loads(result.stdout or "[]")
+    return [f for f in findings if f["Level"] == "Error"]
+
+
+ANNOTATIONS_PLUGIN = "Construct Annotations"
+"""The report's plugin for CDK warnings (not a compliance rule pack)."""
+
+
+def nag_violations(outdir: Path, *, annotations: bool = True) -> dict[str, list[str]]:
+    """Rule names of the violations each validation plugin reported, for plugins that reported any.
+
+    `annotations=False` leaves out CDK's own warnings (such as those about imported subnets in
+    test scaffolding) and keeps the compliance and CloudFormation validation findings.
+    """
+    report = json.loads((outdir / "validation-report.json").read_text())
+    return {
+        p["pluginName"]: [v["ruleName"] for v in p["violations"]]
+        for p in report["pluginReports"]
+        if p["violations"] and (annotations or p["pluginName"] != ANNOTATIONS_PLUGIN)
+    }

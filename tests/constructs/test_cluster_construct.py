@@ -4,7 +4,6 @@ standard compute (karpenter provisioning): system node group, core add-ons, load
 from __future__ import annotations
 
 import json
-import subprocess
 import tarfile
 import typing
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from gpufarm.config.model import CoreAddon, Provisioning, SystemNodesConfig
 from gpufarm.constructs import InferenceCluster, enable_compliance_checks
 from gpufarm.constructs._util import acknowledge
 from gpufarm.constructs.lb_controller import LBC_CHART_VERSION, UPSTREAM_POLICIES, AwsLoadBalancerController
-from tests.conftest import REPO, cdk_context
+from tests.conftest import cdk_context, cfn_lint_errors
 from tests.constructs.helpers import (
     AZS,
     REGION,
@@ -684,19 +683,7 @@ def test_standard_compute_passes_cdk_nag(standard: Standard) -> None:
 
 def test_standard_compute_template_has_no_cfn_lint_errors(standard: Standard) -> None:
     assert standard.outdir is not None
-    result = subprocess.run(
-        [
-            str(REPO / ".venv" / "bin" / "cfn-lint"),
-            "--format",
-            "json",
-            str(standard.outdir / "StandardCluster.template.json"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    findings = json.loads(result.stdout or "[]")
-    assert [f for f in findings if f["Level"] == "Error"] == []
+    assert cfn_lint_errors(str(standard.outdir / "StandardCluster.template.json")) == []
 
 
 _REQUIRED = [CoreAddon.VPC_CNI, CoreAddon.COREDNS, CoreAddon.KUBE_PROXY, CoreAddon.POD_IDENTITY_AGENT]

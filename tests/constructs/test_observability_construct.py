@@ -9,7 +9,6 @@ no Target Optimizer).
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from gpufarm.constructs.observability import (
     PrometheusMonitoring,
 )
 from gpufarm.k8s.observability import dcgm_exporter_values, scrape_configuration, scraper_rbac
-from tests.conftest import REPO, cdk_context
+from tests.conftest import cdk_context, cfn_lint_errors
 from tests.constructs.helpers import (
     AZS,
     REGION,
@@ -768,19 +767,7 @@ def test_cdk_nag_finds_nothing(which: str, request: pytest.FixtureRequest) -> No
 @pytest.mark.parametrize("which", ["full", "customer_key"])
 def test_cfn_lint_reports_no_errors(which: str, request: pytest.FixtureRequest) -> None:
     built: Built = request.getfixturevalue(which)
-    result = subprocess.run(
-        [
-            str(REPO / ".venv" / "bin" / "cfn-lint"),
-            "--format",
-            "json",
-            str(built.outdir / f"{built.stack.stack_name}.template.json"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    findings = json.loads(result.stdout or "[]")
-    assert [f for f in findings if f["Level"] == "Error"] == []
+    assert cfn_lint_errors(str(built.outdir / f"{built.stack.stack_name}.template.json")) == []
 
 
 # ============================================================================= invalid input

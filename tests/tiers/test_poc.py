@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from gpufarm.config import load_preset
+from tests.conftest import cfn_lint_errors
 from tests.tiers.helpers import (
     manifest_of,
     only,
@@ -262,21 +262,8 @@ def test_cdk_nag_gate_passed_with_no_findings(poc_template: dict[str, Any], poc_
         )
 
 
-def test_cfn_lint_reports_no_errors(poc_template: dict[str, Any], poc_dir: Path, repo_root: Path) -> None:
-    result = subprocess.run(
-        [
-            str(repo_root / ".venv" / "bin" / "cfn-lint"),
-            "--format",
-            "json",
-            str(poc_dir / "gpufarm-poc.template.json"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    findings = json.loads(result.stdout or "[]")
-    errors = [f for f in findings if f["Level"] == "Error"]
-    assert errors == []
+def test_cfn_lint_reports_no_errors(poc_template: dict[str, Any], poc_dir: Path) -> None:
+    assert cfn_lint_errors(str(poc_dir / "gpufarm-poc.template.json")) == []
 
 
 def test_stateful_logical_ids_match_snapshot(poc_template: dict[str, Any]) -> None:

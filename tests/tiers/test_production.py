@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from gpufarm.config.model import CapacityType, PoolPurpose
 from gpufarm.config.sizing import fsx_storage_capacity_gib
 from gpufarm.k8s.labels import nodepool_name, workload_name
 from gpufarm.k8s.storage import fsx_sub_path
+from tests.conftest import cfn_lint_errors
 from tests.tiers.helpers import flatten, manifest_of, manifests, only, resources, stateful_logical_ids
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "production-stateful-logical-ids.json"
@@ -542,22 +542,8 @@ def test_cdk_nag_gate_passed_with_only_the_agent_image_warning(
     assert all(rules == [] for rules in findings.values()), findings
 
 
-def test_cfn_lint_reports_no_errors(
-    production_template: dict[str, Any], production_dir: Path, repo_root: Path
-) -> None:
-    result = subprocess.run(
-        [
-            str(repo_root / ".venv" / "bin" / "cfn-lint"),
-            "--format",
-            "json",
-            str(production_dir / "gpufarm-production.template.json"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    findings = json.loads(result.stdout or "[]")
-    assert [f for f in findings if f["Level"] == "Error"] == []
+def test_cfn_lint_reports_no_errors(production_template: dict[str, Any], production_dir: Path) -> None:
+    assert cfn_lint_errors(str(production_dir / "gpufarm-production.template.json")) == []
 
 
 def test_stateful_logical_ids_match_snapshot(production_template: dict[str, Any]) -> None:

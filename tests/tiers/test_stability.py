@@ -17,7 +17,9 @@ def changed_template(
 ) -> dict[str, Any]:
     """poc with more replicas, a bigger pool and a second model."""
     models = [dict(poc_document["models"][0], replicas=2)]
-    models.append({"name": "llama-3-1-8b", "weights": "s3://my-models/llama-3.1-8b/", "gpus": 1})
+    models.append(
+        {"name": "llama-3-1-8b", "weights": "s3://my-models/llama-3.1-8b/", "gpus": 1, "bedrock": "none"}
+    )
     config = variant(
         poc_document, {"models": models, "node_pools": [dict(poc_document["node_pools"][0], gpu_limit=8)]}
     )
@@ -83,6 +85,7 @@ def changed_production(
             "node_pool": "serving",
             "gpus": 1,
             "replicas": 2,
+            "bedrock": {"model_id": "us.meta.llama3-1-8b-instruct-v1:0"},
         }
     )
     pools = [dict(p, gpu_limit=p["gpu_limit"] * 2) for p in production_document["node_pools"]]
