@@ -356,6 +356,10 @@ class ClusterConfig(_Model):
     public_access_cidrs: list[Cidr] = Field(
         [], description="CIDRs allowed to reach the public endpoint (public_and_private only)."
     )
+    private_access_cidrs: list[Cidr] = Field(
+        [],
+        description="Operator networks (VPN, peered VPCs) allowed to the private API endpoint on 443.",
+    )
     control_plane_logging: list[ControlPlaneLog] = Field(
         list(ControlPlaneLog), description="Control-plane log types sent to CloudWatch Logs."
     )
@@ -455,7 +459,10 @@ class BedrockTargetConfig(_Model):
         description="Regions a cross-region profile may route to (default: gpufarm's table for its prefix).",
     )
     max_tokens: int | None = Field(
-        None, ge=1, le=1_000_000, description="Cap on generated tokens on the fallback path."
+        None,
+        ge=1,
+        le=1_000_000,
+        description="Default max_tokens on the fallback path (a request's own value wins).",
     )
 
 
@@ -745,7 +752,11 @@ class FallbackConfig(_Model):
         60, ge=1, le=600, description="Longest wait for the first streamed token from a backend."
     )
     allowed_fails: int = Field(
-        3, ge=1, le=100, description="Failures within a minute that put a vLLM backend in cooldown."
+        3,
+        ge=1,
+        le=100,
+        description="Failures of one kind (each within cooldown_seconds of the last) beyond which "
+        "vLLM is put in cooldown.",
     )
     cooldown_seconds: int = Field(
         30, ge=1, le=3600, description="How long a failing vLLM backend is skipped before it is tried again."

@@ -43,6 +43,8 @@ class KedaAutoscaling(Construct):
     appends `/api/v1/query` itself). `node_selector` (default: none) pins the KEDA pods to
     labelled nodes; they carry no GPU toleration either way. The managed scraper must keep the
     `namespace` label on vLLM's series: the queries select on it and on `model_name`.
+    `target_optimizer` (default off): the models sit behind the ALB Target Optimizer, whose cap
+    keeps vLLM's queue empty, so each also scales on in-flight requests against that cap.
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class KedaAutoscaling(Construct):
         serving_namespace: str,
         after: Mapping[str, Construct] | None = None,
         node_selector: Mapping[str, str] | None = None,
+        target_optimizer: bool = False,
     ) -> None:
         super().__init__(scope, id)
         after = dict(after or {})
@@ -96,7 +99,11 @@ class KedaAutoscaling(Construct):
         self.chart.node.add_dependency(self.pod_identity, self.role)
         self.scaled_objects: dict[str, dict[str, Any]] = {
             model.name: k8s_autoscaling.scaled_object(
-                model, namespace=serving_namespace, query_endpoint=query_endpoint, region=region
+                model,
+                namespace=serving_namespace,
+                query_endpoint=query_endpoint,
+                region=region,
+                capped=target_optimizer,
             )
             for model in scaled
         }

@@ -241,6 +241,11 @@ class InferenceCluster(Construct):
                     )
                 ],
             )
+        for cidr in config.private_access_cidrs:
+            # Operators on a VPN or a peered network reach the private endpoint on 443, nothing else.
+            self.cluster.connections.allow_from(
+                ec2.Peer.ipv4(cidr), ec2.Port.tcp(443), "Kubernetes API from an operator network"
+            )
         self.addons: dict[str, eks.CfnAddon] = {}
         """EKS add-ons by name (standard compute only; Auto Mode runs its own)."""
         self.cni_role: iam.Role | None = None

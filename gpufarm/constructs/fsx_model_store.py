@@ -212,7 +212,6 @@ class FsxModelStore(Construct):
                     file_system_id=self.file_system_id,
                     dns_name=self.dns_name,
                     mount_name=self.mount_name,
-                    capacity_gib=storage_capacity_gib,
                 ),
                 overwrite=True,
             )

@@ -28,8 +28,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from gpufarm.config.model import AlarmsConfig, PrometheusConfig, RemovalPolicy
-from gpufarm.constructs._util import cdk_removal_policy, construct_id
+from gpufarm.config.model import AlarmsConfig, PrometheusConfig
+from gpufarm.constructs._util import construct_id
 from gpufarm.k8s.observability import dcgm_exporter_values, scrape_configuration, scraper_rbac
 
 DCGM_REPOSITORY = "https://nvidia.github.io/dcgm-exporter/helm-charts"
@@ -84,7 +84,7 @@ class PrometheusMonitoring(Construct):
         key: kms.IKey | None = None,
         dcgm_namespace: str = DCGM_NAMESPACE,
         rbac: bool = False,
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, id)
         if not config.enabled:
@@ -112,7 +112,7 @@ class PrometheusMonitoring(Construct):
             self, "Resource", alias=alias, kms_key_arn=key.key_arn if key else None
         )
         # The workspace holds the metric history (150 days by default): kept like a log group.
-        self.workspace.apply_removal_policy(cdk_removal_policy(removal_policy))
+        self.workspace.apply_removal_policy(removal_policy)
         self.source_role: iam.Role | None = None
         self.target_role: iam.Role | None = None
         role_configuration = self._role_configuration(key) if key else None
@@ -288,7 +288,7 @@ class InferenceAlarms(Construct):
         config: AlarmsConfig,
         target_optimizer: bool,
         key: kms.IKey | None = None,
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, id)
         if not config.enabled:
@@ -302,7 +302,7 @@ class InferenceAlarms(Construct):
             "TopicKey",
             description="Encrypts the inference alarm topic; CloudWatch alarms publish with it",
             enable_key_rotation=True,
-            removal_policy=cdk_removal_policy(removal_policy),
+            removal_policy=removal_policy,
         )
         # Only this account's alarms in this Region act through CloudWatch (confused deputy).
         this_accounts_alarms = {

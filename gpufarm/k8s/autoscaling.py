@@ -10,6 +10,7 @@ and `namespace` (the Kubernetes namespace the managed scraper records for each p
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from gpufarm.config.model import ModelAutoscalingConfig, ModelConfig
@@ -105,7 +106,13 @@ def in_flight_query(model: ModelConfig, namespace: str) -> str:
     return _one_element(f"(sum({RUNNING_METRIC}{selector}) + sum({QUEUE_METRIC}{selector}))", model)
 
 
-def scaled_object(model: ModelConfig, *, namespace: str, query_endpoint: str, region: str) -> dict[str, Any]:
+CAPPED_IN_FLIGHT_SHARE = 0.8
+"""Behind the Target Optimizer, scale out when replicas run at this share of their concurrency cap."""
+
+
+def scaled_object(
+    model: ModelConfig, *, namespace: str, query_endpoint: str, region: str, capped: bool = False
+) -> dict[str, Any]:
     """The ScaledObject that scales one model's vLLM Deployment between its min and max replicas.
 
     One `prometheus` trigger per configured target, each a sum over the model's replicas with
@@ -123,6 +130,11 @@ def scaled_object(model: ModelConfig, *, namespace: str, query_endpoint: str, re
     is min_replicas; its zero on scale-to-zero models keeps a failing query from waking a
     parked model. The HPA scales up at once (no stabilization; +100% or +4 pods per 15 s) and
     down only after `scale_down_stabilization_seconds`, one pod a minute.
+
+    `capped`: the ALB Target Optimizer limits each replica to `model.max_concurrency` requests,
+    so excess load waits at the load balancer (or gets a 503) and vLLM's own queue stays near
+    empty. Such models also get `in-flight`, aiming at CAPPED_IN_FLIGHT_SHARE of the cap per
+    replica, so they scale out before every replica is full.
 
     `query_endpoint` is the workspace URL KEDA appends `/api/v1/query` to:
     `https://aps-workspaces.<region>.amazonaws.com/workspaces/<workspace id>`.
@@ -147,7 +159,9 @@ def scaled_object(model: ModelConfig, *, namespace: str, query_endpoint: str, re
         "behavior": "currentReplicas",
     }
     spec["advanced"] = {"horizontalPodAutoscalerConfig": {"behavior": hpa_behavior(scaling)}}
-    spec["triggers"] = _triggers(model, namespace=namespace, query_endpoint=query_endpoint, region=region)
+    spec["triggers"] = _triggers(
+        model, namespace=namespace, query_endpoint=query_endpoint, region=region, capped=capped
+    )
     return {
         "apiVersion": KEDA_API,
         "kind": "ScaledObject",
@@ -228,7 +242,7 @@ def keda_values(
 
 
 def _triggers(
-    model: ModelConfig, *, namespace: str, query_endpoint: str, region: str
+    model: ModelConfig, *, namespace: str, query_endpoint: str, region: str, capped: bool
 ) -> list[dict[str, Any]]:
     scaling = model.autoscaling
     assert scaling is not None
@@ -237,7 +251,10 @@ def _triggers(
         wanted.append(("queue", queue_query(model, namespace), scaling.queue_target))
     if scaling.kv_cache_target is not None:
         wanted.append(("kv-cache", kv_cache_query(model, namespace), scaling.kv_cache_target))
-    if scales_to_zero(model):
+    if capped:
+        share = max(1, math.floor(model.max_concurrency * CAPPED_IN_FLIGHT_SHARE))
+        wanted.append(("in-flight", in_flight_query(model, namespace), share))
+    elif scales_to_zero(model):
         wanted.append(("in-flight", in_flight_query(model, namespace), model.max_concurrency))
     return [
         {

@@ -108,18 +108,28 @@ def fsx_sub_path(import_path: str, weights_uri: str) -> str:
     return f"{FSX_DATA_PATH.strip('/')}/{w_prefix[len(prefix) :].strip('/')}"
 
 
+FSX_NOMINAL_CAPACITY = "1200Gi"
+"""The size the static volume and claim state: the smallest file system, whatever the real one is.
+
+Kubernetes ignores it for a static volume, and it must never change: a bound claim that no
+expandable StorageClass provisioned cannot be resized, so tying it to the file system's capacity
+would make every FSx growth fail the deploy when the manifest is re-applied.
+"""
+
+
 def fsx_weights_volume(
-    *, namespace: str, file_system_id: str, dns_name: str, mount_name: str, capacity_gib: int
+    *, namespace: str, file_system_id: str, dns_name: str, mount_name: str
 ) -> list[dict[str, Any]]:
     """A static PersistentVolume for an existing FSx for Lustre file system and its claim in `namespace`.
 
     Access mode is ReadWriteMany because the FSx CSI driver rejects ReadOnlyMany at mount time
     ("Volume capability not supported"); read-only is enforced by the `ro` mount option instead.
-    The volume is retained when the claim goes: the file system outlives any namespace.
+    The volume is retained when the claim goes: the file system outlives any namespace. Both
+    state :data:`FSX_NOMINAL_CAPACITY`, not the file system's size, so growing it changes nothing here.
     """
     pv_name = f"{namespace}-{FSX_CLAIM}"
     labels = common_labels("model-store")
-    storage = f"{capacity_gib}Gi"
+    storage = FSX_NOMINAL_CAPACITY
     pv = {
         "apiVersion": "v1",
         "kind": "PersistentVolume",

@@ -241,7 +241,7 @@ class GpuFarmStack(cdk.Stack):
                 subnets=private_subnets(self.network.vpc),
                 security_groups=[self.cluster.cluster_security_group],
                 serving_namespace=cfg.serving.namespace,
-                removal_policy=cfg.removal_policy,
+                removal_policy=self.removal,
             )
             if self.monitoring.dcgm_exporter is not None:
                 self.monitoring.dcgm_exporter.node.add_dependency(self.cluster.system_ready)
@@ -260,6 +260,7 @@ class GpuFarmStack(cdk.Stack):
                 serving_namespace=cfg.serving.namespace,
                 after={m.name: self.serving.model_manifests[m.name] for m in autoscaled},
                 node_selector=self.cluster.system_node_label or None,
+                target_optimizer=cfg.ingress.target_optimizer.enabled,
             )
             self.autoscaling.chart.node.add_dependency(self.cluster.system_ready)
         target_groups = {
@@ -276,7 +277,7 @@ class GpuFarmStack(cdk.Stack):
                 target_groups=target_groups,
                 config=obs.alarms,
                 target_optimizer=optimizer,
-                removal_policy=cfg.removal_policy,
+                removal_policy=self.removal,
             )
         if obs.dashboard:
             InferenceDashboard(

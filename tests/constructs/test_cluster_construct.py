@@ -773,3 +773,19 @@ def test_invalid_load_balancer_controller_input_is_rejected(overrides: dict[str,
             **overrides,
         )
     assert str(excinfo.value) == message
+
+
+def test_private_access_cidrs_reach_the_api_endpoint_on_443_only() -> None:
+    stack = new_stack("OperatorAccess")
+    config = ClusterConfig(endpoint_access=EndpointAccess.PRIVATE, private_access_cidrs=["172.16.0.0/12"])
+    InferenceCluster(stack, "Cluster", vpc=new_vpc(stack), config=config, cluster_name="operator-access")
+    template = Template.from_stack(stack)
+    inline = [
+        r
+        for g in resources(template, "AWS::EC2::SecurityGroup").values()
+        for r in g["Properties"].get("SecurityGroupIngress", [])
+    ]
+    separate = [r["Properties"] for r in resources(template, "AWS::EC2::SecurityGroupIngress").values()]
+    rules = [r for r in inline + separate if r.get("CidrIp") == "172.16.0.0/12"]
+    assert rules
+    assert all((r["IpProtocol"], r["FromPort"], r["ToPort"]) == ("tcp", 443, 443) for r in rules)

@@ -15,7 +15,7 @@ from aws_cdk.assertions import Template
 from gpufarm.config.model import FsxLustreConfig
 from gpufarm.constructs import enable_compliance_checks
 from gpufarm.constructs.fsx_model_store import FsxModelStore
-from gpufarm.k8s.storage import FSX_CLAIM
+from gpufarm.k8s.storage import FSX_CLAIM, FSX_NOMINAL_CAPACITY
 from tests.conftest import cdk_context, cfn_lint_errors, nag_violations
 from tests.constructs.helpers import (
     AZS,
@@ -342,7 +342,8 @@ def test_volume_points_at_this_file_system(built: Built) -> None:
             "mountname": {"Fn::GetAtt": [fs, "LustreMountName"]},
         },
     }
-    assert pv["spec"]["capacity"] == {"storage": "2400Gi"}
+    # Nominal, not the 2400 GiB of the file system: a static claim cannot be resized later.
+    assert pv["spec"]["capacity"] == {"storage": FSX_NOMINAL_CAPACITY}
 
 
 def test_volume_manifests_match_the_kubernetes_schema(built: Built) -> None:

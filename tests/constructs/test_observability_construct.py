@@ -22,7 +22,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Template
 
-from gpufarm.config.model import AlarmsConfig, PrometheusConfig, RemovalPolicy
+from gpufarm.config.model import AlarmsConfig, PrometheusConfig
 from gpufarm.constructs import enable_compliance_checks
 from gpufarm.constructs.observability import (
     InferenceAlarms,
@@ -163,7 +163,7 @@ def customer_key(tmp_path_factory: pytest.TempPathFactory) -> Built:
         serving_namespace=SERVING_NS,
         key=key,
         rbac=True,
-        removal_policy=RemovalPolicy.DESTROY,
+        removal_policy=cdk.RemovalPolicy.DESTROY,
     )
     query_role = iam.Role(stack, "KedaRole", assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com"))
     prometheus.grant_query(query_role)

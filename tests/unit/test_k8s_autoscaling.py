@@ -365,3 +365,22 @@ def test_values_restrict_secret_access() -> None:
         "operator": {"restrict": {"secret": True}},
         "metricServer": {"restrict": {"secret": True}},
     }
+
+
+def test_models_behind_the_target_optimizer_scale_on_in_flight_against_the_cap() -> None:
+    # The agent caps each replica at max_concurrency, so vLLM's queue stays near empty: the
+    # in-flight trigger makes the model scale out at 80% of the cap instead.
+    model = ModelConfig(
+        name="capped",
+        weights="Qwen/Qwen3-8B",
+        max_num_seqs=64,
+        autoscaling=ModelAutoscalingConfig(min_replicas=1, max_replicas=4, queue_target=5),
+    )
+    capped = scaled_object(
+        model, namespace="gpufarm", query_endpoint=ENDPOINT, region="us-east-1", capped=True
+    )
+    triggers = {t["name"]: t["metadata"] for t in capped["spec"]["triggers"]}
+    assert set(triggers) == {"queue", "in-flight"}
+    assert triggers["in-flight"]["threshold"] == "51"  # floor(64 x 0.8)
+    plain = scaled_object(model, namespace="gpufarm", query_endpoint=ENDPOINT, region="us-east-1")
+    assert [t["name"] for t in plain["spec"]["triggers"]] == ["queue"]

@@ -11,6 +11,7 @@ from gpufarm.k8s.storage import (
     FSX_DATA_PATH,
     FSX_DRIVER,
     FSX_MOUNT_PATH,
+    FSX_NOMINAL_CAPACITY,
     fsx_sub_path,
     fsx_weights_volume,
 )
@@ -22,10 +23,8 @@ DNS = f"{FS_ID}.fsx.us-east-1.amazonaws.com"
 MOUNT = "abcdefgh"
 
 
-def volume(namespace: str = "gpufarm", capacity_gib: int = 2400) -> list[dict[str, Any]]:
-    return fsx_weights_volume(
-        namespace=namespace, file_system_id=FS_ID, dns_name=DNS, mount_name=MOUNT, capacity_gib=capacity_gib
-    )
+def volume(namespace: str = "gpufarm") -> list[dict[str, Any]]:
+    return fsx_weights_volume(namespace=namespace, file_system_id=FS_ID, dns_name=DNS, mount_name=MOUNT)
 
 
 @pytest.fixture(scope="module")
@@ -78,10 +77,12 @@ def test_every_mount_is_read_only_with_coherent_locks(pv: dict[str, Any]) -> Non
     assert pv["spec"]["mountOptions"] == ["ro", "flock"]
 
 
-def test_capacity_is_the_file_system_size(pv: dict[str, Any], pvc: dict[str, Any]) -> None:
-    assert pv["spec"]["capacity"] == {"storage": "2400Gi"}
-    assert pvc["spec"]["resources"] == {"requests": {"storage": "2400Gi"}}
-    assert volume(capacity_gib=1200)[0]["spec"]["capacity"] == {"storage": "1200Gi"}
+def test_capacity_is_nominal_so_growing_the_file_system_changes_nothing(
+    pv: dict[str, Any], pvc: dict[str, Any]
+) -> None:
+    # A bound static claim cannot be resized: its size must not follow the file system's.
+    assert pv["spec"]["capacity"] == {"storage": FSX_NOMINAL_CAPACITY}
+    assert pvc["spec"]["resources"] == {"requests": {"storage": FSX_NOMINAL_CAPACITY}}
 
 
 def test_claim_and_volume_are_bound_to_each_other(pv: dict[str, Any], pvc: dict[str, Any]) -> None:
