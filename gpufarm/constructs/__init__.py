@@ -12,6 +12,7 @@ from gpufarm.constructs.autoscaling import KedaAutoscaling
 from gpufarm.constructs.cluster import InferenceCluster
 from gpufarm.constructs.compliance import enable_compliance_checks
 from gpufarm.constructs.fsx_model_store import FsxModelStore
+from gpufarm.constructs.gateway import FallbackGateway
 from gpufarm.constructs.gpu_node_pool import AutoModeGpuNodePool
 from gpufarm.constructs.ingress import InferenceAlb, route_prefix
 from gpufarm.constructs.karpenter import Karpenter, KarpenterGpuNodePool, NvidiaDevicePlugin
@@ -25,6 +26,7 @@ from gpufarm.constructs.waf import InferenceWaf
 __all__ = [
     "AutoModeGpuNodePool",
     "AwsLoadBalancerController",
+    "FallbackGateway",
     "FsxModelStore",
     "InferenceAlarms",
     "InferenceAlb",

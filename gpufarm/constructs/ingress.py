@@ -207,7 +207,7 @@ class InferenceAlb(Construct):
         """Send every request that matches no model route to one IP target group (the gateway).
 
         The listener's default action (a 404 until now) becomes: authenticate (when configured),
-        then forward to the new target group `Gateway/TargetGroup` on `port`, with
+        then forward to the new target group `Default-Route/TargetGroup` on `port`, with
         least-outstanding-requests routing and health checks on `health_check_path`. Call it
         before :meth:`allow_targets_in` so the gateway port is opened too.
         """
@@ -215,8 +215,9 @@ class InferenceAlb(Construct):
             raise ValueError("route_default_to() was already called: the listener has one default route")
         cfg = self.config
         self.default_port = port
+        # A '-' keeps these IDs apart from the models' (construct_id() of a model name has none).
         self.default_target_group = elbv2.CfnTargetGroup(
-            Construct(self, "Gateway"),
+            Construct(self, "Default-Route"),
             "TargetGroup",
             target_type="ip",
             protocol="HTTP",
@@ -265,7 +266,7 @@ class InferenceAlb(Construct):
             )
         manifest = eks.KubernetesManifest(
             self,
-            "BindingGateway",
+            "Binding-Default-Route",
             cluster=cluster,
             overwrite=True,
             manifest=[

@@ -107,20 +107,29 @@ class InferenceNetwork(Construct):
         """
         if endpoint in self.interface_endpoints:
             return self.interface_endpoints[endpoint]
-        created = self.vpc.add_interface_endpoint(
-            _endpoint_id(endpoint),
-            service=ec2.InterfaceVpcEndpointAwsService(endpoint.value),
-            private_dns_enabled=True,
-            subnets=ec2.SubnetSelection(subnets=private_subnets(self.vpc)),
-            open=False,
-        )
-        if allow_from:
-            for group in allow_from:
-                created.connections.allow_default_port_from(group, f"HTTPS to {endpoint.value} from nodes")
-        else:
+        service = ec2.InterfaceVpcEndpointAwsService(endpoint.value)
+        subnets = ec2.SubnetSelection(subnets=private_subnets(self.vpc))
+        if not allow_from:
+            created = self.vpc.add_interface_endpoint(
+                _endpoint_id(endpoint), service=service, private_dns_enabled=True, subnets=subnets, open=False
+            )
             created.connections.allow_default_port_from(
                 ec2.Peer.ipv4(self.cidr), f"HTTPS to {endpoint.value} from inside the VPC"
             )
+        else:
+            # Outside the Vpc construct: resources that depend on the whole VPC (an EKS cluster
+            # does) must not depend on a rule that names their own security group.
+            created = ec2.InterfaceVpcEndpoint(
+                self,
+                _endpoint_id(endpoint),
+                vpc=self.vpc,
+                service=service,
+                private_dns_enabled=True,
+                subnets=subnets,
+                open=False,
+            )
+            for group in allow_from:
+                created.connections.allow_default_port_from(group, f"HTTPS to {endpoint.value} from nodes")
         self.interface_endpoints[endpoint] = created
         return created
 

@@ -7,10 +7,17 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from gpufarm.config.model import TARGET_CONTROL_AGENT_IMAGE, ModelStoreKind, Provisioning, TierConfig
+from gpufarm.config.model import (
+    TARGET_CONTROL_AGENT_IMAGE,
+    InterfaceEndpoint,
+    ModelStoreKind,
+    Provisioning,
+    TierConfig,
+)
 from gpufarm.config.sizing import fsx_storage_capacity_gib
 from gpufarm.constructs import (
     AutoModeGpuNodePool,
+    FallbackGateway,
     FsxModelStore,
     InferenceAlarms,
     InferenceAlb,
@@ -27,6 +34,7 @@ from gpufarm.constructs import (
 )
 from gpufarm.constructs._util import cdk_removal_policy, construct_id, private_subnets
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, LBC_TGB_API
+from gpufarm.k8s.gateway import READINESS_PATH
 from gpufarm.k8s.storage import FSX_CLAIM
 
 
@@ -69,6 +77,7 @@ class GpuFarmStack(cdk.Stack):
         )
         self._node_pools()
         self._serving()
+        self._gateway()
         self._ingress()
         self._monitoring()
         self._outputs()
@@ -192,6 +201,25 @@ class GpuFarmStack(cdk.Stack):
         elif s3_sources:
             self.model_store = S3ModelStore(self, "ModelStore", cluster=cluster, s3_uris=s3_sources)
 
+    def _gateway(self) -> None:
+        cfg = self.config
+        self.gateway: FallbackGateway | None = None
+        if not cfg.fallback.enabled:
+            return
+        self.gateway = FallbackGateway(
+            self,
+            "Gateway",
+            cluster=self.cluster.icluster,
+            tier=cfg,
+            namespace=cfg.serving.namespace,
+            after=self.serving.namespace_manifest,
+        )
+        self.gateway.manifest.node.add_dependency(self.cluster.system_ready)
+        # Fallback traffic to Bedrock stays in the VPC; only the nodes may use the endpoint.
+        self.network.add_interface_endpoint(
+            InterfaceEndpoint.BEDROCK_RUNTIME, allow_from=[self.cluster.cluster_security_group]
+        )
+
     def _ingress(self) -> None:
         cfg = self.config
         self.ingress = InferenceAlb(
@@ -214,6 +242,8 @@ class GpuFarmStack(cdk.Stack):
                 "ingress.target_optimizer.agent_image is AWS's ':latest' tag (the only one AWS "
                 "publishes): mirror the image and pin its digest so pods do not change under you.",
             )
+        if self.gateway is not None:
+            self.ingress.route_default_to(port=self.gateway.port, health_check_path=READINESS_PATH)
         self.ingress.allow_targets_in(self.cluster.pod_security_group)
         after: dict[str, Construct] = dict(self.serving.model_manifests)
         bindings = self.ingress.bind_services(
@@ -223,9 +253,19 @@ class GpuFarmStack(cdk.Stack):
             api_version=AUTO_MODE_TGB_API if self.auto_mode else LBC_TGB_API,
             after=after,
         )
+        all_bindings = list(bindings.values())
+        if self.gateway is not None:
+            gateway_binding = self.ingress.bind_default(
+                cluster=self.cluster.icluster,
+                namespace=cfg.serving.namespace,
+                service=self.gateway.service_name,
+                api_version=AUTO_MODE_TGB_API if self.auto_mode else LBC_TGB_API,
+                after=self.gateway.manifest,
+            )
+            all_bindings.append(gateway_binding)
         controller = self.cluster.load_balancer_controller
         if controller is not None:
-            for binding in bindings.values():
+            for binding in all_bindings:
                 binding.node.add_dependency(controller)
 
     def _monitoring(self) -> None:
@@ -301,6 +341,13 @@ class GpuFarmStack(cdk.Stack):
             value=f"aws eks update-kubeconfig --region {cfg.environment.region} "
             f"--name {self.cluster.cluster_name}",
         )
+        if self.gateway is not None:
+            cdk.CfnOutput(
+                self,
+                "GatewayBaseUrl",
+                value=self.ingress.base_url_default(),
+                description="OpenAI base_url of the gateway: every model by its name, with Bedrock fallback",
+            )
         for model in cfg.models:
             cdk.CfnOutput(
                 self,

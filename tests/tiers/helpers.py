@@ -65,3 +65,17 @@ def manifest_of(template: dict[str, Any], kind: str, name: str) -> dict[str, Any
 def stateful_logical_ids(template: dict[str, Any]) -> dict[str, list[str]]:
     """Type -> sorted logical IDs of the stateful resources."""
     return {t: sorted(resources(template, t)) for t in STATEFUL_TYPES if resources(template, t)}
+
+
+def default_target_group(template: dict[str, Any]) -> str | None:
+    """Logical ID of the target group the listener's default action forwards to (the gateway's)."""
+    (listener,) = resources(template, "AWS::ElasticLoadBalancingV2::Listener").values()
+    forwards = [a for a in listener["Properties"]["DefaultActions"] if a["Type"] == "forward"]
+    return forwards[0]["TargetGroupArn"]["Ref"] if forwards else None
+
+
+def model_target_groups(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Target groups of the per-model routes: every target group but the default route's."""
+    gateway = default_target_group(template)
+    groups = resources(template, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    return {k: v for k, v in groups.items() if k != gateway}

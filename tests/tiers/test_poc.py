@@ -10,7 +10,9 @@ from typing import Any
 from gpufarm.config import load_preset
 from tests.conftest import cfn_lint_errors
 from tests.tiers.helpers import (
+    default_target_group,
     manifest_of,
+    model_target_groups,
     only,
     resources,
     stateful_logical_ids,
@@ -97,7 +99,11 @@ def test_network_has_flow_logs_and_the_private_node_endpoints(poc_template: dict
         for e in resources(poc_template, "AWS::EC2::VPCEndpoint").values()
     )
     expected = sorted(
-        [json.dumps(f"com.amazonaws.us-east-1.{name}") for name in ("ecr.api", "ecr.dkr", "sts", "logs")]
+        [
+            json.dumps(f"com.amazonaws.us-east-1.{name}")
+            # bedrock-runtime: the fallback gateway's, open to the nodes only (tests/tiers/test_fallback.py).
+            for name in ("ecr.api", "ecr.dkr", "sts", "logs", "bedrock-runtime")
+        ]
     )
     interface = [s for s in services if "s3" not in s]
     assert interface == expected
@@ -140,6 +146,8 @@ def test_serving_objects_are_applied_after_namespace_and_nodepool(poc_template: 
     by_kind = {}
     for logical_id, resource in kube.items():
         text = json.dumps(resource["Properties"]["Manifest"])
+        if "gateway" in text:  # the fallback gateway's objects have their own ordering tests
+            continue
         for kind in ("Namespace", "NodePool", "Deployment", "TargetGroupBinding"):
             if f'\\"kind\\":\\"{kind}\\"' in text:
                 by_kind[kind] = logical_id
@@ -169,11 +177,14 @@ def test_alb_is_internal_with_long_idle_timeout_and_access_logs(poc_template: di
 def test_internal_alb_listens_on_http_only(poc_template: dict[str, Any]) -> None:
     _, listener = only(poc_template, "AWS::ElasticLoadBalancingV2::Listener")
     assert (listener["Properties"]["Protocol"], listener["Properties"]["Port"]) == ("HTTP", 80)
-    assert listener["Properties"]["DefaultActions"][0]["FixedResponseConfig"]["StatusCode"] == "404"
+    # Paths that name no model go to the fallback gateway.
+    assert listener["Properties"]["DefaultActions"] == [
+        {"Type": "forward", "TargetGroupArn": _ref(str(default_target_group(poc_template)))}
+    ]
 
 
 def test_target_group_per_model_routes_least_outstanding(poc_template: dict[str, Any]) -> None:
-    groups = resources(poc_template, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    groups = model_target_groups(poc_template)
     assert len(groups) == len(POC.models)
     for group in groups.values():
         props = group["Properties"]
@@ -191,7 +202,7 @@ def test_target_group_per_model_routes_least_outstanding(poc_template: dict[str,
 
 
 def test_listener_rule_reaches_each_model_by_path(poc_template: dict[str, Any]) -> None:
-    (group_id,) = resources(poc_template, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    (group_id,) = model_target_groups(poc_template)
     (rule,) = resources(poc_template, "AWS::ElasticLoadBalancingV2::ListenerRule").values()
     props = rule["Properties"]
     name = POC.models[0].name
@@ -206,7 +217,7 @@ def test_listener_rule_reaches_each_model_by_path(poc_template: dict[str, Any]) 
 
 
 def test_pods_join_target_groups_through_auto_mode_bindings(poc_template: dict[str, Any]) -> None:
-    (group_id,) = resources(poc_template, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    (group_id,) = model_target_groups(poc_template)
     name = POC.models[0].name
     binding = manifest_of(poc_template, "TargetGroupBinding", f"vllm-{name}")
     assert binding["apiVersion"] == "eks.amazonaws.com/v1"
@@ -221,11 +232,16 @@ def test_only_the_alb_reaches_pods_and_only_on_the_vllm_port(poc_template: dict[
     alb_sg = only(poc_template, "AWS::ElasticLoadBalancingV2::LoadBalancer")[1]["Properties"][
         "SecurityGroups"
     ][0]
-    (ingress,) = resources(poc_template, "AWS::EC2::SecurityGroupIngress").values()
-    assert ingress["Properties"]["SourceSecurityGroupId"] == alb_sg
-    assert (ingress["Properties"]["FromPort"], ingress["Properties"]["ToPort"]) == (8000, 8000)
-    (egress,) = resources(poc_template, "AWS::EC2::SecurityGroupEgress").values()
-    assert (egress["Properties"]["FromPort"], egress["Properties"]["ToPort"]) == (8000, 8000)
+    from_alb = [
+        r["Properties"]
+        for r in resources(poc_template, "AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"]["SourceSecurityGroupId"] == alb_sg
+    ]
+    # vLLM's port, and the fallback gateway's.
+    ports = sorted((r["FromPort"], r["ToPort"]) for r in from_alb)
+    assert ports == [(POC.fallback.port, POC.fallback.port), (8000, 8000)]
+    egress = resources(poc_template, "AWS::EC2::SecurityGroupEgress").values()
+    assert sorted((e["Properties"]["FromPort"], e["Properties"]["ToPort"]) for e in egress) == ports
     alb_group = poc_template["Resources"][alb_sg["Fn::GetAtt"][0]]["Properties"]
     assert [(r["CidrIp"], r["FromPort"]) for r in alb_group["SecurityGroupIngress"]] == [
         (POC.network.cidr, 80)

@@ -20,7 +20,15 @@ from gpufarm.config.sizing import fsx_storage_capacity_gib
 from gpufarm.k8s.labels import nodepool_name, workload_name
 from gpufarm.k8s.storage import fsx_sub_path
 from tests.conftest import cfn_lint_errors
-from tests.tiers.helpers import flatten, manifest_of, manifests, only, resources, stateful_logical_ids
+from tests.tiers.helpers import (
+    flatten,
+    manifest_of,
+    manifests,
+    model_target_groups,
+    only,
+    resources,
+    stateful_logical_ids,
+)
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "production-stateful-logical-ids.json"
 PRODUCTION = load_preset("production")
@@ -318,7 +326,7 @@ def test_vllm_loads_each_model_from_its_fsx_folder(production_template: dict[str
 def test_target_groups_carry_the_control_port_and_receive_on_the_data_port(
     production_template: dict[str, Any],
 ) -> None:
-    groups = resources(production_template, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    groups = model_target_groups(production_template)
     assert len(groups) == len(PRODUCTION.models)
     for group in groups.values():
         props = group["Properties"]
@@ -365,6 +373,8 @@ def test_alb_reaches_pods_only_on_data_and_control_ports(production_template: di
     assert {(r["FromPort"], r["ToPort"]) for r in from_alb} == {
         (OPTIMIZER.data_port, OPTIMIZER.data_port),
         (OPTIMIZER.control_port, OPTIMIZER.control_port),
+        # The fallback gateway behind the default route.
+        (PRODUCTION.fallback.port, PRODUCTION.fallback.port),
     }
 
 
@@ -375,7 +385,7 @@ def test_bindings_wait_for_the_load_balancer_controller(production_template: dic
     bindings = [
         k for k in resources(production_template, "Custom::AWSCDK-EKS-KubernetesResource") if "Binding" in k
     ]
-    assert len(bindings) == len(PRODUCTION.models)
+    assert len(bindings) == len(PRODUCTION.models) + 1  # and the gateway's
     for key in bindings:
         assert controller in _depends_on(production_template["Resources"][key]), key
 

@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 
 from tests.tiers.conftest import synthesize, variant
-from tests.tiers.helpers import STATEFUL_TYPES, only, resources, stateful_logical_ids
+from tests.tiers.helpers import (
+    STATEFUL_TYPES,
+    default_target_group,
+    model_target_groups,
+    only,
+    resources,
+    stateful_logical_ids,
+)
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +34,7 @@ def changed_template(
 
 
 def test_the_change_really_happened(changed_template: dict[str, Any]) -> None:
-    assert len(resources(changed_template, "AWS::ElasticLoadBalancingV2::TargetGroup")) == 2
+    assert len(model_target_groups(changed_template)) == 2
     assert len(resources(changed_template, "AWS::EKS::Addon")) == 1  # Mountpoint for the S3 model
 
 
@@ -52,8 +59,9 @@ def test_stateful_logical_ids_survive(
 def test_existing_model_keeps_its_target_group(
     poc_template: dict[str, Any], changed_template: dict[str, Any]
 ) -> None:
-    (before,) = resources(poc_template, "AWS::ElasticLoadBalancingV2::TargetGroup")
-    assert before in resources(changed_template, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    (before,) = model_target_groups(poc_template)
+    assert before in model_target_groups(changed_template)
+    assert default_target_group(poc_template) == default_target_group(changed_template)
 
 
 def test_cluster_properties_unchanged(poc_template: dict[str, Any], changed_template: dict[str, Any]) -> None:
@@ -94,7 +102,7 @@ def changed_production(
 
 
 def test_the_production_change_really_happened(changed_production: dict[str, Any]) -> None:
-    assert len(resources(changed_production, "AWS::ElasticLoadBalancingV2::TargetGroup")) == 3
+    assert len(model_target_groups(changed_production)) == 3
 
 
 @pytest.mark.parametrize(
@@ -111,8 +119,8 @@ def test_production_stateful_logical_ids_survive(
 def test_production_models_keep_their_target_groups(
     production_template: dict[str, Any], changed_production: dict[str, Any]
 ) -> None:
-    before = set(resources(production_template, "AWS::ElasticLoadBalancingV2::TargetGroup"))
-    after = set(resources(changed_production, "AWS::ElasticLoadBalancingV2::TargetGroup"))
+    before = set(model_target_groups(production_template))
+    after = set(model_target_groups(changed_production))
     assert len(before) == 2 and before < after
 
 
@@ -135,8 +143,8 @@ def test_optimizer_toggle_creates_new_target_groups(
     """TargetControlPort is fixed at creation: turning the optimizer off must make new groups."""
     config = variant(production_document, {"ingress": {"target_optimizer": {"enabled": False}}})
     off = synthesize([config], tmp_path_factory.mktemp("optimizer-off"))["gpufarm-production"]
-    before = set(resources(production_template, "AWS::ElasticLoadBalancingV2::TargetGroup"))
-    after = resources(off, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    before = set(model_target_groups(production_template))
+    after = model_target_groups(off)
     assert before.isdisjoint(after)
     assert all("TargetControlPort" not in g["Properties"] for g in after.values())
     assert (

@@ -1,0 +1,550 @@
+"""The fallback gateway: LiteLLM proxy config, and the manifests that run it in the cluster.
+
+Clients call the gateway with a model's client-facing name (`served_model_name`, else `name`).
+The gateway sends the request to that model's vLLM Service first; when vLLM cannot answer it
+retries within a bounded budget and then sends the request to the Amazon Bedrock model mapped
+to it in config. Which backend served a response is in the response header
+``x-litellm-model-id`` (:data:`BACKEND_HEADER`): ``vllm-<model name>`` or ``bedrock-<model name>``.
+
+Everything here is a pure function of the tier config: same input, same dicts, same text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from typing import Any
+
+import yaml
+
+from gpufarm.config.bedrock import call_region
+from gpufarm.config.model import FallbackConfig, ModelConfig, ServingConfig, TierConfig
+from gpufarm.k8s.labels import POOL_LABEL, common_labels, workload_name
+
+NAME = "gateway"
+"""Name of the gateway's Deployment, Service, PodDisruptionBudget and ServiceAccount."""
+SERVICE_ACCOUNT = NAME
+"""Service account of the gateway pods (bound to an IAM role through EKS Pod Identity)."""
+CONFIG_MAP = "gateway-config"
+CONFIG_FILE = "config.yaml"
+CONFIG_DIR = "/etc/litellm"
+CONFIG_PATH = f"{CONFIG_DIR}/{CONFIG_FILE}"
+MASTER_KEY_DIR = "/var/run/gpufarm/gateway"
+MASTER_KEY_PATH = f"{MASTER_KEY_DIR}/master-key"
+MASTER_KEY_ENV = "LITELLM_MASTER_KEY"
+"""Environment variable the proxy reads its master key from (set from the secret at start)."""
+GUARDRAIL_IDENTIFIER_ENV = "GPUFARM_GUARDRAIL_IDENTIFIER"
+GUARDRAIL_VERSION_ENV = "GPUFARM_GUARDRAIL_VERSION"
+TMP_DIR = "/tmp"
+
+BEDROCK_SUFFIX = "@bedrock"
+"""Appended to a model's client-facing name to name its Bedrock deployment ('<name>@bedrock').
+
+Hugging Face repo ids and DNS labels never contain '@', so no served model can collide with it.
+"""
+BACKEND_HEADER = "x-litellm-model-id"
+"""Response header naming the deployment that answered: 'vllm-<model>' or 'bedrock-<model>'."""
+FALLBACKS_HEADER = "x-litellm-attempted-fallbacks"
+"""Response header LiteLLM adds when it fell back: how many fallbacks it attempted."""
+READINESS_PATH = "/health/readiness"
+"""The proxy's readiness endpoint (no key needed; 503 once it drains); the load balancer checks it too."""
+LIVENESS_PATH = "/health/liveliness"
+"""The proxy's liveness endpoint (LiteLLM's spelling; no key needed)."""
+CONFIG_HASH_ANNOTATION = "gpufarm.io/config-hash"
+"""Pod-template annotation holding the config's hash: a config change rolls the pods."""
+SELECTOR = {"app.kubernetes.io/name": "litellm", "app.kubernetes.io/component": NAME}
+"""Labels selecting the gateway pods (stable across releases: never add to it)."""
+
+RUN_AS_USER = 65532
+"""Unprivileged UID/GID the gateway containers run as (the image needs no root: see the decision record)."""
+PRESTOP_SLEEP_SECONDS = 10
+"""Time the Service and load balancer get to stop sending new requests before SIGTERM."""
+STARTUP_PERIOD_SECONDS = 5
+STARTUP_TIMEOUT_SECONDS = 180
+"""Time a gateway container gets to load the proxy before liveness checks start."""
+KEEPALIVE_MARGIN_SECONDS = 5
+"""The proxy keeps idle client connections this much longer than the load balancer does, so the
+load balancer never reuses a connection the proxy is closing (which would be a 502)."""
+ALLOWED_FAILS_POLICY_FIELDS = (
+    "TimeoutErrorAllowedFails",
+    "InternalServerErrorAllowedFails",
+    "ServiceUnavailableErrorAllowedFails",
+    "BadGatewayErrorAllowedFails",
+    "RateLimitErrorAllowedFails",
+)
+"""Failure kinds of a vLLM backend that count towards its cooldown, each kind counted on its own.
+
+LiteLLM exempts a model group with one deployment from cooldown unless the deployment's own
+allowed-fails policy names the failure, and every vLLM group has one deployment (its Service).
+The policy sits on the vLLM deployments only: a router-wide one would also cool the Bedrock
+deployments down, and Bedrock is the last resort (there is nothing to skip to).
+Refused connections never count (LiteLLM does not cool down on connection errors)."""
+
+OFFLINE_ENV = {
+    # Use the cost map, Anthropic beta headers, policy templates, blog feed and router presets
+    # bundled in the image instead of downloading them from GitHub at start.
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS": "True",
+    "LITELLM_LOCAL_POLICY_TEMPLATES": "True",
+    "LITELLM_LOCAL_BLOG_POSTS": "True",
+    "LITELLM_LOCAL_AUTOROUTER_PRESETS": "True",
+    # No admin UI: the gateway has no database and is configured from its ConfigMap only.
+    "DISABLE_ADMIN_UI": "True",
+}
+"""Environment that keeps the proxy from fetching anything at start and turns its UI off."""
+
+
+def client_model_name(model: ModelConfig) -> str:
+    """The name clients send for a model (and the gateway's model group for its vLLM backend)."""
+    return model.api_model_name
+
+
+def bedrock_model_name(model: ModelConfig) -> str:
+    """The gateway's model group for a model's Bedrock fallback: '<client name>@bedrock'."""
+    return f"{model.api_model_name}{BEDROCK_SUFFIX}"
+
+
+def vllm_deployment_id(model: ModelConfig) -> str:
+    """The deployment ID of a model's vLLM backend, as the backend header reports it."""
+    return f"vllm-{model.name}"
+
+
+def bedrock_deployment_id(model: ModelConfig) -> str:
+    """The deployment ID of a model's Bedrock fallback, as the backend header reports it."""
+    return f"bedrock-{model.name}"
+
+
+def vllm_api_base(model: ModelConfig, serving: ServingConfig) -> str:
+    """The OpenAI-compatible base URL of a model's vLLM Service, by its cluster DNS name."""
+    return f"http://{workload_name(model.name)}.{serving.namespace}.svc.cluster.local:{serving.port}/v1"
+
+
+def guardrail_env_refs() -> tuple[str, str]:
+    """`(identifier, version)` that make the proxy read the guardrail from its environment.
+
+    The guardrail's ARN and version exist only once it is deployed: the construct passes these
+    references to :func:`litellm_config` (so the config, and its hash, stay the same) and the
+    deploy-time values to :func:`gateway_manifests`, which sets them as pod environment.
+    """
+    return (f"os.environ/{GUARDRAIL_IDENTIFIER_ENV}", f"os.environ/{GUARDRAIL_VERSION_ENV}")
+
+
+def _check_names(models: list[ModelConfig]) -> None:
+    names = [client_model_name(m) for m in models] + [
+        bedrock_model_name(m) for m in models if m.bedrock_target
+    ]
+    repeated = sorted(name for name, count in Counter(names).items() if count > 1)
+    if repeated:
+        raise ValueError(
+            "models must have distinct client-facing names (served_model_name, else name), "
+            f"none ending in {BEDROCK_SUFFIX!r}, got {repeated[0]!r} more than once"
+        )
+
+
+def _vllm_entry(model: ModelConfig, tier: TierConfig) -> dict[str, Any]:
+    fb = tier.fallback
+    return {
+        "model_name": client_model_name(model),
+        "litellm_params": {
+            "model": f"hosted_vllm/{model.api_model_name}",
+            "api_base": vllm_api_base(model, tier.serving),
+            "timeout": fb.request_timeout_seconds,
+            "stream_timeout": fb.stream_timeout_seconds,
+        },
+        "model_info": {
+            "id": vllm_deployment_id(model),
+            "allowed_fails_policy": dict.fromkeys(ALLOWED_FAILS_POLICY_FIELDS, fb.allowed_fails),
+        },
+    }
+
+
+def _bedrock_entry(model: ModelConfig, tier: TierConfig, guardrail: tuple[str, str] | None) -> dict[str, Any]:
+    target = model.bedrock_target
+    assert target is not None
+    fb = tier.fallback
+    params: dict[str, Any] = {
+        "model": f"bedrock/converse/{target.model_id}",
+        "aws_region_name": call_region(target, tier.environment.region),
+        "timeout": fb.request_timeout_seconds,
+        "stream_timeout": fb.stream_timeout_seconds,
+    }
+    if target.max_tokens is not None:
+        params["max_tokens"] = target.max_tokens
+    if guardrail is not None:
+        identifier, version = guardrail
+        params["guardrailConfig"] = {"guardrailIdentifier": identifier, "guardrailVersion": version}
+    return {
+        "model_name": bedrock_model_name(model),
+        "litellm_params": params,
+        "model_info": {"id": bedrock_deployment_id(model)},
+    }
+
+
+def _router_settings(fb: FallbackConfig, fallbacks: list[dict[str, list[str]]]) -> dict[str, Any]:
+    return {
+        "fallbacks": fallbacks,
+        "num_retries": fb.num_retries,
+        "timeout": fb.request_timeout_seconds,
+        "stream_timeout": fb.stream_timeout_seconds,
+        "cooldown_time": fb.cooldown_seconds,
+    }
+
+
+def litellm_config(tier: TierConfig, *, guardrail: tuple[str, str] | None = None) -> dict[str, Any]:
+    """The LiteLLM proxy config for a tier: vLLM first, Bedrock when vLLM cannot answer.
+
+    Per model: a deployment named by the model's client-facing name (`hosted_vllm/...` at the
+    model's Service), and, when the model has a Bedrock target, a deployment named
+    '<client name>@bedrock' (`bedrock/converse/<model or profile id>` in its call region, with
+    `max_tokens` as its default and the `guardrail` `(identifier, version)` when given) plus a
+    fallback from the first to the second. Each deployment's `model_info.id` is
+    'vllm-<model>' or 'bedrock-<model>', which the proxy returns in the ``x-litellm-model-id``
+    response header.
+
+    `tier.fallback` sets the retries, timeouts and cooldown. A vLLM deployment goes into
+    cooldown (skipped: requests go straight to Bedrock) for `cooldown_seconds` after more than
+    `allowed_fails` failures of one kind (timeout, 500, 502, 503, 429), each within
+    `cooldown_seconds` of the one before. `general_settings.master_key`
+    reads `LITELLM_MASTER_KEY` only when `master_key_secret` is set; otherwise the gateway takes
+    requests without a key. Unsupported OpenAI parameters are dropped rather than failing on
+    the Bedrock path (`drop_params`). Default: no guardrail.
+
+    Raises ValueError when two models share a client-facing name.
+    """
+    models = list(tier.models)
+    _check_names(models)
+    fb = tier.fallback
+    model_list: list[dict[str, Any]] = []
+    fallbacks: list[dict[str, list[str]]] = []
+    for model in models:
+        model_list.append(_vllm_entry(model, tier))
+        if model.bedrock_target is not None:
+            model_list.append(_bedrock_entry(model, tier, guardrail))
+            fallbacks.append({client_model_name(model): [bedrock_model_name(model)]})
+    general: dict[str, Any] = {}
+    if fb.master_key_secret:
+        general["master_key"] = f"os.environ/{MASTER_KEY_ENV}"
+    return {
+        "model_list": model_list,
+        "router_settings": _router_settings(fb, fallbacks),
+        "litellm_settings": {
+            "request_timeout": fb.request_timeout_seconds,
+            "drop_params": True,
+        },
+        "general_settings": general,
+    }
+
+
+class _QuotedDumper(yaml.SafeDumper):
+    """Double-quotes every string, so no value changes type on the way back ('1', 'True')."""
+
+
+def _quoted_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style='"')
+
+
+_QuotedDumper.add_representer(str, _quoted_str)
+
+
+def config_yaml(config: dict[str, Any]) -> str:
+    """The config as the YAML text of the ConfigMap: keys sorted, strings quoted, no line folding."""
+    return yaml.dump(config, Dumper=_QuotedDumper, sort_keys=True, default_flow_style=False, width=1_000_000)
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """The sha256 (hex) of the config's canonical JSON: equal configs hash equal, any change differs."""
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _labels() -> dict[str, str]:
+    return {**common_labels(NAME), **SELECTOR}
+
+
+def service_account(namespace: str) -> dict[str, Any]:
+    """The gateway's service account; its AWS permissions come from a Pod Identity association."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": SERVICE_ACCOUNT, "namespace": namespace, "labels": _labels()},
+    }
+
+
+def config_map(config: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """The ConfigMap holding the proxy config as `config.yaml`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": CONFIG_MAP, "namespace": namespace, "labels": _labels()},
+        "data": {CONFIG_FILE: config_yaml(config)},
+    }
+
+
+def proxy_args(tier: TierConfig) -> list[str]:
+    """Arguments to the `litellm` proxy command.
+
+    One worker per pod (pods scale out); keep-alive a few seconds above the load balancer's idle
+    timeout; usage telemetry off.
+    """
+    return [
+        "--config",
+        CONFIG_PATH,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(tier.fallback.port),
+        "--num_workers",
+        "1",
+        "--keepalive_timeout",
+        str(tier.ingress.idle_timeout_seconds + KEEPALIVE_MARGIN_SECONDS),
+        "--telemetry",
+        "False",
+    ]
+
+
+def _container_security() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS_USER,
+        "runAsGroup": RUN_AS_USER,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def _master_key_init_container(tier: TierConfig, secret: str, region: str) -> dict[str, Any]:
+    """Reads the master key from Secrets Manager into a memory-backed volume, readable by the pod's user only.
+
+    The key never appears in the template, the pod spec or a Kubernetes Secret.
+    """
+    return {
+        "name": "master-key",
+        "image": tier.serving.aws_cli_image,
+        "command": ["/bin/sh", "-c"],
+        "args": [
+            'umask 077 && aws secretsmanager get-secret-value --secret-id "$SECRET_ID" '
+            f"--query SecretString --output text > {MASTER_KEY_PATH}"
+        ],
+        "env": [
+            {"name": "SECRET_ID", "value": secret},
+            {"name": "AWS_REGION", "value": region},
+            {"name": "HOME", "value": TMP_DIR},
+        ],
+        "resources": {
+            "requests": {"cpu": "50m", "memory": "64Mi"},
+            "limits": {"memory": "256Mi"},
+        },
+        "securityContext": _container_security(),
+        "volumeMounts": [
+            {"name": "master-key", "mountPath": MASTER_KEY_DIR},
+            {"name": "tmp", "mountPath": TMP_DIR},
+        ],
+    }
+
+
+def _env(tier: TierConfig, region: str, guardrail: tuple[str, str] | None) -> list[dict[str, Any]]:
+    values = {
+        **OFFLINE_ENV,
+        "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": region,
+        # One log line per request naming the deployment that answered, and each fallback, as JSON.
+        "LITELLM_LOG": "INFO",
+        "JSON_LOGS": "True",
+        # On SIGTERM the proxy waits this long for in-flight requests (streams included).
+        "GRACEFUL_SHUTDOWN_TIMEOUT": str(tier.fallback.request_timeout_seconds),
+        "HOME": TMP_DIR,
+    }
+    if guardrail is not None:
+        values[GUARDRAIL_IDENTIFIER_ENV], values[GUARDRAIL_VERSION_ENV] = guardrail
+    return [{"name": k, "value": values[k]} for k in sorted(values)]
+
+
+def _http_probe(path: str, **timing: int) -> dict[str, Any]:
+    return {"httpGet": {"path": path, "port": "http"}, **timing}
+
+
+def gateway_deployment(
+    tier: TierConfig,
+    *,
+    config: dict[str, Any],
+    namespace: str,
+    region: str,
+    master_key_secret_arn: str | None,
+    guardrail: tuple[str, str] | None = None,
+) -> dict[str, Any]:
+    """The gateway Deployment: `tier.fallback.replicas` LiteLLM proxies on CPU nodes.
+
+    Pods carry :data:`CONFIG_HASH_ANNOTATION` (a config change rolls them), spread over zones
+    (best effort) and hosts (required), never land on GPU nodes (no GPU toleration, and a
+    required node affinity on nodes without the `gpufarm.io/pool` label), and replace each other
+    one at a time without losing capacity (maxSurge 1, maxUnavailable 0). Readiness is
+    `/health/readiness`, liveness `/health/liveliness`; neither depends on vLLM, so the gateway
+    stays in service while the GPUs are gone. Containers run as an unprivileged user on a
+    read-only root file system (with a writable `/tmp`).
+
+    `master_key_secret_arn` (a Secrets Manager name or ARN) adds an init container that reads
+    the key through Pod Identity into a memory-backed volume; the proxy's shell exports it as
+    `LITELLM_MASTER_KEY` before it execs the proxy. `guardrail` `(identifier, version)` sets the
+    environment that :func:`guardrail_env_refs` points the config at. Defaults: no key, no guardrail.
+    """
+    fb = tier.fallback
+    labels = _labels()
+    mounts: list[dict[str, Any]] = [
+        {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+        {"name": "tmp", "mountPath": TMP_DIR},
+    ]
+    volumes: list[dict[str, Any]] = [
+        {"name": "config", "configMap": {"name": CONFIG_MAP}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+    ]
+    init_containers: list[dict[str, Any]] = []
+    if master_key_secret_arn:
+        command = [
+            "/bin/sh",
+            "-c",
+            f'{MASTER_KEY_ENV}="$(cat {MASTER_KEY_PATH})" && export {MASTER_KEY_ENV} && exec litellm "$@"',
+            "litellm",
+        ]
+        args = proxy_args(tier)
+        mounts.append({"name": "master-key", "mountPath": MASTER_KEY_DIR, "readOnly": True})
+        volumes.append({"name": "master-key", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
+        init_containers.append(_master_key_init_container(tier, master_key_secret_arn, region))
+    else:
+        command = ["litellm"]
+        args = proxy_args(tier)
+    memory = f"{fb.memory_gib}Gi"
+    container = {
+        "name": "litellm",
+        "image": fb.image,
+        "command": command,
+        "args": args,
+        "ports": [{"name": "http", "containerPort": fb.port, "protocol": "TCP"}],
+        "env": _env(tier, region, guardrail),
+        "resources": {"requests": {"cpu": f"{fb.cpu:g}", "memory": memory}, "limits": {"memory": memory}},
+        "startupProbe": _http_probe(
+            LIVENESS_PATH,
+            periodSeconds=STARTUP_PERIOD_SECONDS,
+            timeoutSeconds=3,
+            failureThreshold=STARTUP_TIMEOUT_SECONDS // STARTUP_PERIOD_SECONDS,
+        ),
+        "readinessProbe": _http_probe(READINESS_PATH, periodSeconds=5, timeoutSeconds=3, failureThreshold=3),
+        "livenessProbe": _http_probe(LIVENESS_PATH, periodSeconds=15, timeoutSeconds=5, failureThreshold=4),
+        "lifecycle": {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}},
+        "securityContext": _container_security(),
+        "volumeMounts": mounts,
+    }
+    spread = {"matchLabels": SELECTOR}
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "terminationGracePeriodSeconds": PRESTOP_SLEEP_SECONDS + fb.request_timeout_seconds,
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": POOL_LABEL, "operator": "DoesNotExist"}]}
+                    ]
+                }
+            }
+        },
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": spread,
+                "matchLabelKeys": ["pod-template-hash"],
+            },
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": spread,
+                "matchLabelKeys": ["pod-template-hash"],
+            },
+        ],
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS_USER,
+            "runAsGroup": RUN_AS_USER,
+            "fsGroup": RUN_AS_USER,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if init_containers:
+        pod_spec["initContainers"] = init_containers
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": fb.replicas,
+            "revisionHistoryLimit": 3,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "selector": {"matchLabels": SELECTOR},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {CONFIG_HASH_ANNOTATION: config_hash(config)}},
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def pod_disruption_budget(tier: TierConfig, namespace: str) -> dict[str, Any]:
+    """Voluntary disruptions (node drains, consolidation) take at most one gateway pod at a time."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": NAME, "namespace": namespace, "labels": _labels()},
+        "spec": {"minAvailable": tier.fallback.replicas - 1, "selector": {"matchLabels": SELECTOR}},
+    }
+
+
+def gateway_service(tier: TierConfig, namespace: str) -> dict[str, Any]:
+    """ClusterIP Service `gateway`, port `http` (`tier.fallback.port`).
+
+    In-cluster clients call it; the load balancer's target group binding names it.
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": NAME, "namespace": namespace, "labels": _labels()},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": SELECTOR,
+            "ports": [{"name": "http", "port": tier.fallback.port, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def gateway_manifests(
+    tier: TierConfig,
+    *,
+    config: dict[str, Any],
+    namespace: str,
+    region: str,
+    master_key_secret_arn: str | None,
+    guardrail: tuple[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """Every gateway object in apply order: ServiceAccount, ConfigMap, Deployment, PDB, Service.
+
+    `config` is the proxy config (:func:`litellm_config`); see :func:`gateway_deployment` for
+    `master_key_secret_arn` and `guardrail`.
+    """
+    return [
+        service_account(namespace),
+        config_map(config, namespace),
+        gateway_deployment(
+            tier,
+            config=config,
+            namespace=namespace,
+            region=region,
+            master_key_secret_arn=master_key_secret_arn,
+            guardrail=guardrail,
+        ),
+        pod_disruption_budget(tier, namespace),
+        gateway_service(tier, namespace),
+    ]
