@@ -7,7 +7,10 @@ STAMP := $(VENV)/.installed
 export PATH := $(BIN):$(PATH)
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
-.PHONY: setup synth test lint unit fmt bench clean
+GATEWAY_VENV := .venv-gateway
+GATEWAY_STAMP := $(GATEWAY_VENV)/.installed
+
+.PHONY: setup gateway-venv synth test lint unit fmt bench clean
 
 setup: $(STAMP)
 
@@ -17,13 +20,23 @@ $(STAMP): pyproject.toml constraints.txt package.json package-lock.json
 	$(BIN)/npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+## gateway-venv: the LiteLLM proxy the gateway's end-to-end test runs, in its own venv, from
+## the hashed lock (litellm's dependency tree never mixes with the CDK app's).
+gateway-venv: $(GATEWAY_STAMP)
+
+$(GATEWAY_STAMP): gateway/requirements.lock
+	rm -rf $(GATEWAY_VENV)
+	$(PYTHON) -m venv $(GATEWAY_VENV)
+	$(GATEWAY_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes -r gateway/requirements.lock
+	touch $@
+
 ## synth: synthesize every tier into cdk.out/ (offline), then lint the templates with cfn-lint.
 synth: setup
 	$(BIN)/npx cdk synth --quiet
 	$(BIN)/cfn-lint --non-zero-exit-code error cdk.out/*.template.json
 
 ## test: lint, type-check and run the whole test suite.
-test: setup lint
+test: setup lint $(GATEWAY_STAMP)
 	$(BIN)/python -m pytest
 
 lint: setup
@@ -35,9 +48,10 @@ fmt: setup
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-## bench: print synth wall times per tier against an empty CDK app.
-bench: setup
+## bench: print synth wall times per tier against an empty CDK app, and the gateway's latency.
+bench: setup $(GATEWAY_STAMP)
 	$(BIN)/python benchmarks/synth.py
+	$(BIN)/python benchmarks/gateway.py
 
 clean:
-	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache $(GATEWAY_VENV)

@@ -79,7 +79,8 @@ LiteLLM exempts a model group with one deployment from cooldown unless the deplo
 allowed-fails policy names the failure, and every vLLM group has one deployment (its Service).
 The policy sits on the vLLM deployments only: a router-wide one would also cool the Bedrock
 deployments down, and Bedrock is the last resort (there is nothing to skip to).
-Refused connections never count (LiteLLM does not cool down on connection errors)."""
+A refused connection counts as an InternalServerError (LiteLLM 1.102.1 raises hosted_vllm's
+"Cannot connect to host" with status 500), so a dead vLLM is cooled down like one answering 5xx."""
 
 OFFLINE_ENV = {
     # Use the cost map, Anthropic beta headers, policy templates, blog feed and router presets

@@ -1,0 +1,333 @@
+"""Loopback stand-ins for the gateway's two backends, each run as its own process.
+
+* `vllm`: an OpenAI-compatible server like vLLM's (`GET /health`, `GET /v1/models`,
+  `POST /v1/chat/completions`, JSON or `stream: true` server-sent events ending with
+  `data: [DONE]`). Every answer is the text `VLLM_TEXT`.
+* `bedrock`: the Amazon Bedrock runtime Converse API (`POST /model/{modelId}/converse` as JSON,
+  `POST /model/{modelId}/converse-stream` as an `application/vnd.amazon.eventstream` of
+  messageStart, contentBlockDelta, contentBlockStop, messageStop and metadata events, each framed
+  with its prelude and message CRC32). Every answer is the text `BEDROCK_TEXT`. SigV4 is not
+  verified: any credentials pass.
+
+`GET /_stand_in/stats` tells what each answered (counters, the requests being answered now, and
+for Bedrock the last request received); `POST /_stand_in/fail {"status": 503}` makes the vLLM
+stand-in answer completions with that status (`{"status": null}` heals it). Standard library only,
+so the stand-ins run under any Python 3.11, each in its own process the test can SIGKILL.
+
+    python tests/e2e/stand_ins.py vllm --port=0 [--model=qwen3-8b] [--delay-ms=0]
+    python tests/e2e/stand_ins.py bedrock --port=0
+
+On start each prints one line `ready <port>` to stdout once its socket accepts connections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+import sys
+import threading
+import time
+import uuid
+import zlib
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import unquote
+
+VLLM_TEXT = "from-vllm"
+"""What the vLLM stand-in answers, whole or as the concatenation of its streamed chunks."""
+
+BEDROCK_TEXT = "from-bedrock"
+"""What the Bedrock stand-in answers, whole or as the concatenation of its streamed chunks."""
+
+STATS_PATH = "/_stand_in/stats"
+FAIL_PATH = "/_stand_in/fail"
+
+
+def _pieces(text: str) -> list[str]:
+    """The streamed chunks of `text`: split after the dash so a stream has several deltas."""
+    head, dash, tail = text.partition("-")
+    return [head + dash, tail[: len(tail) // 2], tail[len(tail) // 2 :]]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Common plumbing: HTTP/1.1 keep-alive, JSON bodies, chunked streaming, counters."""
+
+    protocol_version = "HTTP/1.1"
+    # Headers and body leave in separate writes: without TCP_NODELAY, Nagle's algorithm and the
+    # peer's delayed ACK hold the body ~40 ms on a kept-alive connection (vLLM's server sets it too).
+    disable_nagle_algorithm = True
+    server: _StandInServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the test reads the counters, not an access log."""
+
+    def _read_json(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b"{}"
+        data: dict[str, Any] = json.loads(raw or b"{}")
+        return data
+
+    def _send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _start_chunked(self, content_type: str, headers: dict[str, str] | None = None) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _end_chunked(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _count(self, key: str) -> None:
+        with self.server.lock:
+            self.server.counts[key] += 1
+
+    def _stats(self) -> None:
+        with self.server.lock:
+            body = {
+                "counts": dict(self.server.counts),
+                "models": dict(self.server.models),
+                "active": self.server.active,
+                "last": self.server.last,
+            }
+        self._send_json(200, body)
+
+    def _delay(self) -> None:
+        if self.server.delay_seconds:
+            time.sleep(self.server.delay_seconds)
+
+
+class _StandInServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    # The gateway opens many connections at once while the test fires concurrent requests.
+    request_queue_size = 128
+
+    def __init__(self, port: int, handler: type[_Handler], *, models: list[str], delay_ms: int) -> None:
+        super().__init__(("127.0.0.1", port), handler)
+        self.lock = threading.Lock()
+        self.counts: Counter[str] = Counter()
+        self.models: Counter[str] = Counter()
+        self.served_models = models
+        self.delay_seconds = delay_ms / 1000
+        self.fail_status: int | None = None
+        self.active = 0
+        """Completions being answered right now (accepted, not yet fully sent)."""
+        self.last: dict[str, Any] | None = None
+        """The last Converse request: operation, model ID and body."""
+
+
+class VllmHandler(_Handler):
+    """vLLM's OpenAI-compatible API, answering `VLLM_TEXT` for any model name."""
+
+    def do_GET(self) -> None:
+        if self.path == "/health":
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif self.path == "/v1/models":
+            models = [
+                {"id": name, "object": "model", "created": 0, "owned_by": "vllm"}
+                for name in self.server.served_models
+            ]
+            self._send_json(200, {"object": "list", "data": models})
+        elif self.path == STATS_PATH:
+            self._stats()
+        else:
+            self._send_json(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+
+    def do_POST(self) -> None:
+        if self.path == FAIL_PATH:
+            self.server.fail_status = self._read_json().get("status")
+            self._send_json(200, {"fail_status": self.server.fail_status})
+            return
+        if self.path != "/v1/chat/completions":
+            self._send_json(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+            return
+        request = self._read_json()
+        model = str(request.get("model", ""))
+        if self.server.fail_status is not None:
+            self._count("failed")
+            self._send_json(
+                self.server.fail_status,
+                {"error": {"message": "stand-in told to fail", "code": self.server.fail_status}},
+            )
+            return
+        with self.server.lock:
+            self.server.models[model] += 1
+            self.server.active += 1
+        try:
+            self._answer(request, model)
+        finally:
+            with self.server.lock:
+                self.server.active -= 1
+
+    def _answer(self, request: dict[str, Any], model: str) -> None:
+        self._delay()
+        completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+        if request.get("stream"):
+            self._count("stream")
+            self._stream(
+                completion_id, model, bool((request.get("stream_options") or {}).get("include_usage"))
+            )
+        else:
+            self._count("chat")
+            self._send_json(
+                200,
+                {
+                    "id": completion_id,
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": VLLM_TEXT},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+                },
+            )
+
+    def _stream(self, completion_id: str, model: str, include_usage: bool) -> None:
+        def event(delta: dict[str, Any], finish: str | None) -> bytes:
+            chunk = {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+        self._start_chunked("text/event-stream")
+        self._chunk(event({"role": "assistant", "content": ""}, None))
+        for piece in _pieces(VLLM_TEXT):
+            self._chunk(event({"content": piece}, None))
+        self._chunk(event({}, "stop"))
+        if include_usage:
+            usage = {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+            }
+            self._chunk(b"data: " + json.dumps(usage).encode() + b"\n\n")
+        self._chunk(b"data: [DONE]\n\n")
+        self._end_chunked()
+
+
+def encode_event(event_type: str, payload: dict[str, Any]) -> bytes:
+    """One AWS event-stream message: prelude, prelude CRC32, string headers, JSON payload, CRC32.
+
+    Layout (big-endian): total length (4 bytes), headers length (4), CRC32 of those 8 bytes (4),
+    headers (name length 1 byte, name, value type 7 = string, value length 2 bytes, value),
+    payload, CRC32 of everything before it (4).
+    """
+    headers = b""
+    for name, value in (
+        (":event-type", event_type),
+        (":content-type", "application/json"),
+        (":message-type", "event"),
+    ):
+        name_bytes, value_bytes = name.encode(), value.encode()
+        headers += struct.pack(">B", len(name_bytes)) + name_bytes
+        headers += struct.pack(">BH", 7, len(value_bytes)) + value_bytes
+    body = json.dumps(payload).encode()
+    total = 12 + len(headers) + len(body) + 4
+    prelude = struct.pack(">II", total, len(headers))
+    message = prelude + struct.pack(">I", zlib.crc32(prelude)) + headers + body
+    return message + struct.pack(">I", zlib.crc32(message))
+
+
+class BedrockHandler(_Handler):
+    """The Bedrock runtime's Converse and ConverseStream operations, answering `BEDROCK_TEXT`."""
+
+    def do_GET(self) -> None:
+        if self.path == STATS_PATH:
+            self._stats()
+        else:
+            self._send_json(404, {"message": f"no route {self.path}"})
+
+    def do_POST(self) -> None:
+        parts = self.path.split("/")
+        # /model/{modelId}/converse[-stream]; the model ID arrives percent-encoded ('v1%3A0').
+        if len(parts) != 4 or parts[1] != "model" or parts[3] not in ("converse", "converse-stream"):
+            self._send_json(404, {"message": f"UnknownOperationException: {self.path}"})
+            return
+        model_id, operation = unquote(parts[2]), parts[3]
+        request = self._read_json()
+        if not request.get("messages"):
+            self._send_json(400, {"message": "ValidationException: messages is required"})
+            return
+        signed = self.headers.get("Authorization", "").startswith("AWS4-HMAC-SHA256 ")
+        self._count("signed" if signed else "unsigned")
+        self._count(operation)
+        with self.server.lock:
+            self.server.models[model_id] += 1
+            self.server.last = {"operation": operation, "model_id": model_id, "body": request}
+        self._delay()
+        request_id = {"x-amzn-RequestId": str(uuid.uuid4())}
+        usage = {"inputTokens": 5, "outputTokens": 3, "totalTokens": 8}
+        if operation == "converse":
+            self._send_json(
+                200,
+                {
+                    "output": {"message": {"role": "assistant", "content": [{"text": BEDROCK_TEXT}]}},
+                    "stopReason": "end_turn",
+                    "usage": usage,
+                    "metrics": {"latencyMs": 1},
+                },
+                request_id,
+            )
+            return
+        self._start_chunked("application/vnd.amazon.eventstream", request_id)
+        self._chunk(encode_event("messageStart", {"role": "assistant"}))
+        for piece in _pieces(BEDROCK_TEXT):
+            self._chunk(encode_event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": piece}}))
+        self._chunk(encode_event("contentBlockStop", {"contentBlockIndex": 0}))
+        self._chunk(encode_event("messageStop", {"stopReason": "end_turn"}))
+        self._chunk(encode_event("metadata", {"usage": usage, "metrics": {"latencyMs": 1}}))
+        self._end_chunked()
+
+
+HANDLERS: dict[str, type[_Handler]] = {"vllm": VllmHandler, "bedrock": BedrockHandler}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve one stand-in on 127.0.0.1 until killed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kind", choices=sorted(HANDLERS))
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
+    parser.add_argument("--model", action="append", default=[], help="model name for /v1/models")
+    parser.add_argument("--delay-ms", type=int, default=0, help="added latency per answer, ms")
+    args = parser.parse_args(argv)
+    server = _StandInServer(args.port, HANDLERS[args.kind], models=args.model, delay_ms=args.delay_ms)
+    print(f"ready {server.server_address[1]}", flush=True)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
