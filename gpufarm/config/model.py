@@ -159,6 +159,17 @@ CognitoUserPoolArn = Annotated[
 HttpsUrl = Annotated[str, _pattern(re.compile(r"^https://[^\s/]+(/\S*)?$"), "an https:// URL")]
 
 
+_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8}([0-9a-f]{9})?$")
+ReservationId = Annotated[
+    str, _pattern(_RESERVATION_ID, "a capacity reservation ID such as 'cr-0123456789abcdef0'")
+]
+_PRINCIPAL = re.compile(r"^(\*|arn:aws[a-z-]*:iam::\d{12}:(root|role/[\w+=,.@/-]+|user/[\w+=,.@/-]+))$")
+AllowedPrincipal = Annotated[
+    str,
+    _pattern(_PRINCIPAL, "an IAM principal ARN (arn:aws:iam::<account>:root, :role/<name> or :user/<name>)"),
+]
+
+
 def default_route_priority(model_name: str) -> int:
     """A listener-rule priority derived from the model name alone (1000-40999).
 
@@ -267,11 +278,40 @@ class ModelStoreKind(StrEnum):
     FSX_LUSTRE = "fsx-lustre"
 
 
+class ReservationKind(StrEnum):
+    """Where a reserved node group's capacity comes from."""
+
+    CREATE = "create"
+    ODCR = "odcr"
+    CAPACITY_BLOCK = "capacity-block"
+
+
+class NodeGroupAmiType(StrEnum):
+    """EKS-optimized GPU AMIs for managed node groups."""
+
+    AL2023_NVIDIA = "AL2023_x86_64_NVIDIA"
+    BOTTLEROCKET_NVIDIA = "BOTTLEROCKET_x86_64_NVIDIA"
+
+
+class LoadBalancerKind(StrEnum):
+    """The load balancer in front of the models."""
+
+    ALB = "alb"
+    NLB = "nlb"
+
+
 class LoadBalancerScheme(StrEnum):
     """Whether the load balancer has public addresses."""
 
     INTERNAL = "internal"
     INTERNET_FACING = "internet-facing"
+
+
+class CompliancePack(StrEnum):
+    """cdk-nag rule packs a tier must pass."""
+
+    AWS_SOLUTIONS = "aws-solutions"
+    NIST_800_53_R5 = "nist-800-53-r5"
 
 
 class RemovalPolicy(StrEnum):
@@ -431,6 +471,22 @@ class NodePoolConfig(_Model):
     root_volume_gib: int = Field(
         300, ge=100, le=16000, description="Root volume of Karpenter GPU nodes, GiB (images, weights)."
     )
+    capacity_class: DnsLabel | None = Field(
+        None,
+        description="Class shared with other pools and node groups that models can target "
+        "(default: the pool's name).",
+    )
+    reservation_ids: list[ReservationId] = Field(
+        [],
+        description="Capacity reservations (ODCR or Capacity Block) the pool may use with the "
+        "'reserved' capacity type (karpenter provisioning).",
+    )
+    efa: bool = Field(False, description="Give nodes EFA interfaces (instance types that support EFA).")
+
+    @property
+    def capacity_class_name(self) -> str:
+        """The class models select: `capacity_class`, else the pool's name."""
+        return self.capacity_class or self.name
 
     @property
     def nodepool_weight(self) -> int:
@@ -464,6 +520,45 @@ class BedrockTargetConfig(_Model):
         le=1_000_000,
         description="Default max_tokens on the fallback path (a request's own value wins).",
     )
+
+
+class ReservedCapacityConfig(_Model):
+    """The EC2 capacity behind a reserved node group."""
+
+    kind: ReservationKind = Field(
+        ReservationKind.CREATE,
+        description="'create' an On-Demand Capacity Reservation, use existing 'odcr' IDs, or a "
+        "'capacity-block'.",
+    )
+    reservation_ids: list[ReservationId] = Field(
+        [], description="Existing reservations ('odcr': one or more; 'capacity-block': exactly one)."
+    )
+    instance_count: int | None = Field(
+        None, ge=1, le=1000, description="Instances to reserve ('create'; default: the group's nodes)."
+    )
+
+
+class NodeGroupConfig(_Model):
+    """An EKS managed node group of GPU instances on reserved capacity: the always-on base."""
+
+    name: DnsLabel = Field(description="Node group name; nodes are labelled with it.")
+    instance_type: str = Field(description="GPU instance type of the reservation ('p5.48xlarge').")
+    availability_zone: str = Field(description="AZ of the reservation; the group's only subnet is there.")
+    nodes: int = Field(1, ge=1, le=1000, description="Nodes in the group (fixed: reserved capacity).")
+    ami_type: NodeGroupAmiType = Field(NodeGroupAmiType.AL2023_NVIDIA, description="GPU AMI of the nodes.")
+    disk_gib: int = Field(500, ge=100, le=16000, description="Root volume per node, GiB.")
+    capacity: ReservedCapacityConfig = Field(
+        default_factory=ReservedCapacityConfig, description="Where the reserved capacity comes from."
+    )
+    efa: bool = Field(False, description="Give nodes EFA interfaces and the EFA security group.")
+    capacity_class: DnsLabel | None = Field(
+        None, description="Class shared with Karpenter pools that burst above this base (default: name)."
+    )
+
+    @property
+    def capacity_class_name(self) -> str:
+        """The class models select: `capacity_class`, else the group's name."""
+        return self.capacity_class or self.name
 
 
 class ModelAutoscalingConfig(_Model):
@@ -550,6 +645,20 @@ class ModelConfig(_Model):
         le=1000,
         description="Concurrent requests the Target Optimizer sends one replica "
         "(default: max_num_seqs, else 64).",
+    )
+    capacity_class: DnsLabel | None = Field(
+        None,
+        description="Run on any node group or pool of this class (reserved base first, then burst); "
+        "instead of node_pool.",
+    )
+    pipeline_parallel: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="Nodes per replica (vLLM pipeline parallelism over a LeaderWorkerSet); gpus is per node.",
+    )
+    listener_port: int | None = Field(
+        None, ge=1, le=65535, description="NLB listener port of the model (ingress.kind 'nlb')."
     )
     bedrock: BedrockTargetConfig | Literal["none"] | None = Field(
         None,
@@ -684,6 +793,49 @@ class CognitoAuthConfig(_Model):
     user_pool_domain: DnsLabel = Field(description="User pool domain prefix.")
 
 
+class NlbConfig(_Model):
+    """A Network Load Balancer: one TCP or TLS listener per model."""
+
+    static_ips: bool = Field(
+        True, description="An Elastic IP per AZ when internet-facing (clients allow-list fixed addresses)."
+    )
+    tls: bool = Field(True, description="Terminate TLS at the NLB (needs ingress.certificate_arn); else TCP.")
+    cross_zone: bool = Field(True, description="Spread each AZ's traffic over targets in every AZ.")
+
+
+class ApplianceConfig(_Model):
+    """The inspection appliances behind the Gateway Load Balancer (an Auto Scaling group)."""
+
+    ami_id: str | None = Field(
+        None,
+        pattern=r"^ami-[0-9a-f]{8,17}$",
+        description="Appliance AMI (your firewall vendor's); empty: Amazon Linux 2023 forwarding GENEVE.",
+    )
+    instance_type: str = Field("c6in.large", description="Appliance instance type.")
+    min_size: int = Field(2, ge=1, le=20, description="Fewest appliances.")
+    max_size: int = Field(4, ge=1, le=50, description="Most appliances.")
+
+
+class InspectionConfig(_Model):
+    """Send internet ingress through appliances behind a Gateway Load Balancer before the load balancer."""
+
+    enabled: bool = Field(False, description="Build the inspection VPC and route ingress through it.")
+    cidr: Cidr = Field("10.250.0.0/20", description="CIDR of the inspection VPC (must not overlap).")
+    appliances: ApplianceConfig = Field(
+        default_factory=ApplianceConfig, description="The appliances' Auto Scaling group."
+    )
+
+
+class PrivateLinkConfig(_Model):
+    """Offer the models to other VPCs and accounts through a VPC endpoint service."""
+
+    enabled: bool = Field(False, description="Create an NLB-backed endpoint service.")
+    allowed_principals: list[AllowedPrincipal] = Field(
+        [], description="Principals allowed to create endpoints to the service."
+    )
+    acceptance_required: bool = Field(True, description="New endpoint connections wait for acceptance.")
+
+
 class IngressConfig(_Model):
     """The Application Load Balancer in front of the models."""
 
@@ -709,6 +861,19 @@ class IngressConfig(_Model):
         15, ge=5, le=300, description="Target health-check interval on /health."
     )
     access_logs: AccessLogsConfig = Field(default_factory=AccessLogsConfig, description="ALB access logs.")
+    kind: LoadBalancerKind = Field(
+        LoadBalancerKind.ALB, description="'alb' (HTTP routing) or 'nlb' (TCP/TLS)."
+    )
+    lcu_reservation: int | None = Field(
+        None, ge=100, le=1_000_000, description="ALB capacity units reserved ahead of traffic (empty: none)."
+    )
+    nlb: NlbConfig = Field(default_factory=lambda: NlbConfig(), description="The NLB (kind 'nlb').")
+    inspection: InspectionConfig = Field(
+        default_factory=lambda: InspectionConfig(), description="Gateway Load Balancer inspection."
+    )
+    private_link: PrivateLinkConfig = Field(
+        default_factory=lambda: PrivateLinkConfig(), description="PrivateLink endpoint service."
+    )
     target_optimizer: TargetOptimizerConfig = Field(
         default_factory=TargetOptimizerConfig, description="ALB Target Optimizer."
     )
@@ -746,10 +911,13 @@ class FallbackConfig(_Model):
     port: int = Field(4000, ge=1024, le=65535, description="Port the gateway listens on.")
     num_retries: int = Field(1, ge=0, le=5, description="Retries against vLLM before falling back.")
     request_timeout_seconds: int = Field(
-        600, ge=5, le=3600, description="Longest a request may take on one backend."
+        240,
+        ge=5,
+        le=3600,
+        description="Longest a non-streamed request may take on one backend before the next is tried.",
     )
     stream_timeout_seconds: int = Field(
-        60, ge=1, le=600, description="Longest wait for the first streamed token from a backend."
+        60, ge=1, le=600, description="Longest gap between streamed chunks (the first included)."
     )
     allowed_fails: int = Field(
         3,
@@ -825,11 +993,18 @@ class TierConfig(_Model):
         RemovalPolicy.RETAIN,
         description="Removal policy of KMS keys and log groups (buckets are always retained).",
     )
+    termination_protection: bool = Field(False, description="Protect the stack from deletion.")
+    compliance_packs: list[CompliancePack] = Field(
+        [CompliancePack.AWS_SOLUTIONS], description="cdk-nag rule packs that gate synth."
+    )
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     karpenter: KarpenterConfig = Field(default_factory=KarpenterConfig)
     node_pools: list[NodePoolConfig] = Field(min_length=1, description="GPU node pools.")
+    node_groups: list[NodeGroupConfig] = Field(
+        [], description="Reserved GPU node groups: the always-on base (standard compute only)."
+    )
     serving: ServingConfig = Field(default_factory=ServingConfig)
     models: list[ModelConfig] = Field(min_length=1, max_length=50, description="Models to serve.")
     model_store: ModelStoreConfig = Field(default_factory=ModelStoreConfig)
@@ -842,6 +1017,15 @@ class TierConfig(_Model):
     def stack_name(self) -> str:
         """CloudFormation stack name."""
         return f"gpufarm-{self.name}"
+
+    def capacity_classes(self) -> dict[str, list[NodePoolConfig | NodeGroupConfig]]:
+        """Class name -> the node groups and pools in it (node groups first: they fill first)."""
+        out: dict[str, list[NodePoolConfig | NodeGroupConfig]] = {}
+        for group in self.node_groups:
+            out.setdefault(group.capacity_class_name, []).append(group)
+        for pool in self.node_pools:
+            out.setdefault(pool.capacity_class_name, []).append(pool)
+        return out
 
     def pool_of(self, model: ModelConfig) -> NodePoolConfig:
         """The node pool a model runs on (its `node_pool`, or the first pool)."""

@@ -63,6 +63,8 @@ _NAMED_TYPES: tuple[tuple[Any, str], ...] = (
     (m.HttpsUrl, "https:// URL"),
     (m.CognitoUserPoolArn, "Cognito user pool ARN"),
     (m.Email, "email address"),
+    (m.ReservationId, "capacity reservation ID (`cr-...`)"),
+    (m.AllowedPrincipal, "IAM principal ARN (`arn:aws:iam::<account>:root`, `:role/...`, `:user/...`)"),
 )
 """Annotated aliases of gpufarm/config/model.py and how the reference names them."""
 
@@ -163,6 +165,54 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "`min_size` <= `desired_size` <= `max_size`.",
     ),
     (
+        "node_pools[].reservation_ids",
+        "required with the `reserved` capacity type under `karpenter` provisioning, and only then.",
+    ),
+    ("node_pools[].efa", "false: EFA is set on reserved node groups."),
+    (
+        "node_groups",
+        "names unique and different from every pool's; `karpenter` provisioning (standard compute).",
+    ),
+    ("node_groups[].instance_type", "a known GPU instance type."),
+    ("node_groups[].availability_zone", "one of `environment.availability_zones`."),
+    (
+        "node_groups[].capacity.reservation_ids",
+        "empty for `create`; at least one for `odcr`; exactly one for `capacity-block`.",
+    ),
+    (
+        "node_groups[].capacity.instance_count",
+        "only for `create`, and at least `nodes`.",
+    ),
+    (
+        "node_groups[].nodes",
+        "hold the GPUs of the models placed on the group (`gpus` x `pipeline_parallel` x replicas).",
+    ),
+    (
+        "models[].capacity_class",
+        "names a class of node groups and pools, not together with `node_pool`; the class has room "
+        "for its models' GPUs; a `critical` model's class has no spot pool unless `allow_spot`.",
+    ),
+    (
+        "models[].pipeline_parallel",
+        "above 1 only with `karpenter` provisioning and without `autoscaling`.",
+    ),
+    (
+        "models[].listener_port",
+        "required and unique with `ingress.kind` `nlb` (and not the gateway's 443/80); empty with `alb`.",
+    ),
+    (
+        "ingress.kind",
+        "`nlb` excludes the Target Optimizer, WAF, OIDC/Cognito and `lcu_reservation`; `nlb.tls` "
+        "needs `certificate_arn`.",
+    ),
+    ("ingress.private_link.allowed_principals", "at least one when PrivateLink is enabled."),
+    (
+        "ingress.inspection",
+        "only for an `internet-facing` scheme; its CIDR does not overlap `network.cidr`; "
+        "appliance `min_size` <= `max_size`.",
+    ),
+    ("compliance_packs", "at least one, none twice."),
+    (
         "karpenter.replicas",
         "at most `cluster.system_nodes.min_size` with `karpenter` provisioning (one controller "
         "per system node).",
@@ -211,6 +261,19 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
         "models[].bedrock.destination_regions",
         "only for geographic inference profiles (`us.`, `eu.`, `apac.`, ...).",
+    ),
+    (
+        "models[].name",
+        "not `v1`, `health`, `metrics` or `gateway` while fallback is enabled (the gateway's paths).",
+    ),
+    (
+        "fallback.request_timeout_seconds",
+        "(`num_retries` + 1) x this is below `ingress.idle_timeout_seconds`, so a hung vLLM is "
+        "fallen back from before the load balancer closes the connection.",
+    ),
+    (
+        "network.interface_endpoints",
+        "no `bedrock-runtime` while fallback is enabled (the gateway adds it, open to the nodes only).",
     ),
     (
         "fallback.guardrail.enabled",

@@ -20,12 +20,16 @@ from gpufarm.config.model import (
     S3_URI,
     CapacityType,
     EndpointAccess,
+    InterfaceEndpoint,
+    LoadBalancerKind,
     LoadBalancerScheme,
     ModelConfig,
     ModelStoreKind,
+    NodeGroupConfig,
     NodePoolConfig,
     PoolPurpose,
     Provisioning,
+    ReservationKind,
     TierConfig,
 )
 from gpufarm.config.sizing import fsx_required_gib, is_valid_fsx_capacity
@@ -188,11 +192,24 @@ def _pool(cfg: TierConfig, i: int, pool: NodePoolConfig) -> Iterator[ConfigIssue
             f"reclaimed with two minutes' notice), got {given!r} on a 'serving' pool",
         )
     yield from _repeats(f"{where}.capacity_types", given, "must not list a capacity type twice")
-    if cfg.cluster.provisioning is Provisioning.KARPENTER and CapacityType.RESERVED in pool.capacity_types:
+    reserved = CapacityType.RESERVED in pool.capacity_types
+    if cfg.cluster.provisioning is Provisioning.KARPENTER and reserved and not pool.reservation_ids:
         yield ConfigIssue(
-            path=f"{where}.capacity_types",
-            message="must be 'on-demand' and/or 'spot' with karpenter provisioning (reserved "
-            f"capacity needs capacity reservation selectors, which pools do not take), got {given!r}",
+            path=f"{where}.reservation_ids",
+            message="must name the capacity reservations a pool with the 'reserved' capacity type "
+            "may use (Karpenter selects reservations by ID), got []",
+        )
+    if pool.reservation_ids and not reserved:
+        yield ConfigIssue(
+            path=f"{where}.reservation_ids",
+            message=f"apply only with the 'reserved' capacity type, got {pool.reservation_ids!r} on "
+            f"a pool with {given!r}",
+        )
+    if pool.efa:
+        yield ConfigIssue(
+            path=f"{where}.efa",
+            message="must be false: EFA interfaces are configured on reserved node groups "
+            "(node_groups[].efa), not on Karpenter or Auto Mode pools, got true",
         )
     if cfg.cluster.provisioning is Provisioning.AUTO_MODE:
         if CapacityType.RESERVED in pool.capacity_types:
@@ -208,6 +225,73 @@ def _pool(cfg: TierConfig, i: int, pool: NodePoolConfig) -> Iterator[ConfigIssue
                 message=f"must be at most {AUTO_MODE_MAX_EXPIRE_HOURS}h with auto-mode provisioning "
                 f"(Auto Mode replaces nodes after 21 days), got {pool.expire_after!r}",
             )
+
+
+def _node_groups(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    pools = {p.name for p in cfg.node_pools}
+    yield from _repeats("node_groups", [g.name for g in cfg.node_groups], "names must be unique")
+    for i, group in enumerate(cfg.node_groups):
+        if group.name in pools:
+            yield ConfigIssue(
+                path=f"node_groups[{i}].name",
+                message=f"must differ from every node pool's name (models name either), got {group.name!r}",
+            )
+    yield from _unique_ids("node_groups", [g.name for g in cfg.node_groups])
+    if cfg.node_groups and cfg.cluster.provisioning is not Provisioning.KARPENTER:
+        yield ConfigIssue(
+            path="node_groups",
+            message="need karpenter provisioning (managed node groups run on standard compute, "
+            f"not Auto Mode), got {len(cfg.node_groups)} group(s) with "
+            f"{cfg.cluster.provisioning.value!r}",
+        )
+    for i, group in enumerate(cfg.node_groups):
+        where = f"node_groups[{i}]"
+        if gpus_in(group.instance_type) is None:
+            yield ConfigIssue(
+                path=f"{where}.instance_type",
+                message="must be a known GPU instance type (such as 'p5.48xlarge'), "
+                f"got {group.instance_type!r}",
+            )
+        if group.availability_zone not in cfg.environment.availability_zones:
+            yield ConfigIssue(
+                path=f"{where}.availability_zone",
+                message="must be one of the VPC's availability zones "
+                f"({_quoted(cfg.environment.availability_zones)}), got {group.availability_zone!r}",
+            )
+        capacity = group.capacity
+        ids = capacity.reservation_ids
+        if capacity.kind is ReservationKind.CREATE:
+            if ids:
+                yield ConfigIssue(
+                    path=f"{where}.capacity.reservation_ids",
+                    message=f"must be empty when capacity.kind is 'create' (gpufarm creates the "
+                    f"reservation), got {ids!r}",
+                )
+            count = capacity.instance_count or group.nodes
+            if count < group.nodes:
+                yield ConfigIssue(
+                    path=f"{where}.capacity.instance_count",
+                    message=f"must be at least nodes ({group.nodes}): every node runs in the "
+                    f"reservation, got {count}",
+                )
+        else:
+            if capacity.instance_count is not None:
+                yield ConfigIssue(
+                    path=f"{where}.capacity.instance_count",
+                    message=f"applies only when capacity.kind is 'create', got {capacity.instance_count} "
+                    f"with {capacity.kind.value!r}",
+                )
+            if capacity.kind is ReservationKind.ODCR and not ids:
+                yield ConfigIssue(
+                    path=f"{where}.capacity.reservation_ids",
+                    message="must name at least one reservation when capacity.kind is 'odcr', got []",
+                )
+            if capacity.kind is ReservationKind.CAPACITY_BLOCK and len(ids) != 1:
+                yield ConfigIssue(
+                    path=f"{where}.capacity.reservation_ids",
+                    message="must name exactly one Capacity Block when capacity.kind is "
+                    f"'capacity-block', got {ids!r}",
+                )
 
 
 def _hours(duration: str) -> float | None:
@@ -253,7 +337,6 @@ def _pool_max_gpus(pool: NodePoolConfig) -> int:
 
 
 def _models(cfg: TierConfig) -> Iterator[ConfigIssue]:
-    pools = {p.name: p for p in cfg.node_pools}
     yield from _repeats("models", [m.name for m in cfg.models], "name must be unique")
     yield from _repeats("models", [m.api_model_name for m in cfg.models], "served_model_name must be unique")
     yield from _unique_ids("models", [m.name for m in cfg.models])
@@ -293,20 +376,7 @@ def _models(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 message=f"must be one of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} "
                 f"(the tensor-parallel size), got {model.gpus}",
             )
-        pool = pools.get(model.node_pool or cfg.node_pools[0].name)
-        if pool is None:
-            yield ConfigIssue(
-                path=f"{where}.node_pool",
-                message=f"must name a node pool ({_quoted(list(pools))}), got {model.node_pool!r}",
-            )
-        elif model.gpus in TENSOR_PARALLEL_SIZES and model.gpus > _pool_max_gpus(pool) > 0:
-            yield ConfigIssue(
-                path=f"{where}.gpus",
-                message=f"must fit on one instance of pool {pool.name!r} "
-                f"(at most {_pool_max_gpus(pool)} GPU(s) per instance), got {model.gpus}",
-            )
-        if pool is not None:
-            yield from _model_capacity(where, model, pool)
+        yield from _model_placement(cfg, where, model)
         yield from _model_autoscaling(cfg, where, model)
         for j, arg in enumerate(model.extra_args):
             flag = arg.split("=", 1)[0]
@@ -315,9 +385,99 @@ def _models(cfg: TierConfig) -> Iterator[ConfigIssue]:
                     path=f"{where}.extra_args[{j}]",
                     message=f"must not set {flag} (gpufarm derives it from the model config), got {arg!r}",
                 )
+    yield from _capacity_demand(cfg)
+
+
+def _gpus_per_instance(target: NodePoolConfig | NodeGroupConfig) -> int:
+    if isinstance(target, NodeGroupConfig):
+        return gpus_in(target.instance_type) or 0
+    return _pool_max_gpus(target)
+
+
+def placement_of(cfg: TierConfig, model: ModelConfig) -> list[NodePoolConfig | NodeGroupConfig]:
+    """The node groups and pools a model's pods may land on (empty when it names none that exist)."""
+    if model.capacity_class is not None:
+        return cfg.capacity_classes().get(model.capacity_class, [])
+    wanted = model.node_pool or cfg.node_pools[0].name
+    targets: list[NodePoolConfig | NodeGroupConfig] = [*cfg.node_groups, *cfg.node_pools]
+    return [t for t in targets if t.name == wanted]
+
+
+def _model_placement(cfg: TierConfig, where: str, model: ModelConfig) -> Iterator[ConfigIssue]:
+    if model.capacity_class is not None and model.node_pool is not None:
+        yield ConfigIssue(
+            path=f"{where}.capacity_class",
+            message=f"must be empty when node_pool is set (one placement per model), got "
+            f"{model.capacity_class!r} and node_pool {model.node_pool!r}",
+        )
+        return
+    targets = placement_of(cfg, model)
+    if not targets:
+        if model.capacity_class is not None:
+            yield ConfigIssue(
+                path=f"{where}.capacity_class",
+                message=f"must name a capacity class ({_quoted(list(cfg.capacity_classes()))}), "
+                f"got {model.capacity_class!r}",
+            )
+        else:
+            names = [g.name for g in cfg.node_groups] + [p.name for p in cfg.node_pools]
+            yield ConfigIssue(
+                path=f"{where}.node_pool",
+                message=f"must name a node pool or node group ({_quoted(names)}), got {model.node_pool!r}",
+            )
+        return
+    field = "capacity_class" if model.capacity_class is not None else "node_pool"
+    for target in targets:
+        most = _gpus_per_instance(target)
+        if model.gpus in TENSOR_PARALLEL_SIZES and model.gpus > most > 0:
+            kind = "node group" if isinstance(target, NodeGroupConfig) else "pool"
+            yield ConfigIssue(
+                path=f"{where}.gpus",
+                message=f"must fit on one instance of {kind} {target.name!r} "
+                f"(at most {most} GPU(s) per instance), got {model.gpus}",
+            )
+            break
+    spot = [t for t in targets if isinstance(t, NodePoolConfig) and CapacityType.SPOT in t.capacity_types]
+    if model.critical and not model.allow_spot and spot:
+        if model.capacity_class is not None:
+            chosen = model.capacity_class
+            what = f"class {chosen!r} for a critical model: its pool {spot[0].name!r}"
+        else:
+            chosen, what = spot[0].name, f"pool {spot[0].name!r} for a critical model: the pool"
+        yield ConfigIssue(
+            path=f"{where}.{field}",
+            message=f"must not be {what} allows spot, whose nodes are reclaimed with two minutes' "
+            f"notice (set critical: false, or allow_spot: true to accept it), got {chosen!r}",
+        )
+    if model.pipeline_parallel > 1:
+        if cfg.cluster.provisioning is not Provisioning.KARPENTER:
+            yield ConfigIssue(
+                path=f"{where}.pipeline_parallel",
+                message="needs karpenter provisioning (multi-node replicas run as LeaderWorkerSets, "
+                f"which gpufarm installs on standard compute), got {model.pipeline_parallel} with "
+                f"{cfg.cluster.provisioning.value!r}",
+            )
+        if model.autoscaling is not None:
+            yield ConfigIssue(
+                path=f"{where}.autoscaling",
+                message="must be empty for a multi-node model (pipeline_parallel > 1): its replicas "
+                "are LeaderWorkerSet groups with fixed `replicas`, got an autoscaling section",
+            )
+
+
+def _demand(model: ModelConfig) -> int:
+    """GPUs a model may hold at once: per node x nodes per replica x replicas."""
+    return model.gpus * model.pipeline_parallel * model.max_replicas
+
+
+def _capacity_demand(cfg: TierConfig) -> Iterator[ConfigIssue]:
     used: Counter[str] = Counter()
+    by_class: Counter[str] = Counter()
     for model in cfg.models:
-        used[model.node_pool or cfg.node_pools[0].name] += model.gpus * model.max_replicas
+        if model.capacity_class is not None:
+            by_class[model.capacity_class] += _demand(model)
+        else:
+            used[model.node_pool or cfg.node_pools[0].name] += _demand(model)
     for i, pool in enumerate(cfg.node_pools):
         if used[pool.name] > pool.gpu_limit:
             yield ConfigIssue(
@@ -325,16 +485,32 @@ def _models(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 message=f"must cover the GPUs its models request ({used[pool.name]} = sum of "
                 f"gpus x replicas, max_replicas when autoscaled), got {pool.gpu_limit}",
             )
-
-
-def _model_capacity(where: str, model: ModelConfig, pool: NodePoolConfig) -> Iterator[ConfigIssue]:
-    if model.critical and not model.allow_spot and CapacityType.SPOT in pool.capacity_types:
-        yield ConfigIssue(
-            path=f"{where}.node_pool",
-            message=f"must not be pool {pool.name!r} for a critical model: the pool allows spot, "
-            "whose nodes are reclaimed with two minutes' notice (set critical: false, or "
-            f"allow_spot: true to accept it), got {pool.name!r}",
+    for i, group in enumerate(cfg.node_groups):
+        have = group.nodes * (gpus_in(group.instance_type) or 0)
+        if used[group.name] > have > 0:
+            yield ConfigIssue(
+                path=f"node_groups[{i}].nodes",
+                message=f"must hold the GPUs its models request ({used[group.name]} GPUs; "
+                f"{group.nodes} x {group.instance_type} hold {have}), got {group.nodes}",
+            )
+    classes = cfg.capacity_classes()
+    for i, model in enumerate(cfg.models):
+        name = model.capacity_class
+        if name is None or name not in classes or by_class[name] == 0:
+            continue
+        if any(isinstance(t, NodeGroupConfig) and gpus_in(t.instance_type) is None for t in classes[name]):
+            continue  # an unknown instance type is reported on its node group
+        have = sum(
+            t.nodes * (gpus_in(t.instance_type) or 0) if isinstance(t, NodeGroupConfig) else t.gpu_limit
+            for t in classes[name]
         )
+        if by_class[name] > have:
+            yield ConfigIssue(
+                path=f"models[{i}].capacity_class",
+                message=f"must have room for its models ({by_class[name]} GPUs requested from "
+                f"class {name!r}, whose node groups and pool limits hold {have}), got {name!r}",
+            )
+        by_class[name] = 0  # reported once per class
 
 
 def _model_autoscaling(cfg: TierConfig, where: str, model: ModelConfig) -> Iterator[ConfigIssue]:
@@ -365,8 +541,131 @@ def _model_autoscaling(cfg: TierConfig, where: str, model: ModelConfig) -> Itera
         )
 
 
+def _ingress_kind(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    ing = cfg.ingress
+    if ing.kind is LoadBalancerKind.NLB:
+        for field, on in (
+            ("target_optimizer.enabled", ing.target_optimizer.enabled),
+            ("waf.enabled", ing.waf.enabled),
+        ):
+            if on:
+                yield ConfigIssue(
+                    path=f"ingress.{field}",
+                    message="must be false with ingress.kind 'nlb' (the Target Optimizer and WAF "
+                    "attach to Application Load Balancers only; inspect NLB traffic with "
+                    "ingress.inspection), got true",
+                )
+        for field in ("oidc", "cognito"):
+            if getattr(ing, field) is not None:
+                yield ConfigIssue(
+                    path=f"ingress.{field}",
+                    message="must be empty with ingress.kind 'nlb' (load balancer authentication "
+                    "is an ALB feature), got a configuration",
+                )
+        if ing.lcu_reservation is not None:
+            yield ConfigIssue(
+                path="ingress.lcu_reservation",
+                message=f"applies only with ingress.kind 'alb', got {ing.lcu_reservation} with 'nlb'",
+            )
+        public = ing.scheme is LoadBalancerScheme.INTERNET_FACING  # reported above for public NLBs
+        if ing.nlb.tls and ing.certificate_arn is None and not public:
+            yield ConfigIssue(
+                path="ingress.certificate_arn",
+                message="is required when ingress.nlb.tls is true (the NLB terminates TLS), got None",
+            )
+        default_port = 443 if ing.nlb.tls else 80
+        ports: dict[int, str] = {default_port: "the gateway's listener"} if cfg.fallback.enabled else {}
+        for i, model in enumerate(cfg.models):
+            if model.listener_port is None:
+                yield ConfigIssue(
+                    path=f"models[{i}].listener_port",
+                    message="is required with ingress.kind 'nlb' (an NLB routes by port, one "
+                    "listener per model), got None",
+                )
+                continue
+            if model.listener_port in ports:
+                yield ConfigIssue(
+                    path=f"models[{i}].listener_port",
+                    message=f"must differ from {ports[model.listener_port]} (one listener per "
+                    f"port), got {model.listener_port}",
+                )
+            ports.setdefault(model.listener_port, f"that of {model.name!r}")
+    else:
+        for i, model in enumerate(cfg.models):
+            if model.listener_port is not None:
+                yield ConfigIssue(
+                    path=f"models[{i}].listener_port",
+                    message=f"applies only with ingress.kind 'nlb' (the ALB routes by path), got "
+                    f"{model.listener_port}",
+                )
+    if ing.private_link.enabled and not ing.private_link.allowed_principals:
+        yield ConfigIssue(
+            path="ingress.private_link.allowed_principals",
+            message="must list at least one principal when private_link.enabled is true (nobody "
+            "else could connect), got []",
+        )
+    if ing.inspection.enabled:
+        if ing.scheme is not LoadBalancerScheme.INTERNET_FACING:
+            yield ConfigIssue(
+                path="ingress.inspection.enabled",
+                message="needs ingress.scheme 'internet-facing' (it inspects traffic from the "
+                "internet gateway), got 'internal'",
+            )
+        if ipaddress.IPv4Network(ing.inspection.cidr).overlaps(ipaddress.IPv4Network(cfg.network.cidr)):
+            yield ConfigIssue(
+                path="ingress.inspection.cidr",
+                message=f"must not overlap network.cidr ({cfg.network.cidr!r}), got {ing.inspection.cidr!r}",
+            )
+        appliances = ing.inspection.appliances
+        if appliances.min_size > appliances.max_size:
+            yield ConfigIssue(
+                path="ingress.inspection.appliances.min_size",
+                message=f"must be at most max_size ({appliances.max_size}), got {appliances.min_size}",
+            )
+
+
+def _compliance(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    packs = [p.value for p in cfg.compliance_packs]
+    if not packs:
+        yield ConfigIssue(
+            path="compliance_packs",
+            message="must list at least 'aws-solutions' (compliance is a gate, not an option), got []",
+        )
+    yield from _repeats("compliance_packs", packs, "must not list a pack twice")
+
+
+RESERVED_MODEL_NAMES = ("v1", "health", "metrics", "gateway")
+"""Path prefixes of the gateway behind the default route (a model route `/<name>/*` would take
+them over) and the gateway's own construct names."""
+
+
 def _fallback(cfg: TierConfig) -> Iterator[ConfigIssue]:
     region = cfg.environment.region
+    if cfg.fallback.enabled:
+        for i, model in enumerate(cfg.models):
+            if model.name in RESERVED_MODEL_NAMES:
+                yield ConfigIssue(
+                    path=f"models[{i}].name",
+                    message=f"must not be one of {_quoted(RESERVED_MODEL_NAMES)} while fallback is "
+                    "enabled (the gateway serves /v1, /health and /metrics behind the default "
+                    f"route), got {model.name!r}",
+                )
+        attempts = cfg.fallback.num_retries + 1
+        if attempts * cfg.fallback.request_timeout_seconds >= cfg.ingress.idle_timeout_seconds:
+            yield ConfigIssue(
+                path="fallback.request_timeout_seconds",
+                message=f"must leave time to fall back before the load balancer's idle timeout: "
+                f"(num_retries + 1) x request_timeout_seconds = {attempts} x "
+                f"{cfg.fallback.request_timeout_seconds} must be below "
+                f"ingress.idle_timeout_seconds ({cfg.ingress.idle_timeout_seconds}), got "
+                f"{cfg.fallback.request_timeout_seconds}",
+            )
+        if InterfaceEndpoint.BEDROCK_RUNTIME in cfg.network.interface_endpoints:
+            yield ConfigIssue(
+                path="network.interface_endpoints",
+                message="must not list 'bedrock-runtime' while fallback is enabled (the gateway "
+                "adds it, open to the cluster's nodes only, not the whole VPC), got it listed",
+            )
     for i, model in enumerate(cfg.models):
         where = f"models[{i}].bedrock"
         if model.bedrock is None:
@@ -488,7 +787,14 @@ def _ingress(cfg: TierConfig) -> Iterator[ConfigIssue]:
             path="ingress.slow_start_seconds",
             message=f"must be 0 (off) or 30-900, got {ing.slow_start_seconds}",
         )
-    if ing.scheme is LoadBalancerScheme.INTERNET_FACING and not ing.waf.enabled:
+    if ing.scheme is LoadBalancerScheme.INTERNET_FACING and ing.kind is LoadBalancerKind.NLB:
+        if not ing.inspection.enabled:
+            yield ConfigIssue(
+                path="ingress.inspection.enabled",
+                message="must be true for an internet-facing NLB (WAF cannot attach to an NLB; "
+                "public traffic is inspected behind a Gateway Load Balancer instead), got false",
+            )
+    elif ing.scheme is LoadBalancerScheme.INTERNET_FACING and not ing.waf.enabled:
         yield ConfigIssue(
             path="ingress.waf.enabled",
             message="must be true when ingress.scheme is 'internet-facing' (public endpoints get "
@@ -507,8 +813,9 @@ def _ingress(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 message="needs ingress.certificate_arn (load balancer authentication works on "
                 "HTTPS listeners only), got no certificate",
             )
+    yield from _ingress_kind(cfg)
     optimizer = ing.target_optimizer
-    if optimizer.enabled:
+    if optimizer.enabled and ing.kind is LoadBalancerKind.ALB:
         ports = {
             "serving.port": cfg.serving.port,
             "ingress.target_optimizer.data_port": optimizer.data_port,
@@ -530,10 +837,12 @@ VALIDATORS: tuple[_Validator, ...] = (
     _network,
     _cluster,
     _pools,
+    _node_groups,
     _models,
     _model_store,
     _ingress,
     _fallback,
+    _compliance,
 )
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import aws_cdk as cdk
-from cdk_nag import AwsSolutionsChecks
+from cdk_nag import AwsSolutionsChecks, NIST80053R5Checks
+
+from gpufarm.config.model import CompliancePack
 
 
 def enable_compliance_checks(app: cdk.App) -> None:
@@ -13,3 +17,29 @@ def enable_compliance_checks(app: cdk.App) -> None:
     acknowledged on the construct it concerns, with a reason about that resource.
     """
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+
+
+class _StackNist80053R5(NIST80053R5Checks):
+    """The NIST 800-53 R5 pack over one stack only.
+
+    A validation plugin is handed the whole app; a tier that asks for this pack must not make
+    the other tiers of the same app answer to it.
+    """
+
+    def __init__(self, stack: cdk.Stack) -> None:
+        super().__init__(stack)
+        self._stack = stack
+
+    def validate(self, context: Any) -> Any:
+        return self.validate_scope(self._stack)
+
+
+def require_compliance_pack(stack: cdk.Stack, pack: CompliancePack) -> None:
+    """Gate `stack` on `pack` as well (AwsSolutions gates every stack already).
+
+    Default: nothing beyond AwsSolutions. NIST 800-53 R5 findings are acknowledged with
+    `NIST.800.53.R5-<rule>` ids next to the resources they concern, as AwsSolutions' are.
+    """
+    if pack is CompliancePack.NIST_800_53_R5:
+        app = stack.node.root
+        cdk.Validations.of(app).add_plugins(_StackNist80053R5(stack))

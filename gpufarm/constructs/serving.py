@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
@@ -43,7 +43,8 @@ class VllmServing(Construct):
     data port to every Service (pass the same config to :class:`InferenceAlb`). `fsx_claim` with
     `fsx_import_path`: `s3://` weights are read from that FSx for Lustre claim (which must exist
     in the namespace), each model at its folder under the import path, and no Mountpoint volume
-    is rendered. Defaults: no agent, Mountpoint volumes.
+    is rendered. `node_selectors` maps a model to the node labels its pods select (default: the
+    Karpenter/Auto Mode NodePool of its pool). Defaults: no agent, Mountpoint volumes.
     """
 
     def __init__(
@@ -60,6 +61,7 @@ class VllmServing(Construct):
         target_optimizer: TargetOptimizerConfig | None = None,
         fsx_claim: str | None = None,
         fsx_import_path: str | None = None,
+        node_selectors: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         super().__init__(scope, id)
         sub_paths = _fsx_sub_paths(models, fsx_claim, fsx_import_path)
@@ -108,6 +110,7 @@ class VllmServing(Construct):
                     target_optimizer=target_optimizer,
                     fsx_claim=fsx_claim if on_fsx else None,
                     fsx_sub_path=sub_paths.get(model.name),
+                    node_selector=(node_selectors or {}).get(model.name),
                 )
             )
             docs.append(k8s_serving.vllm_service(model, config, target_optimizer=target_optimizer))

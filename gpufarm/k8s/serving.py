@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from gpufarm.config.model import ModelConfig, ServingConfig, TargetOptimizerConfig
@@ -171,8 +172,12 @@ def vllm_deployment(
     target_optimizer: TargetOptimizerConfig | None = None,
     fsx_claim: str | None = None,
     fsx_sub_path: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The vLLM Deployment for one model.
+
+    Pods run on the NodePool of `pool_name` unless `node_selector` says otherwise (a capacity
+    class, or a reserved node group's label).
 
     Defaults worth knowing: the startup probe allows `startup_timeout_seconds` for download and
     load before liveness starts; rolling updates add a pod before removing one (maxSurge 1,
@@ -254,7 +259,7 @@ def vllm_deployment(
     }
     pod_spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": termination_grace_seconds + PRESTOP_SLEEP_SECONDS,
-        "nodeSelector": {NODEPOOL_LABEL: nodepool_name(pool_name)},
+        "nodeSelector": dict(node_selector or {NODEPOOL_LABEL: nodepool_name(pool_name)}),
         "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
         "topologySpreadConstraints": [
             {

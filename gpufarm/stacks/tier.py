@@ -33,6 +33,7 @@ from gpufarm.constructs import (
     VllmServing,
 )
 from gpufarm.constructs._util import cdk_removal_policy, construct_id, private_subnets
+from gpufarm.constructs.compliance import require_compliance_pack
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, LBC_TGB_API
 from gpufarm.k8s.gateway import READINESS_PATH
 from gpufarm.k8s.storage import FSX_CLAIM
@@ -52,6 +53,7 @@ class GpuFarmStack(cdk.Stack):
             config.stack_name,
             env=env,
             description=config.description or f"gpufarm tier {config.name}",
+            termination_protection=config.termination_protection,
             **kwargs,  # type: ignore[arg-type]
         )
         self.config = config
@@ -81,6 +83,8 @@ class GpuFarmStack(cdk.Stack):
         self._ingress()
         self._monitoring()
         self._outputs()
+        for pack in config.compliance_packs:
+            require_compliance_pack(self, pack)
 
     @property
     def availability_zones(self) -> list[str]:
@@ -306,6 +310,9 @@ class GpuFarmStack(cdk.Stack):
         target_groups = {
             name: tg.attr_target_group_full_name for name, tg in self.ingress.target_groups.items()
         }
+        if self.ingress.default_target_group is not None:
+            # The gateway's own target group: its latency includes any fallback to Bedrock.
+            target_groups["gateway"] = self.ingress.default_target_group.attr_target_group_full_name
         lb_name = self.ingress.load_balancer.load_balancer_full_name
         optimizer = cfg.ingress.target_optimizer.enabled
         self.alarms: InferenceAlarms | None = None

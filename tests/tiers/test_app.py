@@ -51,9 +51,10 @@ def _run_app(tmp_path: Path, context: dict[str, str]) -> subprocess.CompletedPro
         ),
         (
             "extends: poc\nclustr: {}\n",
-            "  - clustr: is not a known setting (allowed: name, description, removal_policy, environment, "
-            "network, cluster, karpenter, node_pools, serving, models, model_store, ingress, "
-            "fallback, autoscaling, observability)",
+            "  - clustr: is not a known setting (allowed: name, description, removal_policy, "
+            "termination_protection, compliance_packs, environment, network, cluster, karpenter, "
+            "node_pools, node_groups, serving, models, model_store, ingress, fallback, autoscaling, "
+            "observability)",
         ),
     ],
     ids=["tensor-parallel", "internet-facing-without-tls", "typo"],

@@ -507,9 +507,9 @@ def test_alarms_cover_errors_latency_health_and_rejections(production_template: 
             else [m["MetricStat"]["Metric"]["MetricName"] for m in props["Metrics"] if "MetricStat" in m]
         )
         metrics += names
-    per_model = len(PRODUCTION.models)
-    assert metrics.count("TargetResponseTime") == per_model
-    assert metrics.count("UnHealthyHostCount") == per_model
+    per_target_group = len(PRODUCTION.models) + 1  # and the gateway's
+    assert metrics.count("TargetResponseTime") == per_target_group
+    assert metrics.count("UnHealthyHostCount") == per_target_group
     assert {"HTTPCode_ELB_5XX_Count", "HTTPCode_Target_5XX_Count", "TargetControlRequestRejectCount"} <= set(
         metrics
     )

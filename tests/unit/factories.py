@@ -72,3 +72,25 @@ def production_pool(index: int, **fields: Any) -> dict[str, Any]:
 def make_production(*parts: dict[str, Any]) -> TierConfig:
     """The production tier with `parts` merged over it, validated like a user file."""
     return build_tier(merge(production_document(), overrides(*parts)))
+
+
+@cache
+def _enterprise_document() -> dict[str, Any]:
+    return yaml.safe_load((PRESET_DIR / "enterprise.yaml").read_text(encoding="utf-8"))
+
+
+def enterprise_document() -> dict[str, Any]:
+    """The raw enterprise preset document (a fresh copy)."""
+    return copy.deepcopy(_enterprise_document())
+
+
+def enterprise_part(section: str, index: int, **fields: Any) -> dict[str, Any]:
+    """An override of one item of an enterprise list section (models, node_pools, node_groups)."""
+    items = enterprise_document()[section]
+    items[index] = {**items[index], **fields}
+    return {section: items}
+
+
+def make_enterprise(*parts: dict[str, Any]) -> TierConfig:
+    """The enterprise tier with `parts` merged over it, validated like a user file."""
+    return build_tier(merge(enterprise_document(), overrides(*parts)))

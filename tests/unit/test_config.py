@@ -221,9 +221,10 @@ INVALID: list[Any] = [
     pytest.param(
         {"nmae": "poc"},
         [
-            "nmae: is not a known setting (allowed: name, description, removal_policy, environment, "
-            "network, cluster, karpenter, node_pools, serving, models, model_store, ingress, "
-            "fallback, autoscaling, observability)"
+            "nmae: is not a known setting (allowed: name, description, removal_policy, "
+            "termination_protection, compliance_packs, environment, network, cluster, karpenter, "
+            "node_pools, node_groups, serving, models, model_store, ingress, fallback, autoscaling, "
+            "observability)"
         ],
         id="unknown-top-level-key",
     ),
@@ -245,7 +246,8 @@ INVALID: list[Any] = [
         [
             "node_pools[0].foo: is not a known setting (allowed: name, instance_families, "
             "instance_types, capacity_types, gpu_limit, consolidate_after, expire_after, "
-            "disruption_budget_nodes, purpose, weight, ami_family, ami_version, root_volume_gib)"
+            "disruption_budget_nodes, purpose, weight, ami_family, ami_version, root_volume_gib, "
+            "capacity_class, reservation_ids, efa)"
         ],
         id="unknown-key-in-list-item",
     ),
@@ -256,7 +258,7 @@ INVALID: list[Any] = [
             "revision, hf_token_secret, node_pool, gpus, replicas, max_model_len, "
             "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
             "startup_timeout_seconds, route_priority, critical, allow_spot, weights_gib, autoscaling, "
-            "target_control_max_concurrency, bedrock)"
+            "target_control_max_concurrency, capacity_class, pipeline_parallel, listener_port, bedrock)"
         ],
         id="unknown-key-in-model",
     ),
@@ -650,7 +652,7 @@ INVALID: list[Any] = [
     ),
     pytest.param(
         model_override(node_pool="h100"),
-        ["models[0].node_pool: must name a node pool ('l40s'), got 'h100'"],
+        ["models[0].node_pool: must name a node pool or node group ('l40s'), got 'h100'"],
         id="unknown-node-pool",
     ),
     pytest.param(
@@ -765,6 +767,32 @@ INVALID: list[Any] = [
             "guardrail applies on that path only), got true with none"
         ],
         id="guardrail-without-bedrock-targets",
+    ),
+    pytest.param(
+        model_override(name="v1"),
+        [
+            "models[0].name: must not be one of 'v1', 'health', 'metrics', 'gateway' while "
+            "fallback is enabled (the gateway serves /v1, /health and /metrics behind the default "
+            "route), got 'v1'"
+        ],
+        id="model-named-like-a-gateway-path",
+    ),
+    pytest.param(
+        {"fallback": {"request_timeout_seconds": 300}},
+        [
+            "fallback.request_timeout_seconds: must leave time to fall back before the load "
+            "balancer's idle timeout: (num_retries + 1) x request_timeout_seconds = 2 x 300 must "
+            "be below ingress.idle_timeout_seconds (600), got 300"
+        ],
+        id="gateway-timeout-beyond-alb-idle-timeout",
+    ),
+    pytest.param(
+        {"network": {"interface_endpoints": ["ecr.api", "bedrock-runtime"]}},
+        [
+            "network.interface_endpoints: must not list 'bedrock-runtime' while fallback is enabled "
+            "(the gateway adds it, open to the cluster's nodes only, not the whole VPC), got it listed"
+        ],
+        id="bedrock-endpoint-open-to-the-vpc",
     ),
     pytest.param(
         {"fallback": {"replicas": 1}},
@@ -946,7 +974,7 @@ def test_build_tier_does_not_coerce_or_raise_pydantic_errors() -> None:
         "revision, hf_token_secret, node_pool, gpus, replicas, max_model_len, "
         "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
         "startup_timeout_seconds, route_priority, critical, allow_spot, weights_gib, autoscaling, "
-        "target_control_max_concurrency, bedrock)"
+        "target_control_max_concurrency, capacity_class, pipeline_parallel, listener_port, bedrock)"
     )
 
 

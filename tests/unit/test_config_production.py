@@ -128,11 +128,10 @@ INVALID: list[Any] = [
     pytest.param(
         production_pool(0, capacity_types=["on-demand", "reserved"]),
         [
-            "node_pools[0].capacity_types: must be 'on-demand' and/or 'spot' with karpenter "
-            "provisioning (reserved capacity needs capacity reservation selectors, which pools do "
-            "not take), got ['on-demand', 'reserved']",
+            "node_pools[0].reservation_ids: must name the capacity reservations a pool with the "
+            "'reserved' capacity type may use (Karpenter selects reservations by ID), got []",
         ],
-        id="reserved-with-karpenter",
+        id="reserved-pool-without-reservations",
     ),
     pytest.param(
         production_pool(1, capacity_types=["spot", "spot"]),

@@ -23,7 +23,7 @@ GUARDRAIL = ("arn:aws:bedrock:us-east-1:123456789012:guardrail/abcd1234efgh", "3
 TUNED = {
     "fallback": {
         "num_retries": 2,
-        "request_timeout_seconds": 300,
+        "request_timeout_seconds": 150,
         "stream_timeout_seconds": 45,
         "allowed_fails": 5,
         "cooldown_seconds": 120,
@@ -94,7 +94,7 @@ def test_poc_model_list_is_the_vllm_service_then_its_bedrock_model(poc: TierConf
             "litellm_params": {
                 "model": "hosted_vllm/qwen3-8b",
                 "api_base": "http://vllm-qwen3-8b.gpufarm.svc.cluster.local:8000/v1",
-                "timeout": 600,
+                "timeout": 240,
                 "stream_timeout": 60,
             },
             "model_info": {
@@ -107,7 +107,7 @@ def test_poc_model_list_is_the_vllm_service_then_its_bedrock_model(poc: TierConf
             "litellm_params": {
                 "model": "bedrock/converse/us.meta.llama3-1-8b-instruct-v1:0",
                 "aws_region_name": "us-east-1",
-                "timeout": 600,
+                "timeout": 240,
                 "stream_timeout": 60,
             },
             "model_info": {"id": "bedrock-qwen3-8b"},
@@ -145,7 +145,7 @@ def test_production_bedrock_entry_is_the_us_profile_through_converse(production:
     assert params == {
         "model": "bedrock/converse/us.meta.llama3-3-70b-instruct-v1:0",
         "aws_region_name": "us-east-1",
-        "timeout": 900,
+        "timeout": 400,
         "stream_timeout": 60,
     }
 
@@ -184,7 +184,7 @@ def test_router_retries_timeouts_and_cooldown_come_from_the_config(tuned: TierCo
     assert gw.litellm_config(tuned)["router_settings"] == {
         "fallbacks": [{"qwen3-8b": ["qwen3-8b@bedrock"]}],
         "num_retries": 2,
-        "timeout": 300,
+        "timeout": 150,
         "stream_timeout": 45,
         "cooldown_time": 120,
     }
@@ -192,11 +192,11 @@ def test_router_retries_timeouts_and_cooldown_come_from_the_config(tuned: TierCo
 
 def test_every_deployment_carries_the_configured_timeouts(tuned: TierConfig) -> None:
     for item in gw.litellm_config(tuned)["model_list"]:
-        assert (item["litellm_params"]["timeout"], item["litellm_params"]["stream_timeout"]) == (300, 45)
+        assert (item["litellm_params"]["timeout"], item["litellm_params"]["stream_timeout"]) == (150, 45)
 
 
 def test_default_request_timeout_is_the_configured_one(tuned: TierConfig) -> None:
-    assert gw.litellm_config(tuned)["litellm_settings"] == {"request_timeout": 300, "drop_params": True}
+    assert gw.litellm_config(tuned)["litellm_settings"] == {"request_timeout": 150, "drop_params": True}
 
 
 def test_vllm_deployments_cool_down_after_the_allowed_fails_of_each_kind(tuned: TierConfig) -> None:
@@ -435,7 +435,7 @@ def test_hash_annotation_is_the_config_hash(production: TierConfig) -> None:
 
 
 def test_hash_annotation_changes_when_the_config_changes(poc: TierConfig) -> None:
-    retried = make_tier({"fallback": {"num_retries": 3}})
+    retried = make_tier({"fallback": {"num_retries": 0}})
     before = deployment(poc)["spec"]["template"]["metadata"]["annotations"]
     after = deployment(retried)["spec"]["template"]["metadata"]["annotations"]
     assert before[gw.CONFIG_HASH_ANNOTATION] != after[gw.CONFIG_HASH_ANNOTATION]
@@ -497,7 +497,7 @@ def test_proxy_listens_on_the_port_and_outlives_the_load_balancer_keepalive(tune
 def test_pods_drain_their_longest_request_before_they_are_killed(production: TierConfig) -> None:
     spec = pod(production)
     assert spec["terminationGracePeriodSeconds"] >= production.fallback.request_timeout_seconds
-    assert env(proxy(production))["GRACEFUL_SHUTDOWN_TIMEOUT"] == "900"
+    assert env(proxy(production))["GRACEFUL_SHUTDOWN_TIMEOUT"] == "400"
 
 
 def test_proxy_never_downloads_at_start(poc: TierConfig) -> None:
