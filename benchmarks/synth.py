@@ -11,6 +11,7 @@ tiers together within 3x the empty app. Figures are printed, never asserted.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -54,6 +55,44 @@ def _median(code_for_outdir: str, runs: int) -> float:
     return statistics.median(times)
 
 
+SIZE_APP = """
+import json, sys, yaml
+sys.path.insert(0, {repo!r})
+from gpufarm.app import build_app
+from gpufarm.config import build_tier, load_preset, merge
+from gpufarm.config.loader import PRESET_DIR
+context = json.loads((__import__("pathlib").Path({repo!r}) / "cdk.json").read_text())["context"]
+document = yaml.safe_load((PRESET_DIR / "enterprise.yaml").read_text())
+models = list(document["models"])
+for i in range(len(models), 8):
+    models.append({{"name": f"batch-{{i}}", "weights": f"s3://gpufarm-enterprise-models/batch/model-{{i}}/",
+                   "weights_gib": 16, "capacity_class": "background", "gpus": 1, "replicas": 1,
+                   "critical": False, "bedrock": "none"}})
+configs = [load_preset(n) for n in ("poc", "production", "enterprise")]
+configs.append(build_tier(merge(document, {{"name": "enterprise8", "models": models}})))
+build_app(configs, context=context, outdir={outdir!r}).synth()
+"""
+
+RESOURCE_LIMIT = 500
+TEMPLATE_BYTES_LIMIT = 1_000_000
+
+
+def _sizes() -> list[tuple[str, int, int]]:
+    """(stack, resources, template bytes) of every preset and of enterprise with 8 models."""
+    with tempfile.TemporaryDirectory() as outdir:
+        _time(SIZE_APP.format(repo=str(REPO), outdir=outdir))
+        rows = []
+        for path in sorted(Path(outdir).glob("*.template.json")):
+            rows.append(
+                (
+                    path.name.removesuffix(".template.json"),
+                    len(json.loads(path.read_text())["Resources"]),
+                    path.stat().st_size,
+                )
+            )
+        return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per measurement (median reported)")
@@ -77,6 +116,15 @@ def main() -> int:
         print(f"{label:<24}{seconds:>10.2f}{seconds / empty:>10.2f}")
     goal = "met" if all_tiers <= 3 * empty else "NOT met"
     print(f"goal: all tiers <= 3x the empty app: {goal} ({all_tiers / empty:.2f}x)")
+
+    print()
+    print("template size (CloudFormation limits: 500 resources, 1 MB; goal: <= 60% of each)")
+    print(f"{'stack':<28}{'resources':>10}{'% of 500':>10}{'KB':>10}{'% of 1 MB':>11}")
+    for stack, count, size in _sizes():
+        print(
+            f"{stack:<28}{count:>10}{100 * count / RESOURCE_LIMIT:>9.0f}%"
+            f"{size / 1000:>10.0f}{100 * size / TEMPLATE_BYTES_LIMIT:>10.0f}%"
+        )
     return 0
 
 

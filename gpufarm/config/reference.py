@@ -203,7 +203,8 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
         "ingress.kind",
         "`nlb` excludes the Target Optimizer, WAF, OIDC/Cognito and `lcu_reservation`; `nlb.tls` "
-        "needs `certificate_arn`.",
+        "needs `certificate_arn`; an internet-facing NLB needs `nlb.tls` and `inspection.enabled`; "
+        "`allowed_cidrs` x (models + 1) listener rules fit the security group's 60.",
     ),
     ("ingress.private_link.allowed_principals", "at least one when PrivateLink is enabled."),
     (

@@ -411,6 +411,13 @@ def _model_placement(cfg: TierConfig, where: str, model: ModelConfig) -> Iterato
             f"{model.capacity_class!r} and node_pool {model.node_pool!r}",
         )
         return
+    if model.capacity_class is not None and cfg.cluster.provisioning is not Provisioning.KARPENTER:
+        yield ConfigIssue(
+            path=f"{where}.capacity_class",
+            message="needs karpenter provisioning (classes label Karpenter pools and reserved node "
+            f"groups; Auto Mode pools are chosen by node_pool), got {model.capacity_class!r}",
+        )
+        return
     targets = placement_of(cfg, model)
     if not targets:
         if model.capacity_class is not None:
@@ -541,6 +548,10 @@ def _model_autoscaling(cfg: TierConfig, where: str, model: ModelConfig) -> Itera
         )
 
 
+NLB_SECURITY_GROUP_RULES = 60
+"""Inbound rules a security group holds by default."""
+
+
 def _ingress_kind(cfg: TierConfig) -> Iterator[ConfigIssue]:
     ing = cfg.ingress
     if ing.kind is LoadBalancerKind.NLB:
@@ -572,6 +583,20 @@ def _ingress_kind(cfg: TierConfig) -> Iterator[ConfigIssue]:
             yield ConfigIssue(
                 path="ingress.certificate_arn",
                 message="is required when ingress.nlb.tls is true (the NLB terminates TLS), got None",
+            )
+        if public and not ing.nlb.tls:
+            yield ConfigIssue(
+                path="ingress.nlb.tls",
+                message="must be true for an internet-facing NLB (public traffic is served over "
+                "TLS only), got false",
+            )
+        rules = max(1, len(ing.allowed_cidrs)) * (len(cfg.models) + 1)
+        if rules > NLB_SECURITY_GROUP_RULES:
+            yield ConfigIssue(
+                path="ingress.allowed_cidrs",
+                message=f"must fit the NLB security group's {NLB_SECURITY_GROUP_RULES} inbound rules: "
+                f"one per CIDR and listener ({len(ing.allowed_cidrs)} CIDRs x {len(cfg.models) + 1} "
+                f"listeners = {rules}), got {len(ing.allowed_cidrs)} CIDRs",
             )
         default_port = 443 if ing.nlb.tls else 80
         ports: dict[int, str] = {default_port: "the gateway's listener"} if cfg.fallback.enabled else {}

@@ -15,17 +15,24 @@ from gpufarm.constructs.fsx_model_store import FsxModelStore
 from gpufarm.constructs.gateway import FallbackGateway
 from gpufarm.constructs.gpu_node_pool import AutoModeGpuNodePool
 from gpufarm.constructs.ingress import InferenceAlb, route_prefix
+from gpufarm.constructs.inspection import TrafficInspection
 from gpufarm.constructs.karpenter import Karpenter, KarpenterGpuNodePool, NvidiaDevicePlugin
 from gpufarm.constructs.lb_controller import AwsLoadBalancerController
+from gpufarm.constructs.lws import LeaderWorkerSetController, MultiNodeServing
 from gpufarm.constructs.model_store import S3ModelStore
 from gpufarm.constructs.network import InferenceNetwork
+from gpufarm.constructs.nlb import AlpnPolicy, InferenceNlb
 from gpufarm.constructs.observability import InferenceAlarms, InferenceDashboard, PrometheusMonitoring
+from gpufarm.constructs.private_link import InferencePrivateLink
+from gpufarm.constructs.reserved_capacity import EfaDevicePlugin, ReservedGpuNodeGroup
 from gpufarm.constructs.serving import VllmServing
 from gpufarm.constructs.waf import InferenceWaf
 
 __all__ = [
+    "AlpnPolicy",
     "AutoModeGpuNodePool",
     "AwsLoadBalancerController",
+    "EfaDevicePlugin",
     "FallbackGateway",
     "FsxModelStore",
     "InferenceAlarms",
@@ -33,13 +40,19 @@ __all__ = [
     "InferenceCluster",
     "InferenceDashboard",
     "InferenceNetwork",
+    "InferenceNlb",
+    "InferencePrivateLink",
     "InferenceWaf",
     "Karpenter",
     "KarpenterGpuNodePool",
     "KedaAutoscaling",
+    "LeaderWorkerSetController",
+    "MultiNodeServing",
     "NvidiaDevicePlugin",
     "PrometheusMonitoring",
+    "ReservedGpuNodeGroup",
     "S3ModelStore",
+    "TrafficInspection",
     "VllmServing",
     "enable_compliance_checks",
     "route_prefix",

@@ -13,6 +13,9 @@ from gpufarm.config.model import RemovalPolicy
 
 POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 
+DELETED_LOG_RECOVERY_DAYS = 30
+"""Days a deleted or expired load balancer access log stays recoverable in its versioned bucket."""
+
 
 def acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge one cdk-nag finding on `construct` (and its children), with a specific reason."""

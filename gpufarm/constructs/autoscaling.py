@@ -13,7 +13,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from gpufarm.config.model import AutoscalingConfig, ModelConfig
-from gpufarm.constructs._util import pod_identity_role
+from gpufarm.constructs._util import acknowledge, pod_identity_role
 from gpufarm.k8s import autoscaling as k8s_autoscaling
 
 CHART_TIMEOUT = cdk.Duration.minutes(10)
@@ -73,6 +73,13 @@ class KedaAutoscaling(Construct):
             self, "OperatorRole", description="KEDA operator: query vLLM metrics in Amazon Managed Prometheus"
         )
         self.role.add_to_policy(iam.PolicyStatement(actions=list(QUERY_ACTIONS), resources=[workspace_arn]))
+        acknowledge(
+            self.role,
+            "NIST.800.53.R5-IAMNoInlinePolicy",
+            "The KEDA operator's Pod Identity role may only query this tier's Prometheus workspace; "
+            "the grant is inline so that it belongs to this role alone: it cannot be attached to "
+            "another principal and is deleted with the role.",
+        )
         self.pod_identity = eks.CfnPodIdentityAssociation(
             self,
             "OperatorPodIdentity",

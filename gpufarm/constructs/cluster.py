@@ -14,6 +14,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from constructs import Construct, DependencyGroup
 
@@ -141,6 +142,9 @@ class InferenceCluster(Construct):
     type, Kubernetes secrets envelope-encrypted with a rotating customer-managed KMS key, nodes
     in the private subnets. The kubectl provider (which applies Kubernetes manifests during
     deploy) runs in the private subnets with kubectl 1.34, so it reaches a private endpoint.
+    Its log groups (which record every manifest and Helm values it applies) are encrypted with
+    `logs_key` when given (default: none, CloudWatch Logs' own encryption); the key must let
+    CloudWatch Logs use it.
 
     With `provisioning: karpenter` the cluster uses standard compute instead of Auto Mode (GPU
     nodes come from Karpenter, built elsewhere): a managed node group `SystemNodes` for system
@@ -160,6 +164,7 @@ class InferenceCluster(Construct):
         config: ClusterConfig,
         cluster_name: str | None = None,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
+        logs_key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, id)
         auto_mode = config.provisioning is Provisioning.AUTO_MODE
@@ -263,6 +268,8 @@ class InferenceCluster(Construct):
         every `elbv2.k8s.aws/v1beta1` TargetGroupBinding depend on it."""
         if system_ami is not None:
             self._standard_compute(vpc, config, system_ami)
+        if logs_key is not None:
+            self._encrypt_kubectl_logs(logs_key)
         self._acknowledge(config)
 
     def _standard_compute(
@@ -448,11 +455,36 @@ class InferenceCluster(Construct):
                 "Identity role instead of the node role, so no other pod can use it.",
             )
 
+    def _kubectl_functions(self) -> dict[str, Construct]:
+        """The kubectl provider's Lambda functions (L2 scopes) by their construct ID.
+
+        'Handler' runs kubectl and helm; 'framework-onEvent' is the custom resource provider
+        framework that CloudFormation calls and that calls the handler.
+        """
+        provider = self.cluster.kubectl_provider
+        if provider is None:
+            return {}
+        return {
+            child.node.scope.node.id: child.node.scope
+            for child in provider.node.find_all()
+            if isinstance(child, lambda_.CfnFunction) and isinstance(child.node.scope, Construct)
+        }
+
+    def _encrypt_kubectl_logs(self, logs_key: kms.IKey) -> None:
+        """Encrypt the kubectl provider's log groups: the handler logs each request it gets."""
+        provider = self.cluster.kubectl_provider
+        if provider is None:
+            return
+        for child in provider.node.find_all():
+            if isinstance(child, logs.CfnLogGroup):
+                child.kms_key_id = logs_key.key_arn
+
     def _acknowledge_kubectl_provider(self) -> None:
         """Findings on the kubectl provider that aws_eks_v2 creates to apply manifests."""
         provider = self.cluster.kubectl_provider
         if provider is None:
             return
+        self._acknowledge_kubectl_functions()
         stack = cdk.Stack.of(self)
         reason_policies = (
             "The kubectl provider Lambda functions that aws_eks_v2 creates use the AWS-managed "
@@ -503,3 +535,52 @@ class InferenceCluster(Construct):
             "The kubectl handler's runtime is chosen by aws-cdk-lib to match the kubectl "
             "layer; it is upgraded with aws-cdk-lib, not pinned here.",
         )
+
+    def _acknowledge_kubectl_functions(self) -> None:
+        """NIST 800-53 R5 findings on the two Lambda functions of the kubectl provider."""
+        functions = self._kubectl_functions()
+        concurrency = (
+            "{} runs only while CloudFormation deploys this stack, once per Kubernetes manifest or "
+            "Helm chart resource, and CloudFormation creates those in parallel: a concurrency cap "
+            "would throttle a deploy into failure, and reserved concurrency would hold back part "
+            "of the account's pool for a function that is idle between deploys."
+        )
+        handler = functions.get("Handler")
+        if handler is not None:
+            acknowledge(
+                handler,
+                "NIST.800.53.R5-IAMNoInlinePolicy",
+                "aws_eks_v2 grants the kubectl handler's role eks:DescribeCluster on this cluster "
+                "through the role's default inline policy; aws-cdk-lib creates and updates both.",
+            )
+            acknowledge(
+                handler, "NIST.800.53.R5-LambdaConcurrency", concurrency.format("The kubectl handler")
+            )
+            acknowledge(
+                handler,
+                "NIST.800.53.R5-LambdaDLQ",
+                "The provider framework function invokes the kubectl handler synchronously and "
+                "reports its errors to CloudFormation, which fails the deploy with them; a "
+                "dead-letter queue only ever receives failed asynchronous invocations.",
+            )
+        framework = functions.get("framework-onEvent")
+        if framework is not None:
+            acknowledge(
+                framework,
+                "NIST.800.53.R5-IAMNoInlinePolicy",
+                "The custom resource framework's role may only invoke and describe the kubectl "
+                "handler function, through the default inline policy aws-cdk-lib creates with it.",
+            )
+            acknowledge(
+                framework,
+                "NIST.800.53.R5-LambdaConcurrency",
+                concurrency.format("The custom resource framework function"),
+            )
+            acknowledge(
+                framework,
+                "NIST.800.53.R5-LambdaDLQ",
+                "CloudFormation invokes the framework function asynchronously for each custom "
+                "resource event, and the framework answers every event, failures included, on the "
+                "request's response URL: a failure ends as a failed stack operation, not as a "
+                "message to replay.",
+            )

@@ -188,6 +188,13 @@ class FsxModelStore(Construct):
             "CSI controller makes (to check that a volume's file system exists); it gets no create, "
             "update or delete permissions.",
         )
+        acknowledge(
+            self.driver_role,
+            "NIST.800.53.R5-IAMNoInlinePolicy",
+            "The FSx CSI controller's Pod Identity role has a single permission, "
+            "fsx:DescribeFileSystems, held inline so that it belongs to this role alone: it cannot "
+            "be attached to another principal and is deleted with the role.",
+        )
         self.addon = eks.CfnAddon(
             self,
             "CsiDriver",

@@ -21,7 +21,7 @@ from gpufarm.config.bedrock import (
     profile_prefix,
 )
 from gpufarm.config.model import GuardrailConfig, ModelConfig, TierConfig
-from gpufarm.constructs._util import pod_identity_role
+from gpufarm.constructs._util import acknowledge, pod_identity_role
 from gpufarm.constructs.serving import secret_arn
 from gpufarm.k8s import gateway as k8s_gateway
 
@@ -225,6 +225,13 @@ class FallbackGateway(Construct):
                     resources=[secret_arn(self, fb.master_key_secret)],
                 )
             )
+        acknowledge(
+            self.role,
+            "NIST.800.53.R5-IAMNoInlinePolicy",
+            "The gateway's Pod Identity role may invoke only the Bedrock models (and guardrail, and "
+            "read only the master-key secret) that this tier's config names; the grant is inline so "
+            "that it belongs to this role alone, changes with the models, and is deleted with it.",
+        )
         self.pod_identity = eks.CfnPodIdentityAssociation(
             self,
             "PodIdentity",

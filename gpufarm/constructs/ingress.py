@@ -32,7 +32,7 @@ from gpufarm.config.model import (
     OidcAuthConfig,
     default_route_priority,
 )
-from gpufarm.constructs._util import acknowledge, construct_id, private_subnets
+from gpufarm.constructs._util import DELETED_LOG_RECOVERY_DAYS, acknowledge, construct_id, private_subnets
 from gpufarm.constructs.waf import InferenceWaf
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, target_group_binding
 
@@ -63,7 +63,8 @@ class InferenceAlb(Construct):
     while internal (HTTPS on 443 with a TLS 1.2+ policy when a certificate is given; required
     when internet-facing), clients limited to `allowed_cidrs` (`vpc_cidr`, else the VPC's
     CIDR, when empty), idle timeout 600 s so long generations are not cut, invalid headers
-    dropped, access logs to an SSE-S3 bucket kept 90 days. Target groups:
+    dropped, access logs to a versioned SSE-S3 bucket kept 90 days (a deleted or expired log
+    stays recoverable 30 more days). Target groups:
     `least_outstanding_requests`, 60 s slow start, 300 s deregistration delay, health check
     `GET /health` every 15 s. The load balancer may reach targets only on their ports
     (:attr:`target_ports`), through the security groups passed to :meth:`allow_targets_in`.
@@ -79,6 +80,10 @@ class InferenceAlb(Construct):
     bindings and deletes the old ones (a switch-over rather than a failed update; see
     docs/decisions/0013-target-optimizer-sidecar.md).
 
+    With `config.lcu_reservation` the load balancer keeps that many capacity units provisioned
+    (`MinimumLoadBalancerCapacity`, at least 100; billed whether used or not), so a launch or
+    an expected peak does not wait for it to scale.
+
     With `config.waf.enabled` an :class:`InferenceWaf` is attached (its logs encrypted with
     `logs_key`, which must let CloudWatch Logs use it, and removed per `removal_policy`).
     With `config.oidc` or `config.cognito` (HTTPS only) each route authenticates first. A
@@ -86,6 +91,10 @@ class InferenceAlb(Construct):
     (`OnUnauthenticatedRequest: deny`): API clients cannot follow a redirect, so they send the
     cookie a browser sign-in produced. The load balancer then also calls the identity provider
     on HTTPS (egress 443 to any address: the provider's addresses are unknown at synth).
+
+    `deletion_protection` (default false) makes the ELB API refuse to delete the load balancer
+    until the attribute is turned off: a stack with termination protection passes true. A
+    change that replaces the load balancer (its scheme) then needs the attribute off first.
     """
 
     def __init__(
@@ -102,6 +111,7 @@ class InferenceAlb(Construct):
         rule_priorities: Mapping[str, int] | None = None,
         logs_key: kms.IKey | None = None,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
+        deletion_protection: bool = False,
     ) -> None:
         super().__init__(scope, id)
         _validate(config, target_port)
@@ -140,6 +150,9 @@ class InferenceAlb(Construct):
             vpc_subnets=ec2.SubnetSelection(subnets=subnets),
             idle_timeout=cdk.Duration.seconds(config.idle_timeout_seconds),
             drop_invalid_header_fields=True,
+            # MinimumLoadBalancerCapacity.CapacityUnits: capacity held ready before traffic arrives.
+            minimum_capacity_unit=config.lcu_reservation,
+            deletion_protection=deletion_protection,
         )
         self.access_logs_bucket: s3.Bucket | None = None
         if config.access_logs.enabled:
@@ -375,17 +388,34 @@ class InferenceAlb(Construct):
             enforce_ssl=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            versioned=False,
+            # Versions keep a deleted log (by hand or by the lifecycle rule) recoverable a while.
+            versioned=True,
             removal_policy=cdk.RemovalPolicy.RETAIN,
             lifecycle_rules=[
-                s3.LifecycleRule(expiration=cdk.Duration.days(self.config.access_logs.retention_days))
+                s3.LifecycleRule(
+                    expiration=cdk.Duration.days(self.config.access_logs.retention_days),
+                    noncurrent_version_expiration=cdk.Duration.days(DELETED_LOG_RECOVERY_DAYS),
+                )
             ],
+        )
+        no_server_logs = (
+            "This bucket only receives the load balancer's access logs; logging reads of it to a "
+            "further bucket would add a log of a log. Public access is blocked and TLS enforced."
+        )
+        acknowledge(bucket, "AwsSolutions-S1", no_server_logs)
+        acknowledge(bucket, "NIST.800.53.R5-S3BucketLoggingEnabled", no_server_logs)
+        acknowledge(
+            bucket,
+            "NIST.800.53.R5-S3DefaultEncryptionKMS",
+            "An Application Load Balancer delivers access logs only to buckets encrypted with "
+            "SSE-S3 (Amazon S3-managed keys); with a KMS default key its log delivery fails.",
         )
         acknowledge(
             bucket,
-            "AwsSolutions-S1",
-            "This bucket only receives the load balancer's access logs; logging reads of it to a "
-            "further bucket would add a log of a log. Public access is blocked and TLS enforced.",
+            "NIST.800.53.R5-S3BucketReplicationEnabled",
+            "Access logs of a load balancer in this Region: a copy in another Region would need a "
+            "bucket and replication role outside this single-Region stack. The bucket is retained "
+            "when the stack is deleted, versioned, and its logs expire per access_logs.retention_days.",
         )
         return bucket
 

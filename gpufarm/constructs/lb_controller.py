@@ -331,6 +331,13 @@ class AwsLoadBalancerController(Construct):
         self._acknowledge(version)
 
     def _acknowledge(self, version: str) -> None:
+        acknowledge(
+            self.policy,
+            "NIST.800.53.R5-IAMNoInlinePolicy",
+            f"The controller's published IAM policy (v{version}) is attached inline to its own Pod "
+            "Identity role only: no other principal can be given it, and it is replaced with the "
+            "chart version and deleted with the role.",
+        )
         reason = (
             "The AWS Load Balancer Controller's published IAM policy (v{}): {}. Its write actions "
             "on load balancers and security groups are limited by the elbv2.k8s.aws/cluster tag "

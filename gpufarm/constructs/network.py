@@ -82,10 +82,16 @@ class InferenceNetwork(Construct):
                 encryption_key=logs_key,
                 removal_policy=removal_policy,
             )
-            self.vpc.add_flow_log(
+            flow_log = self.vpc.add_flow_log(
                 "FlowLog",
                 destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),
                 traffic_type=ec2.FlowLogTrafficType.ALL,
+            )
+            acknowledge(
+                flow_log,
+                "NIST.800.53.R5-IAMNoInlinePolicy",
+                "CDK writes the flow log role's one policy inline: it lets VPC Flow Logs write to "
+                "this VPC's flow log group only.",
             )
         if config.s3_gateway_endpoint:
             self.vpc.add_gateway_endpoint(

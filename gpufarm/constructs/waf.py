@@ -14,6 +14,7 @@ from typing import Any
 import aws_cdk as cdk
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
 from gpufarm.config.model import LOG_RETENTION_DAYS, WafConfig
@@ -79,11 +80,10 @@ class InferenceWaf(Construct):
             properties["Name"] = name
         self.web_acl = cdk.CfnResource(self, "Resource", type="AWS::WAFv2::WebACL", properties=properties)
         self.web_acl_arn: str = self.web_acl.get_att("Arn").to_string()
-        self.association = cdk.CfnResource(
-            self,
-            "Association",
-            type="AWS::WAFv2::WebACLAssociation",
-            properties={"ResourceArn": load_balancer_arn, "WebACLArn": self.web_acl_arn},
+        # The typed L1 (not a generic CfnResource): cdk-nag's NIST.800.53.R5-ALBWAFEnabled finds
+        # an ALB's web ACL by looking for CfnWebACLAssociation objects that reference it.
+        self.association = wafv2.CfnWebACLAssociation(
+            self, "Association", resource_arn=load_balancer_arn, web_acl_arn=self.web_acl_arn
         )
         self.log_group: logs.CfnLogGroup | None = None
         if logging:

@@ -21,6 +21,7 @@ import yaml
 from gpufarm.config.bedrock import call_region
 from gpufarm.config.model import FallbackConfig, ModelConfig, ServingConfig, TierConfig
 from gpufarm.k8s.labels import POOL_LABEL, common_labels, workload_name
+from gpufarm.k8s.lws import leader_service_name
 
 NAME = "gateway"
 """Name of the gateway's Deployment, Service, PodDisruptionBudget and ServiceAccount."""
@@ -117,8 +118,13 @@ def bedrock_deployment_id(model: ModelConfig) -> str:
 
 
 def vllm_api_base(model: ModelConfig, serving: ServingConfig) -> str:
-    """The OpenAI-compatible base URL of a model's vLLM Service, by its cluster DNS name."""
-    return f"http://{workload_name(model.name)}.{serving.namespace}.svc.cluster.local:{serving.port}/v1"
+    """The OpenAI-compatible base URL of a model's vLLM Service, by its cluster DNS name.
+
+    A multi-node model (`pipeline_parallel` > 1) is reached through its leaders' Service only:
+    its workers serve no HTTP.
+    """
+    service = workload_name(model.name) if model.pipeline_parallel == 1 else leader_service_name(model.name)
+    return f"http://{service}.{serving.namespace}.svc.cluster.local:{serving.port}/v1"
 
 
 def guardrail_env_refs() -> tuple[str, str]:

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from gpufarm.config.model import AmiFamily, NodePoolConfig
-from gpufarm.k8s.labels import GPU_TAINT_KEY, POOL_LABEL, common_labels, nodepool_name
+from gpufarm.k8s.labels import (
+    CAPACITY_CLASS_LABEL,
+    EFA_LABEL,
+    GPU_PRESENT_LABEL,
+    GPU_TAINT_KEY,
+    POOL_LABEL,
+    common_labels,
+    nodepool_name,
+)
 from gpufarm.k8s.nodepool import gpu_nodepool
 
 KARPENTER_LABEL_DOMAIN = "karpenter.k8s.aws"
@@ -39,6 +48,64 @@ at the 125 MiB/s baseline, for a few dollars a month per node."""
 
 BOTTLEROCKET_OS_VOLUME_GIB = 4
 """Bottlerocket's OS volume (`/dev/xvda`), the size Karpenter gives it by default."""
+
+EFA_NETWORK_CARDS: dict[str, int] = {
+    "p4d.24xlarge": 4,
+    "p4de.24xlarge": 4,
+    "p5.48xlarge": 32,
+    "p5e.48xlarge": 32,
+    "p5en.48xlarge": 16,
+    "p6-b200.48xlarge": 8,
+}
+"""Network cards of multi-card EFA GPU instance types (one EFA per card), as EC2 reports them
+(DescribeInstanceTypes `NetworkInfo.NetworkCards`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EfaInterface:
+    """One network interface of an EFA node: where it attaches and what it is."""
+
+    network_card_index: int
+    device_index: int
+    interface_type: Literal["interface", "efa", "efa-only"]
+
+
+def efa_interfaces(instance_type: str) -> list[EfaInterface] | None:
+    """The EFA interface layout EC2 recommends for a multi-card instance type, or None if unknown.
+
+    The primary interface (card 0, device 0) is a plain ENA interface carrying the node's and
+    the pods' IP traffic; every network card then gets one EFA-only interface (device 1 on card
+    0, device 0 on the others). EFA-only interfaces take no IP address, so a p5.48xlarge uses
+    one subnet address for its primary interface instead of 32 (VPC CNI 1.18.5 or later).
+    """
+    cards = EFA_NETWORK_CARDS.get(instance_type)
+    if cards is None:
+        return None
+    return [
+        EfaInterface(network_card_index=0, device_index=0, interface_type="interface"),
+        EfaInterface(network_card_index=0, device_index=1, interface_type="efa-only"),
+        *(
+            EfaInterface(network_card_index=card, device_index=0, interface_type="efa-only")
+            for card in range(1, cards)
+        ),
+    ]
+
+
+def pool_efa_interfaces(pool: NodePoolConfig) -> list[EfaInterface] | None:
+    """The EFA layout of an `efa` pool whose instance types all share one known layout, else None.
+
+    An EC2NodeClass's `networkInterfaces` apply to every instance type the pool launches, so a
+    static layout is only written when the pool is narrowed (`instance_types`) to types with the
+    same number of network cards. Otherwise Karpenter gives every interface the EFA type on
+    nodes it launches for pods requesting `vpc.amazonaws.com/efa`.
+    """
+    if not pool.efa or not pool.instance_types:
+        return None
+    layouts = {tuple(efa_interfaces(t) or ()) for t in pool.instance_types}
+    if len(layouts) != 1:
+        return None
+    (layout,) = layouts
+    return list(layout) or None
 
 
 def ami_alias(pool: NodePoolConfig) -> str:
@@ -96,9 +163,14 @@ def ec2_nodeclass(
     tag, such as the one EKS creates for the cluster), an encrypted gp3 kubelet volume of
     `root_volume_gib`, and IMDSv2 only with a hop limit of 1 so pods cannot reach the node
     role's credentials (they get their own through Pod Identity).
+
+    A pool with `reservation_ids` selects those capacity reservations by ID (its NodePool then
+    launches them with capacity type `reserved`); an `efa` pool narrowed to instance types with
+    one known layout gets its EFA interfaces (:func:`pool_efa_interfaces`). Its nodes also need
+    the EFA security group: pass it in `security_group_ids`.
     """
     selector = {"tags": {DISCOVERY_TAG: discovery_value}}
-    return {
+    nodeclass: dict[str, Any] = {
         "apiVersion": "karpenter.k8s.aws/v1",
         "kind": "EC2NodeClass",
         "metadata": {
@@ -120,6 +192,19 @@ def ec2_nodeclass(
             "tags": {POOL_LABEL: pool.name, PURPOSE_LABEL: pool.purpose.value},
         },
     }
+    # Added only when configured, so pools without reservations or EFA render as before.
+    if pool.reservation_ids:
+        nodeclass["spec"]["capacityReservationSelectorTerms"] = [{"id": r} for r in pool.reservation_ids]
+    if interfaces := pool_efa_interfaces(pool):
+        nodeclass["spec"]["networkInterfaces"] = [
+            {
+                "networkCardIndex": i.network_card_index,
+                "deviceIndex": i.device_index,
+                "interfaceType": i.interface_type,
+            }
+            for i in interfaces
+        ]
+    return nodeclass
 
 
 def karpenter_gpu_nodepool(pool: NodePoolConfig) -> dict[str, Any]:
@@ -128,8 +213,19 @@ def karpenter_gpu_nodepool(pool: NodePoolConfig) -> dict[str, Any]:
     Like the Auto Mode pool (taint `nvidia.com/gpu:NoSchedule`, GPU limit, `WhenEmpty`
     consolidation after `consolidate_after`, one disruption budget, `expireAfter`), with
     Karpenter's instance labels, the pool's weight (serving 50 before batch 10 by default, so
-    the on-demand base fills before burst capacity) and nodes labelled with pool, purpose and OS.
+    the on-demand base fills before burst capacity) and nodes labelled with pool, purpose and OS,
+    plus `gpufarm.io/capacity-class` (the pool's class: its `capacity_class`, else its name;
+    models of a class select on it) and `gpufarm.io/efa: "true"` when it sets `efa` (where the
+    EFA device plugin runs).
     """
+    labels = {
+        POOL_LABEL: pool.name,
+        PURPOSE_LABEL: pool.purpose.value,
+        AMI_FAMILY_LABEL: pool.ami_family.value,
+    }
+    labels[CAPACITY_CLASS_LABEL] = pool.capacity_class_name
+    if pool.efa:
+        labels[EFA_LABEL] = "true"
     return gpu_nodepool(
         pool,
         node_class_ref={
@@ -138,11 +234,7 @@ def karpenter_gpu_nodepool(pool: NodePoolConfig) -> dict[str, Any]:
             "name": nodepool_name(pool.name),
         },
         label_domain=KARPENTER_LABEL_DOMAIN,
-        node_labels={
-            POOL_LABEL: pool.name,
-            PURPOSE_LABEL: pool.purpose.value,
-            AMI_FAMILY_LABEL: pool.ami_family.value,
-        },
+        node_labels=labels,
         weight=pool.nodepool_weight,
     )
 
@@ -219,7 +311,7 @@ def nvidia_device_plugin_values() -> dict[str, Any]:
                         },
                         {
                             "matchExpressions": [
-                                {"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}
+                                {"key": GPU_PRESENT_LABEL, "operator": "In", "values": ["true"]}
                             ]
                         },
                     ]
@@ -232,4 +324,19 @@ def nvidia_device_plugin_values() -> dict[str, Any]:
         ],
         "priorityClassName": "system-node-critical",
         "gfd": {"enabled": False},
+    }
+
+
+def efa_device_plugin_values() -> dict[str, Any]:
+    """Helm values of the `aws-efa-k8s-device-plugin` chart: a DaemonSet on EFA nodes only.
+
+    The chart builds its required node affinity from `supportedInstanceLabels` (by default a
+    list of instance types, which lags new EFA types); here it keys on the `gpufarm.io/efa:
+    "true"` label that reserved node groups and `efa` Karpenter pools put on their nodes, so the
+    plugin runs exactly where EFA interfaces were attached. It tolerates the `nvidia.com/gpu`
+    taint of GPU nodes (the chart adds `CriticalAddonsOnly` itself).
+    """
+    return {
+        "supportedInstanceLabels": {"keys": [EFA_LABEL], "values": ["true"]},
+        "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
     }

@@ -8,6 +8,12 @@ POOL_LABEL = "gpufarm.io/pool"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_RESOURCE = "nvidia.com/gpu"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
+CAPACITY_CLASS_LABEL = "gpufarm.io/capacity-class"
+"""Node label naming the capacity class (reserved base, burst, background) models select."""
+EFA_LABEL = "gpufarm.io/efa"
+"""Node label (`"true"`) on nodes launched with EFA interfaces; the EFA device plugin runs there."""
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+"""Node label (`"true"`) on NVIDIA GPU nodes Karpenter did not launch (managed node groups)."""
 
 
 def common_labels(component: str) -> dict[str, str]:

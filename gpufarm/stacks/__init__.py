@@ -1,5 +1,5 @@
 """One stack per tier, composed only from :mod:`gpufarm.constructs`."""
 
-from gpufarm.stacks.tier import GpuFarmStack
+from gpufarm.stacks.tier import TIER_METADATA_KEY, GpuFarmStack, tier_metadata
 
-__all__ = ["GpuFarmStack"]
+__all__ = ["TIER_METADATA_KEY", "GpuFarmStack", "tier_metadata"]

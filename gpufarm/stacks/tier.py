@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import aws_cdk as cdk
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
@@ -10,13 +13,18 @@ from constructs import Construct
 from gpufarm.config.model import (
     TARGET_CONTROL_AGENT_IMAGE,
     InterfaceEndpoint,
+    LoadBalancerKind,
+    ModelConfig,
     ModelStoreKind,
+    NodeGroupConfig,
     Provisioning,
     TierConfig,
 )
 from gpufarm.config.sizing import fsx_storage_capacity_gib
+from gpufarm.config.validate import placement_of
 from gpufarm.constructs import (
     AutoModeGpuNodePool,
+    EfaDevicePlugin,
     FallbackGateway,
     FsxModelStore,
     InferenceAlarms,
@@ -24,19 +32,48 @@ from gpufarm.constructs import (
     InferenceCluster,
     InferenceDashboard,
     InferenceNetwork,
+    InferenceNlb,
+    InferencePrivateLink,
     Karpenter,
     KarpenterGpuNodePool,
     KedaAutoscaling,
+    MultiNodeServing,
     NvidiaDevicePlugin,
     PrometheusMonitoring,
+    ReservedGpuNodeGroup,
     S3ModelStore,
+    TrafficInspection,
     VllmServing,
 )
 from gpufarm.constructs._util import cdk_removal_policy, construct_id, private_subnets
 from gpufarm.constructs.compliance import require_compliance_pack
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, LBC_TGB_API
 from gpufarm.k8s.gateway import READINESS_PATH
+from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, NODEPOOL_LABEL, POOL_LABEL, nodepool_name
 from gpufarm.k8s.storage import FSX_CLAIM
+
+TIER_METADATA_KEY = "gpufarm:tier"
+"""Template `Metadata` key holding the tier config the stack was built from."""
+
+
+def tier_metadata(config: TierConfig) -> dict[str, Any]:
+    """The tier config as template metadata: JSON, with numbers that are not integers as strings.
+
+    CloudFormation's Metadata takes strings, integers, booleans, objects and arrays, not
+    decimals. `TierConfig.model_validate` reads the strings back as numbers.
+    """
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, float):
+            return repr(value)
+        if isinstance(value, dict):
+            return {k: convert(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [convert(v) for v in value]
+        return value
+
+    converted: dict[str, Any] = convert(config.model_dump(mode="json"))
+    return converted
 
 
 class GpuFarmStack(cdk.Stack):
@@ -60,6 +97,9 @@ class GpuFarmStack(cdk.Stack):
         self.removal = cdk_removal_policy(config.removal_policy)
         self.auto_mode = config.cluster.provisioning is Provisioning.AUTO_MODE
         cdk.Tags.of(self).add("gpufarm:tier", config.name)
+        # The tier travels with its template, so `gpufarm cost --assembly` and `gpufarm review`
+        # can read what was synthesized without the source file.
+        self.template_options.metadata = {TIER_METADATA_KEY: tier_metadata(config)}
         self.logs_key = self._logs_key()
         self.network = InferenceNetwork(
             self,
@@ -69,6 +109,19 @@ class GpuFarmStack(cdk.Stack):
             logs_key=self.logs_key,
             removal_policy=self.removal,
         )
+        self.inspection: TrafficInspection | None = None
+        if config.ingress.inspection.enabled:
+            # Before the cluster: routes through the appliances exist before anything uses the VPC.
+            self.inspection = TrafficInspection(
+                self,
+                "Inspection",
+                app_vpc=self.network.vpc,
+                config=config.ingress.inspection,
+                availability_zones=config.environment.availability_zones,
+                logs_key=self.logs_key,
+                flow_log_retention_days=config.network.flow_logs.retention_days,
+                removal_policy=self.removal,
+            )
         self.cluster = InferenceCluster(
             self,
             "Cluster",
@@ -76,6 +129,7 @@ class GpuFarmStack(cdk.Stack):
             config=config.cluster,
             cluster_name=config.stack_name,
             removal_policy=self.removal,
+            logs_key=self.logs_key,
         )
         self._node_pools()
         self._serving()
@@ -123,6 +177,7 @@ class GpuFarmStack(cdk.Stack):
         cluster = self.cluster.icluster
         self.karpenter: Karpenter | None = None
         self.node_pools: dict[str, Construct] = {}
+        self.node_groups: dict[str, ReservedGpuNodeGroup] = {}
         if self.auto_mode:
             for pool in cfg.node_pools:
                 self.node_pools[pool.name] = AutoModeGpuNodePool(
@@ -161,28 +216,88 @@ class GpuFarmStack(cdk.Stack):
                 after=self.karpenter.chart,
                 security_group_ids=[cluster_sg],
             ).resource
+        self._node_groups(cluster_sg)
+
+    def _node_groups(self, cluster_sg: str) -> None:
+        """The reserved base: a managed node group per entry of `node_groups`."""
+        cfg = self.config
+        for group in cfg.node_groups:
+            built = ReservedGpuNodeGroup(
+                self,
+                f"NodeGroup{construct_id(group.name)}",
+                cluster=self.cluster.icluster,
+                vpc=self.network.vpc,
+                config=group,
+                cluster_security_group_id=cluster_sg,
+            )
+            built.nodegroup.node.add_dependency(self.cluster.system_ready)
+            self.node_groups[group.name] = built
+            self.node_pools[group.name] = built.nodegroup
+        if any(g.efa for g in cfg.node_groups):
+            plugin = EfaDevicePlugin(self, "EfaDevicePlugin", cluster=self.cluster.icluster)
+            plugin.chart.node.add_dependency(self.cluster.system_ready)
+
+    def _node_selector(self, model: ModelConfig) -> dict[str, str] | None:
+        """Where a model's pods run: its class, its node group, else its pool's NodePool (None)."""
+        if model.capacity_class is not None:
+            return {CAPACITY_CLASS_LABEL: model.capacity_class}
+        if model.node_pool in self.node_groups:
+            return {POOL_LABEL: model.node_pool}
+        if model.pipeline_parallel > 1:
+            return {NODEPOOL_LABEL: nodepool_name(model.node_pool or self.config.node_pools[0].name)}
+        return None
 
     def _serving(self) -> None:
         cfg = self.config
         cluster = self.cluster.icluster
         fsx = cfg.model_store.kind is ModelStoreKind.FSX_LUSTRE
+        optimizer = cfg.ingress.target_optimizer if cfg.ingress.target_optimizer.enabled else None
+        single = [m for m in cfg.models if m.pipeline_parallel == 1]
+        multi = [m for m in cfg.models if m.pipeline_parallel > 1]
+        selectors = {m.name: s for m in cfg.models if (s := self._node_selector(m)) is not None}
         self.serving = VllmServing(
             self,
             "Serving",
             cluster=cluster,
             config=cfg.serving,
-            models=cfg.models,
+            models=single,
             default_pool=cfg.node_pools[0].name,
             region=cfg.environment.region,
             termination_grace_seconds=cfg.ingress.deregistration_delay_seconds,
-            target_optimizer=cfg.ingress.target_optimizer if cfg.ingress.target_optimizer.enabled else None,
+            target_optimizer=optimizer,
             fsx_claim=FSX_CLAIM if fsx else None,
             fsx_import_path=cfg.model_store.fsx.import_path if fsx else None,
+            node_selectors=selectors,
         )
-        for model in cfg.models:
-            self.serving.model_manifests[model.name].node.add_dependency(
-                self.node_pools[cfg.pool_of(model).name]
+        self.model_manifests: dict[str, Construct] = dict(self.serving.model_manifests)
+        self.services = {m.name: self.serving.service_of(m.name) for m in single}
+        self.multi_node: MultiNodeServing | None = None
+        if multi:
+            self.multi_node = MultiNodeServing(
+                self,
+                "MultiNode",
+                cluster=cluster,
+                serving=cfg.serving,
+                models=multi,
+                node_selectors={m.name: selectors[m.name] for m in multi},
+                region=cfg.environment.region,
+                after=self.serving.namespace_manifest,
+                fsx_claim=FSX_CLAIM if fsx else None,
+                fsx_import_path=cfg.model_store.fsx.import_path if fsx else None,
+                efa_models={
+                    m.name
+                    for m in multi
+                    if any(isinstance(t, NodeGroupConfig) and t.efa for t in placement_of(cfg, m))
+                },
+                termination_grace_seconds=cfg.ingress.deregistration_delay_seconds,
+                target_optimizer=optimizer,
             )
+            self.multi_node.controller.chart.node.add_dependency(self.cluster.system_ready)
+            self.model_manifests.update(self.multi_node.model_manifests)
+            self.services.update({m.name: self.multi_node.service_of(m.name) for m in multi})
+        for model in cfg.models:
+            for target in placement_of(cfg, model):
+                self.model_manifests[model.name].node.add_dependency(self.node_pools[target.name])
         s3_sources = [m.weights for m in cfg.models if m.is_s3]
         self.model_store: Construct | None = None
         if fsx:
@@ -199,7 +314,7 @@ class GpuFarmStack(cdk.Stack):
             )
             for volumes in store.volume_manifests.values():
                 volumes.node.add_dependency(self.serving.namespace_manifest)
-                for manifest in self.serving.model_manifests.values():
+                for manifest in self.model_manifests.values():
                     manifest.node.add_dependency(volumes)
             self.model_store = store
         elif s3_sources:
@@ -226,19 +341,34 @@ class GpuFarmStack(cdk.Stack):
 
     def _ingress(self) -> None:
         cfg = self.config
-        self.ingress = InferenceAlb(
-            self,
-            "Ingress",
-            vpc=self.network.vpc,
-            config=cfg.ingress,
-            model_names=[m.name for m in cfg.models],
-            target_port=cfg.serving.port,
-            cluster_name=self.cluster.cluster_name,
-            vpc_cidr=cfg.network.cidr,
-            rule_priorities={m.name: m.rule_priority for m in cfg.models},
-            logs_key=self.logs_key,
-            removal_policy=self.removal,
-        )
+        self.ingress: InferenceAlb | InferenceNlb
+        if cfg.ingress.kind is LoadBalancerKind.NLB:
+            self.ingress = InferenceNlb(
+                self,
+                "Ingress",
+                vpc=self.network.vpc,
+                config=cfg.ingress,
+                listeners={m.name: m.listener_port for m in cfg.models},
+                target_port=cfg.serving.port,
+                cluster_name=self.cluster.cluster_name,
+                vpc_cidr=cfg.network.cidr,
+                deletion_protection=cfg.termination_protection,
+            )
+        else:
+            self.ingress = InferenceAlb(
+                self,
+                "Ingress",
+                vpc=self.network.vpc,
+                config=cfg.ingress,
+                model_names=[m.name for m in cfg.models],
+                target_port=cfg.serving.port,
+                cluster_name=self.cluster.cluster_name,
+                vpc_cidr=cfg.network.cidr,
+                rule_priorities={m.name: m.rule_priority for m in cfg.models},
+                logs_key=self.logs_key,
+                removal_policy=self.removal,
+                deletion_protection=cfg.termination_protection,
+            )
         optimizer = cfg.ingress.target_optimizer
         if optimizer.enabled and optimizer.agent_image == TARGET_CONTROL_AGENT_IMAGE:
             cdk.Annotations.of(self.ingress).add_warning_v2(
@@ -249,11 +379,11 @@ class GpuFarmStack(cdk.Stack):
         if self.gateway is not None:
             self.ingress.route_default_to(port=self.gateway.port, health_check_path=READINESS_PATH)
         self.ingress.allow_targets_in(self.cluster.pod_security_group)
-        after: dict[str, Construct] = dict(self.serving.model_manifests)
+        after: dict[str, Construct] = dict(self.model_manifests)
         bindings = self.ingress.bind_services(
             cluster=self.cluster.icluster,
             namespace=cfg.serving.namespace,
-            services={m.name: self.serving.service_of(m.name) for m in cfg.models},
+            services=dict(self.services),
             api_version=AUTO_MODE_TGB_API if self.auto_mode else LBC_TGB_API,
             after=after,
         )
@@ -271,6 +401,26 @@ class GpuFarmStack(cdk.Stack):
         if controller is not None:
             for binding in all_bindings:
                 binding.node.add_dependency(controller)
+        self.private_link: InferencePrivateLink | None = None
+        link = cfg.ingress.private_link
+        if link.enabled:
+            if isinstance(self.ingress, InferenceNlb):
+                self.private_link = InferencePrivateLink(
+                    self, "PrivateLink", config=link, load_balancer=self.ingress.load_balancer
+                )
+            else:
+                protocol = (
+                    elbv2.ApplicationProtocol.HTTPS if self.ingress.https else elbv2.ApplicationProtocol.HTTP
+                )
+                self.private_link = InferencePrivateLink(
+                    self,
+                    "PrivateLink",
+                    config=link,
+                    vpc=self.network.vpc,
+                    alb=self.ingress.load_balancer,
+                    ports={self.ingress.listener_port: protocol},
+                    deletion_protection=cfg.termination_protection,
+                )
 
     def _monitoring(self) -> None:
         cfg = self.config
@@ -302,7 +452,7 @@ class GpuFarmStack(cdk.Stack):
                 region=cfg.environment.region,
                 models=autoscaled,
                 serving_namespace=cfg.serving.namespace,
-                after={m.name: self.serving.model_manifests[m.name] for m in autoscaled},
+                after={m.name: self.model_manifests[m.name] for m in autoscaled},
                 node_selector=self.cluster.system_node_label or None,
                 target_optimizer=cfg.ingress.target_optimizer.enabled,
             )
@@ -316,6 +466,10 @@ class GpuFarmStack(cdk.Stack):
         lb_name = self.ingress.load_balancer.load_balancer_full_name
         optimizer = cfg.ingress.target_optimizer.enabled
         self.alarms: InferenceAlarms | None = None
+        if cfg.ingress.kind is LoadBalancerKind.NLB:
+            # The alarms and dashboard read ALB metrics (HTTP codes, response times); an NLB
+            # publishes neither, so they are not built for it (docs/enterprise.md says so).
+            return
         if obs.alarms.enabled:
             self.alarms = InferenceAlarms(
                 self,
@@ -342,6 +496,13 @@ class GpuFarmStack(cdk.Stack):
         cfg = self.config
         cdk.CfnOutput(self, "LoadBalancerDnsName", value=self.ingress.dns_name)
         cdk.CfnOutput(self, "ClusterName", value=self.cluster.cluster_name)
+        if self.private_link is not None:
+            cdk.CfnOutput(
+                self,
+                "PrivateLinkServiceName",
+                value=self.private_link.service_name,
+                description="VPC endpoint service that consumers in other VPCs or accounts connect to",
+            )
         cdk.CfnOutput(
             self,
             "KubeconfigCommand",

@@ -1009,3 +1009,25 @@ def test_binding_the_default_needs_a_default_route() -> None:
         match=r"^bind_default\(\) needs route_default_to\(\) first: there is no default target group$",
     ):
         alb.bind_default(cluster=imported_cluster(stack), namespace="gpufarm", service="gateway")
+
+
+# ----------------------------------------------------------------------------- LCU reservation
+
+
+def test_lcu_reservation_sets_the_minimum_load_balancer_capacity() -> None:
+    stack = new_stack("ReservedAlb")
+    alb = InferenceAlb(
+        stack,
+        "Ingress",
+        vpc=new_vpc(stack),
+        config=IngressConfig(lcu_reservation=250, waf=WafConfig(enabled=False)),
+        model_names=["m1"],
+        target_port=VLLM_PORT,
+        cluster_name=CLUSTER_NAME,
+    )
+    props = Template.from_stack(stack).to_json()["Resources"][logical_id(alb.load_balancer)]["Properties"]
+    assert props["MinimumLoadBalancerCapacity"] == {"CapacityUnits": 250}
+
+
+def test_no_capacity_is_reserved_by_default(internal: Built) -> None:
+    assert "MinimumLoadBalancerCapacity" not in _props(internal, internal.alb.load_balancer)

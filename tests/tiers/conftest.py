@@ -69,3 +69,26 @@ def production_document() -> dict[str, Any]:
 
     data: dict[str, Any] = yaml.safe_load((PRESET_DIR / "production.yaml").read_text())
     return data
+
+
+@pytest.fixture(scope="session")
+def enterprise_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cloud assembly folder of the enterprise tier."""
+    return tmp_path_factory.mktemp("enterprise")
+
+
+@pytest.fixture(scope="session")
+def enterprise_template(enterprise_dir: Path) -> dict[str, Any]:
+    """The synthesized enterprise template (both compliance packs have passed when this returns)."""
+    return synthesize([load_preset("enterprise")], enterprise_dir)["gpufarm-enterprise"]
+
+
+@pytest.fixture(scope="session")
+def enterprise_document() -> dict[str, Any]:
+    """The enterprise preset as a plain document, to derive variants from."""
+    import yaml
+
+    from gpufarm.config.loader import PRESET_DIR
+
+    data: dict[str, Any] = yaml.safe_load((PRESET_DIR / "enterprise.yaml").read_text())
+    return data

@@ -69,7 +69,12 @@ def stateful_logical_ids(template: dict[str, Any]) -> dict[str, list[str]]:
 
 def default_target_group(template: dict[str, Any]) -> str | None:
     """Logical ID of the target group the listener's default action forwards to (the gateway's)."""
-    (listener,) = resources(template, "AWS::ElasticLoadBalancingV2::Listener").values()
+    # The tier's own ALB listener (a PrivateLink NLB in front of it has listeners of its own).
+    (listener,) = [
+        v
+        for k, v in resources(template, "AWS::ElasticLoadBalancingV2::Listener").items()
+        if k.startswith("Ingress")
+    ]
     forwards = [a for a in listener["Properties"]["DefaultActions"] if a["Type"] == "forward"]
     return forwards[0]["TargetGroupArn"]["Ref"] if forwards else None
 

@@ -79,7 +79,7 @@ def test_unknown_preset_is_rejected() -> None:
     with pytest.raises(ConfigError) as caught:
         load_preset("prod")
     assert caught.value.render() == (
-        "invalid tier selection:\n  - tier: must be one of 'poc', 'production', got 'prod'"
+        "invalid tier selection:\n  - tier: must be one of 'enterprise', 'poc', 'production', got 'prod'"
     )
 
 
@@ -181,7 +181,9 @@ def test_extends_unknown_preset(tmp_path: Path) -> None:
     file = write(tmp_path / "tier.yaml", "extends: pco\n")
     with pytest.raises(ConfigError) as caught:
         load_tier_file(file)
-    assert [str(i) for i in caught.value.issues] == ["extends: must be one of 'poc', 'production', got 'pco'"]
+    assert [str(i) for i in caught.value.issues] == [
+        "extends: must be one of 'enterprise', 'poc', 'production', got 'pco'"
+    ]
 
 
 def test_extends_must_be_a_string(tmp_path: Path) -> None:

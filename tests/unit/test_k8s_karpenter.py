@@ -8,20 +8,24 @@ from typing import Any
 import pytest
 
 from gpufarm.config import CapacityType, NodePoolConfig, TierConfig, load_preset
+from gpufarm.config.loader import preset_names
 from gpufarm.config.model import AmiFamily, PoolPurpose
 from gpufarm.k8s.karpenter import (
     AMI_FAMILY_LABEL,
+    EFA_NETWORK_CARDS,
     GPU_MANUFACTURER_LABEL,
     NODEGROUP_LABEL,
     PURPOSE_LABEL,
     SERVICE_ACCOUNT,
     ami_alias,
     ec2_nodeclass,
+    efa_device_plugin_values,
+    efa_interfaces,
     karpenter_gpu_nodepool,
     karpenter_values,
     nvidia_device_plugin_values,
 )
-from gpufarm.k8s.labels import POOL_LABEL
+from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, EFA_LABEL, POOL_LABEL
 from gpufarm.k8s.nodepool import auto_mode_gpu_nodepool
 
 from .k8s_schema import crd_errors, nodepool_errors
@@ -315,7 +319,12 @@ def test_nodepool_shares_taints_limits_and_disruption_with_auto_mode() -> None:
 
 def test_nodepool_labels_nodes_with_pool_purpose_and_os() -> None:
     labels = karpenter_gpu_nodepool(BOTTLEROCKET_POOL)["spec"]["template"]["metadata"]["labels"]
-    assert labels == {POOL_LABEL: "br", PURPOSE_LABEL: "serving", AMI_FAMILY_LABEL: "bottlerocket"}
+    assert labels == {
+        POOL_LABEL: "br",
+        PURPOSE_LABEL: "serving",
+        AMI_FAMILY_LABEL: "bottlerocket",
+        CAPACITY_CLASS_LABEL: "br",  # a pool without capacity_class is its own class
+    }
 
 
 # --------------------------------------------------------------------------- Karpenter chart values
@@ -391,3 +400,162 @@ def test_device_plugin_is_node_critical_without_feature_discovery() -> None:
     values = nvidia_device_plugin_values()
     assert values["priorityClassName"] == "system-node-critical"
     assert values["gfd"] == {"enabled": False}
+
+
+# --------------------------------------------------------------------------- reserved capacity and EFA
+
+RESERVED_POOL = NodePoolConfig(
+    name="h100-reserved",
+    instance_families=["p5"],
+    instance_types=["p5.48xlarge"],
+    capacity_types=[CapacityType.RESERVED, CapacityType.ON_DEMAND],
+    reservation_ids=["cr-0123456789abcdef0", "cr-0123456789abcdef1"],
+    capacity_class="h100",
+)
+EFA_POOL = NodePoolConfig(
+    name="h100-efa", instance_families=["p5"], instance_types=["p5.48xlarge"], efa=True, capacity_class="h100"
+)
+
+
+@pytest.fixture(scope="module")
+def enterprise() -> TierConfig:
+    if "enterprise" not in preset_names():
+        pytest.skip("the enterprise preset is not in gpufarm/config")
+    return load_preset("enterprise")
+
+
+def test_nodeclass_selects_the_pool_reservations_by_id() -> None:
+    assert nodeclass(RESERVED_POOL)["spec"]["capacityReservationSelectorTerms"] == [
+        {"id": "cr-0123456789abcdef0"},
+        {"id": "cr-0123456789abcdef1"},
+    ]
+
+
+def test_nodeclass_without_reservations_selects_none() -> None:
+    assert "capacityReservationSelectorTerms" not in nodeclass(DEFAULT_POOL)["spec"]
+
+
+@pytest.mark.parametrize("pool", [RESERVED_POOL, EFA_POOL], ids=["reserved", "efa"])
+def test_reserved_and_efa_nodeclasses_match_their_crd(pool: NodePoolConfig) -> None:
+    assert crd_errors(nodeclass(pool), NODECLASS_CRD, "v1") == []
+
+
+def test_reservation_selector_terms_satisfy_the_crd_rules() -> None:
+    # CEL rules: each term names something; an 'id' term names nothing else.
+    for term in nodeclass(RESERVED_POOL)["spec"]["capacityReservationSelectorTerms"]:
+        assert set(term) == {"id"}
+        assert re.fullmatch(r"cr-[0-9a-z]+", term["id"])
+
+
+def test_enterprise_nodeclasses_and_nodepools_match_their_crds(enterprise: TierConfig) -> None:
+    for pool in enterprise.node_pools:
+        assert crd_errors(nodeclass(pool), NODECLASS_CRD, "v1") == [], pool.name
+        assert nodepool_errors(karpenter_gpu_nodepool(pool)) == [], pool.name
+
+
+def test_efa_layout_of_a_p5_is_one_ena_primary_and_one_efa_only_per_card() -> None:
+    layout = efa_interfaces("p5.48xlarge")
+    assert layout is not None
+    assert (layout[0].network_card_index, layout[0].device_index, layout[0].interface_type) == (
+        0,
+        0,
+        "interface",
+    )
+    efa_only = [i for i in layout if i.interface_type == "efa-only"]
+    assert sorted(i.network_card_index for i in efa_only) == list(range(32))
+    assert {(i.network_card_index, i.device_index) for i in efa_only if i.network_card_index == 0} == {(0, 1)}
+    assert len(layout) == 33
+
+
+@pytest.mark.parametrize(("instance_type", "cards"), sorted(EFA_NETWORK_CARDS.items()))
+def test_efa_layout_gives_every_network_card_one_efa(instance_type: str, cards: int) -> None:
+    layout = efa_interfaces(instance_type)
+    assert layout is not None
+    assert sorted(i.network_card_index for i in layout if i.interface_type == "efa-only") == list(
+        range(cards)
+    )
+
+
+def test_efa_layout_of_an_unknown_instance_type_is_none() -> None:
+    assert efa_interfaces("g6e.48xlarge") is None
+
+
+def test_efa_nodeclass_lists_the_interfaces_of_its_instance_type() -> None:
+    interfaces = nodeclass(EFA_POOL)["spec"]["networkInterfaces"]
+    layout = efa_interfaces("p5.48xlarge")
+    assert layout is not None
+    assert interfaces == [
+        {
+            "networkCardIndex": i.network_card_index,
+            "deviceIndex": i.device_index,
+            "interfaceType": i.interface_type,
+        }
+        for i in layout
+    ]
+
+
+def test_efa_nodeclass_interfaces_satisfy_the_crd_rules() -> None:
+    # CEL rules the JSON schema check cannot evaluate: a primary 'interface' on card 0 device 0,
+    # no duplicate (card, device) pair, at most one efa-only interface per card.
+    interfaces = nodeclass(EFA_POOL)["spec"]["networkInterfaces"]
+    assert {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"} in interfaces
+    pairs = [(i["networkCardIndex"], i["deviceIndex"]) for i in interfaces]
+    assert len(pairs) == len(set(pairs))
+    efa_cards = [i["networkCardIndex"] for i in interfaces if i["interfaceType"] == "efa-only"]
+    assert len(efa_cards) == len(set(efa_cards))
+
+
+@pytest.mark.parametrize(
+    "pool",
+    [
+        NodePoolConfig(name="p", instance_families=["p5"], efa=True),
+        NodePoolConfig(
+            name="p",
+            instance_families=["p5", "p4d"],
+            instance_types=["p5.48xlarge", "p4d.24xlarge"],
+            efa=True,
+        ),
+        NodePoolConfig(name="p", instance_families=["g6e"], instance_types=["g6e.48xlarge"], efa=True),
+    ],
+    ids=["any-size", "mixed-layouts", "unknown-type"],
+)
+def test_efa_nodeclass_leaves_interfaces_to_karpenter_without_one_known_layout(pool: NodePoolConfig) -> None:
+    # Karpenter then gives EFA interfaces to nodes it launches for pods requesting vpc.amazonaws.com/efa.
+    assert "networkInterfaces" not in nodeclass(pool)["spec"]
+
+
+def test_nodepool_labels_nodes_with_the_capacity_class_when_set() -> None:
+    labels = karpenter_gpu_nodepool(RESERVED_POOL)["spec"]["template"]["metadata"]["labels"]
+    assert labels[CAPACITY_CLASS_LABEL] == "h100"
+
+
+def test_nodepool_without_a_capacity_class_is_labelled_with_its_own_name(production: TierConfig) -> None:
+    # Models select a class by this label, so a pool of one is a class of its own.
+    for pool in (DEFAULT_POOL, *production.node_pools):
+        labels = karpenter_gpu_nodepool(pool)["spec"]["template"]["metadata"]["labels"]
+        assert labels[CAPACITY_CLASS_LABEL] == pool.name
+
+
+def test_nodepool_labels_efa_nodes_only() -> None:
+    assert karpenter_gpu_nodepool(EFA_POOL)["spec"]["template"]["metadata"]["labels"][EFA_LABEL] == "true"
+    assert EFA_LABEL not in karpenter_gpu_nodepool(RESERVED_POOL)["spec"]["template"]["metadata"]["labels"]
+
+
+# --------------------------------------------------------------------------- EFA device plugin values
+
+
+def efa_plugin_schedulable_on(labels: dict[str, str]) -> bool:
+    """Whether the chart's DaemonSet may land on a node: one affinity term per label key."""
+    selector = efa_device_plugin_values()["supportedInstanceLabels"]
+    return any(labels.get(key) in selector["values"] for key in selector["keys"])
+
+
+def test_efa_device_plugin_runs_on_efa_nodes_only() -> None:
+    assert efa_plugin_schedulable_on(karpenter_node_labels(EFA_POOL))
+    assert not efa_plugin_schedulable_on(karpenter_node_labels(RESERVED_POOL))
+    assert not efa_plugin_schedulable_on(SYSTEM_NODE_LABELS)
+
+
+def test_efa_device_plugin_tolerates_the_gpu_taint() -> None:
+    taints = karpenter_gpu_nodepool(EFA_POOL)["spec"]["template"]["spec"]["taints"]
+    assert all(tolerates(efa_device_plugin_values()["tolerations"], t) for t in taints)
