@@ -7,7 +7,8 @@ is synthesized. Exit status: 0 ok, 1 compliance gate failed, 2 invalid input.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import aws_cdk as cdk
@@ -22,21 +23,43 @@ EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 def select_tiers(context: Mapping[str, Any]) -> list[TierConfig]:
     """The tier configs the context asks for; raises :class:`ConfigError` on bad input."""
     tier, tier_file = context.get("tier"), context.get("tier_file")
-    if tier and tier_file:
+    return select(
+        [str(tier)] if tier else [],
+        str(tier_file) if tier_file else None,
+        options=("-c tier", "-c tier_file"),
+        source="context",
+    )
+
+
+def select(
+    tiers: Sequence[str],
+    tier_file: str | None,
+    *,
+    options: tuple[str, str] = ("-c tier", "-c tier_file"),
+    source: str = "context",
+) -> list[TierConfig]:
+    """Presets by name (in order, each once), or one tier file, or every preset when given neither.
+
+    `options` names the two inputs in the message for giving both (the CDK context keys by
+    default; the command line passes its flags); raises :class:`ConfigError` on bad input.
+    """
+    names = list(dict.fromkeys(tiers))
+    if names and tier_file:
+        given = names[0] if len(names) == 1 else names
         raise ConfigError(
             [
                 ConfigIssue(
                     path="tier",
-                    message=f"give either -c tier or -c tier_file, not both (got tier={tier!r}, "
-                    f"tier_file={tier_file!r}); a tier file can start with `extends: {tier}`",
+                    message=f"give either {options[0]} or {options[1]}, not both (got tier={given!r}, "
+                    f"tier_file={tier_file!r}); a tier file can start with `extends: {names[0]}`",
                 )
             ],
-            source="context",
+            source=source,
         )
     if tier_file:
-        return [load_tier_file(str(tier_file))]
-    if tier:
-        return [load_preset(str(tier))]
+        return [load_tier_file(tier_file)]
+    if names:
+        return [load_preset(name) for name in names]
     return [load_preset(name) for name in preset_names()]
 
 
@@ -47,10 +70,20 @@ def build_app(
     return add_tiers(cdk.App(context=dict(context or {}), outdir=outdir), configs)
 
 
-def add_tiers(app: cdk.App, configs: list[TierConfig]) -> cdk.App:
-    """Add one stack per config to `app` and put the compliance gate on it."""
+def add_tiers(
+    app: cdk.App,
+    configs: list[TierConfig],
+    *,
+    each: Callable[[TierConfig], AbstractContextManager[object]] | None = None,
+) -> cdk.App:
+    """Add one stack per config to `app` and put the compliance gate on it.
+
+    `each` wraps the building of each stack (the command line shows progress with it); default:
+    nothing.
+    """
     for config in configs:
-        GpuFarmStack(app, config=config)
+        with each(config) if each else nullcontext():
+            GpuFarmStack(app, config=config)
     enable_compliance_checks(app)
     return app
 

@@ -170,6 +170,13 @@ AllowedPrincipal = Annotated[
 ]
 
 
+TIER_METADATA_KEY = "gpufarm:tier"
+"""Template `Metadata` key under which each stack carries the tier config it was built from.
+
+Here rather than next to the stack, so reading an assembly back needs no aws-cdk-lib.
+"""
+
+
 def default_route_priority(model_name: str) -> int:
     """A listener-rule priority derived from the model name alone (1000-40999).
 

@@ -1,5 +1,6 @@
 """One stack per tier, composed only from :mod:`gpufarm.constructs`."""
 
-from gpufarm.stacks.tier import TIER_METADATA_KEY, GpuFarmStack, tier_metadata
+from gpufarm.config.model import TIER_METADATA_KEY
+from gpufarm.stacks.tier import GpuFarmStack, tier_metadata
 
 __all__ = ["TIER_METADATA_KEY", "GpuFarmStack", "tier_metadata"]

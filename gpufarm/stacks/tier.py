@@ -12,6 +12,7 @@ from constructs import Construct
 
 from gpufarm.config.model import (
     TARGET_CONTROL_AGENT_IMAGE,
+    TIER_METADATA_KEY,
     InterfaceEndpoint,
     LoadBalancerKind,
     ModelConfig,
@@ -51,9 +52,6 @@ from gpufarm.k8s.binding import AUTO_MODE_TGB_API, LBC_TGB_API
 from gpufarm.k8s.gateway import READINESS_PATH
 from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, NODEPOOL_LABEL, POOL_LABEL, nodepool_name
 from gpufarm.k8s.storage import FSX_CLAIM
-
-TIER_METADATA_KEY = "gpufarm:tier"
-"""Template `Metadata` key holding the tier config the stack was built from."""
 
 
 def tier_metadata(config: TierConfig) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""The `gpufarm` command: synth, plan, cost, preflight and review."""

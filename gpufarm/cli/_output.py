@@ -1,0 +1,72 @@
+"""Output shared by every command: tables for people, JSON for machines, exit codes, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+from rich.console import Console
+from rich.table import Table
+
+from gpufarm.config import ConfigError
+
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+"""0: everything passed; 1: a check failed (nag, preflight, ...); 2: the input was invalid."""
+
+console = Console(stderr=False, highlight=False)
+errors = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """Print a table to standard output (numbers right-aligned)."""
+    out = Table(title=title, title_justify="left")
+    for i, column in enumerate(columns):
+        numeric = bool(rows) and all(isinstance(row[i], int | float) for row in rows)
+        out.add_column(column, justify="right" if numeric else "left")
+    for row in rows:
+        out.add_row(*(_cell(value) for value in row))
+    # Piped or captured output has no terminal width: use COLUMNS, else room for the widest cells.
+    width = None if console.is_terminal else int(os.environ.get("COLUMNS") or 200)
+    Console(highlight=False, width=width).print(out)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def emit_json(document: Any) -> None:
+    """Print one JSON document to standard output (the `--json` form of a command)."""
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def bad_input(message: str) -> NoReturn:
+    """Report invalid input and exit with status 2 (no traceback)."""
+    errors.print(message, markup=False)
+    raise SystemExit(EXIT_BAD_INPUT)
+
+
+@contextmanager
+def config_errors() -> Iterator[None]:
+    """Turn a ConfigError raised inside the block into its message and exit status 2."""
+    try:
+        yield
+    except ConfigError as exc:
+        bad_input(exc.render())
+
+
+@contextmanager
+def progress(message: str, *, quiet: bool = False) -> Iterator[None]:
+    """A spinner on standard error while a step that takes more than a second runs."""
+    if quiet or not errors.is_terminal:
+        yield
+        return
+    with errors.status(message):
+        yield

@@ -1,0 +1,266 @@
+"""`gpufarm cost`: a tier's monthly bill, line by line, from the dated price table or live prices."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.markup import escape
+
+from gpufarm.cli._output import bad_input, config_errors, emit_json, errors, progress, table
+from gpufarm.config import TierConfig, load_preset, load_tier_file, preset_names
+from gpufarm.config.model import TIER_METADATA_KEY
+from gpufarm.estimate import CostEstimate, EstimateError, instance_types_of, monthly_cost
+from gpufarm.pricing import PriceNotFoundError, PriceTable, PriceTableError, load_prices
+
+_STACK_ARTIFACT = "aws:cloudformation:stack"
+_NESTED_ASSEMBLY = "cdk:cloud-assembly"
+
+
+class AssemblyError(ValueError):
+    """A cloud assembly cannot be read back into tier configs."""
+
+
+def assembly_tiers(directory: str | Path) -> list[tuple[str, TierConfig]]:
+    """(stack name, tier config) of every stack in a cloud assembly that carries a gpufarm tier.
+
+    Reads `manifest.json`, follows nested assemblies (stages) and each stack's template
+    `Metadata["gpufarm:tier"]`. Raises AssemblyError when the folder is not a cloud assembly,
+    a template cannot be read, or no stack carries a tier.
+    """
+    root = Path(directory)
+    found = _read_assembly(root, root)
+    if not found:
+        raise AssemblyError(
+            f"cannot read the cloud assembly {str(root)!r}: no stack carries Metadata "
+            f"{TIER_METADATA_KEY!r} (synthesize it with this version of gpufarm)"
+        )
+    return found
+
+
+def _load_json(path: Path, root: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AssemblyError(
+            f"cannot read the cloud assembly {str(root)!r}: {path.name} not found "
+            "(give the output folder of `cdk synth` or `gpufarm synth`, such as cdk.out)"
+        ) from None
+    except OSError as exc:
+        raise AssemblyError(f"cannot read the cloud assembly {str(root)!r}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise AssemblyError(f"cannot read the cloud assembly {str(root)!r}: {path.name}: {exc}") from None
+    if not isinstance(data, dict):
+        raise AssemblyError(f"cannot read the cloud assembly {str(root)!r}: {path.name} is not a JSON object")
+    return data
+
+
+def _read_assembly(folder: Path, root: Path) -> list[tuple[str, TierConfig]]:
+    manifest = _load_json(folder / "manifest.json", root)
+    found: list[tuple[str, TierConfig]] = []
+    artifacts: dict[str, Any] = manifest.get("artifacts") or {}
+    for name, artifact in sorted(artifacts.items()):
+        kind = artifact.get("type")
+        props: dict[str, Any] = artifact.get("properties") or {}
+        if kind == _NESTED_ASSEMBLY and props.get("directoryName"):
+            found.extend(_read_assembly(folder / str(props["directoryName"]), root))
+        if kind != _STACK_ARTIFACT or not props.get("templateFile"):
+            continue
+        template = _load_json(folder / str(props["templateFile"]), root)
+        metadata = (template.get("Metadata") or {}).get(TIER_METADATA_KEY)
+        if metadata is None:
+            continue
+        try:
+            tier = TierConfig.model_validate(metadata)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise AssemblyError(
+                f"cannot read the cloud assembly {str(root)!r}: stack {name!r} carries a tier that "
+                f"is not valid ({where}: {first['msg']})"
+            ) from None
+        found.append((name, tier))
+    return found
+
+
+def _tiers(tier: str | None, tier_file: Path | None, assembly: Path | None) -> list[tuple[str, TierConfig]]:
+    given = [
+        flag
+        for flag, value in (("--tier", tier), ("--tier-file", tier_file), ("--assembly", assembly))
+        if value
+    ]
+    if len(given) != 1:
+        got = f"{', '.join(given[:-1])} and {given[-1]}" if given else "none"
+        bad_input(f"give exactly one of --tier, --tier-file or --assembly, got {got}")
+    if tier is not None:
+        if tier not in preset_names():
+            bad_input(f"unknown tier {tier!r}: the presets are {', '.join(preset_names())}")
+        with config_errors():
+            cfg = load_preset(tier)
+        return [(cfg.stack_name, cfg)]
+    if tier_file is not None:
+        with config_errors():
+            cfg = load_tier_file(tier_file)
+        return [(cfg.stack_name, cfg)]
+    assert assembly is not None
+    try:
+        return assembly_tiers(assembly)
+    except AssemblyError as exc:
+        bad_input(str(exc))
+
+
+def _check_share(flag: str, value: float, *, below_one: bool, example: str) -> None:
+    high = value >= 1 if below_one else value > 1
+    if math.isnan(value) or value < 0 or high:
+        bound = "to below 1" if below_one else "to 1"
+        bad_input(f"{flag} must be a share from 0 {bound} (such as {example}), got {value:g}")
+
+
+def _live_table(base: PriceTable, region: str, tiers: list[tuple[str, TierConfig]]) -> tuple[PriceTable, str]:
+    """Live EC2 prices for the tiers' instance types; the table and a warning when AWS fails."""
+    from gpufarm.aws.pricing import LivePricingError, live_prices  # boto3 only when asked
+
+    types = sorted({t for _, cfg in tiers for t in instance_types_of(cfg)})
+    zones = sorted(
+        {
+            z
+            for _, cfg in tiers
+            if cfg.environment.region == region
+            for z in cfg.environment.availability_zones
+        }
+    )
+    try:
+        with progress(f"Reading live EC2 prices for {region}"):
+            return live_prices(region, types, base=base, availability_zones=zones or None), ""
+    except LivePricingError as exc:
+        return base, (
+            f"warning: live prices unavailable ({exc}); using the price table dated {base.as_of.isoformat()}"
+        )
+
+
+def _print(stack: str, estimate: CostEstimate) -> None:
+    rows = [
+        (
+            escape(f"{line.item} [{line.unit}]"),
+            line.capacity_type or "",
+            line.quantity,
+            line.unit_price,
+            line.monthly_usd,
+            line.peak_quantity,
+            line.peak_monthly_usd,
+        )
+        for line in estimate.lines
+    ]
+    table(
+        f"{stack}: monthly cost (prices {estimate.price_region}, {estimate.prices_as_of})",
+        (escape("Item [unit]"), "Capacity", "Qty", "$ / unit", "$ / month", "Peak qty", "Peak $ / month"),
+        rows,
+    )
+    totals: list[tuple[str, float, float]] = [("Total", estimate.total_usd, estimate.peak_total_usd)]
+    base_by, peak_by = estimate.by_capacity_type(), estimate.by_capacity_type(peak=True)
+    totals += [(f"Instances: {kind}", base_by[kind], peak_by[kind]) for kind in base_by if peak_by[kind]]
+    per_million, peak_per_million = estimate.usd_per_million_tokens, estimate.peak_usd_per_million_tokens
+    if per_million is not None and peak_per_million is not None:
+        totals.append(("$ per 1M tokens", per_million, peak_per_million))
+    table(f"{stack}: totals (USD)", ("", "Base", "Peak"), totals)
+    for note in estimate.notes:
+        errors.print(f"note: {note}", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `cost` command to the app."""
+
+    @app.command()
+    def cost(
+        tier: Annotated[
+            str | None, typer.Option("--tier", help="A preset tier (poc, production, ...).")
+        ] = None,
+        tier_file: Annotated[Path | None, typer.Option("--tier-file", help="A tier YAML file.")] = None,
+        assembly: Annotated[
+            Path | None,
+            typer.Option("--assembly", help="A cloud assembly (cdk.out): one estimate per stack."),
+        ] = None,
+        prices: Annotated[
+            Path | None, typer.Option("--prices", help="A YAML file merged over the shipped price table.")
+        ] = None,
+        reserved_discount: Annotated[
+            float,
+            typer.Option(
+                "--reserved-discount", help="Discount on reserved capacity (RI / Savings Plan), 0-1."
+            ),
+        ] = 0.0,
+        fallback_share: Annotated[
+            float, typer.Option("--fallback-share", help="Share of tokens answered by Bedrock, 0-1.")
+        ] = 0.0,
+        tokens_per_month: Annotated[
+            float | None,
+            typer.Option(
+                "--tokens-per-month", help="Tokens served in a month (for $/1M tokens and Bedrock)."
+            ),
+        ] = None,
+        nat_gb_per_month: Annotated[
+            float, typer.Option("--nat-gb-per-month", help="GB through the NAT gateways in a month.")
+        ] = 0.0,
+        live: Annotated[
+            bool, typer.Option("--live", help="Read EC2 prices from the AWS Price List API and spot history.")
+        ] = False,
+        region: Annotated[
+            str | None, typer.Option("--region", help="Region of the live prices (default: the tier's).")
+        ] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    ) -> None:
+        """Monthly cost of a tier: GPU and system instances by capacity type, load balancers, NAT,
+        FSx, AMP and the Bedrock fallback, at base and at peak replicas, and $ per 1M tokens."""
+        _check_share("--reserved-discount", reserved_discount, below_one=True, example="0.3")
+        _check_share("--fallback-share", fallback_share, below_one=False, example="0.05")
+        if tokens_per_month is not None and not tokens_per_month > 0:
+            bad_input(f"--tokens-per-month must be a number of tokens above 0, got {tokens_per_month:g}")
+        if nat_gb_per_month < 0 or math.isnan(nat_gb_per_month):
+            bad_input(f"--nat-gb-per-month must be at least 0, got {nat_gb_per_month:g}")
+        if fallback_share > 0 and tokens_per_month is None:
+            bad_input(
+                f"--fallback-share {fallback_share:g} needs --tokens-per-month "
+                "(the tokens the tier serves in a month)"
+            )
+        if region is not None and not live:
+            bad_input("--region applies only with --live (the price table is for us-east-1)")
+        tiers = _tiers(tier, tier_file, assembly)
+        try:
+            table_prices = load_prices(prices)
+        except PriceTableError as exc:
+            bad_input(str(exc))
+        warnings: list[str] = []
+        if live:
+            table_prices, warning = _live_table(table_prices, region or tiers[0][1].environment.region, tiers)
+            if warning:
+                warnings.append(warning)
+                errors.print(warning, markup=False)
+        estimates: list[tuple[str, CostEstimate]] = []
+        for stack, cfg in tiers:
+            try:
+                estimate = monthly_cost(
+                    cfg,
+                    prices=table_prices,
+                    reserved_discount=reserved_discount,
+                    fallback_share=fallback_share,
+                    tokens_per_month=tokens_per_month,
+                    nat_gb_per_month=nat_gb_per_month,
+                )
+            except (EstimateError, PriceNotFoundError) as exc:
+                bad_input(f"{stack}: {exc}")
+            estimates.append((stack, estimate))
+        if as_json:
+            emit_json(
+                {
+                    "estimates": [{"stack": stack, **est.to_json()} for stack, est in estimates],
+                    "estimated_figures": table_prices.estimated_figures(),
+                    "warnings": warnings,
+                }
+            )
+            return
+        for stack, est in estimates:
+            _print(stack, est)

@@ -1,0 +1,66 @@
+"""`gpufarm review`: a Markdown report of what a change to the cloud assembly does.
+
+`gpufarm review BASE HEAD` compares two `cdk.out` folders (main and a pull request);
+`gpufarm review DIR` summarizes one. Exit status: 0 when the report is written, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpufarm.cli._output import EXIT_OK, bad_input, emit_json, progress
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `review` command to the app."""
+
+    @app.command()
+    def review(
+        first: Annotated[
+            Path,
+            typer.Argument(
+                metavar="BASE_OR_DIR",
+                help="The base cloud assembly (cdk.out of main), or the only one to summarize.",
+            ),
+        ],
+        second: Annotated[
+            Path | None,
+            typer.Argument(metavar="[HEAD]", help="The head cloud assembly (cdk.out of the pull request)."),
+        ] = None,
+        output: Annotated[
+            Path | None,
+            typer.Option("--output", "-o", help="Write the report to this file instead of standard output."),
+        ] = None,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Write the review as JSON, not Markdown.")
+        ] = False,
+    ) -> None:
+        """Report replacements, public exposure, IAM, GPU capacity and cost changes between assemblies."""
+        from gpufarm.review import AssemblyError, render_markdown, review_paths
+
+        base, head = (first, second) if second is not None else (None, first)
+        try:
+            with progress("Reading cloud assemblies", quiet=as_json):
+                result = review_paths(base, head)
+        except AssemblyError as exc:
+            bad_input(f"gpufarm review: {exc}")
+        if output is None:
+            if as_json:
+                emit_json(result.to_dict())
+            else:
+                typer.echo(render_markdown(result), nl=False)
+        else:
+            text = (
+                json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n"
+                if as_json
+                else render_markdown(result)
+            )
+            try:
+                output.write_text(text)
+            except OSError as exc:
+                bad_input(f"gpufarm review: cannot write {str(output)!r}: {exc.strerror or exc}")
+        raise typer.Exit(EXIT_OK)

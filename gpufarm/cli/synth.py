@@ -1,0 +1,349 @@
+"""`gpufarm synth`: synthesize tiers in-process behind the compliance gate and cfn-lint, and sum them up.
+
+The same result as `make synth`: the app of :mod:`gpufarm.app` (cdk-nag packs as validation
+plugins, so unacknowledged findings fail synth), the CDK context of `cdk.json` in the working
+folder when there is one (as the CDK CLI reads it), then cfn-lint on every written template.
+aws-cdk-lib is imported only when the command runs (it starts a Node process).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gpufarm.cli._output import (
+    EXIT_CHECK_FAILED,
+    bad_input,
+    config_errors,
+    emit_json,
+    errors,
+    progress,
+    table,
+)
+from gpufarm.config import TierConfig
+
+ANNOTATIONS_PLUGIN = "Construct Annotations"
+"""The validation report's plugin for CDK warnings: not a compliance pack, never a failure."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NagFinding:
+    """An unacknowledged compliance finding from the validation report."""
+
+    plugin: str
+    rule: str
+    path: str
+    description: str
+
+    def to_json(self) -> dict[str, str]:
+        """The finding as a JSON-ready mapping."""
+        return {"plugin": self.plugin, "rule": self.rule, "path": self.path, "description": self.description}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LintError:
+    """An error-level cfn-lint finding in a template."""
+
+    rule: str
+    message: str
+    line: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The error as a JSON-ready mapping."""
+        return {"rule": self.rule, "message": self.message, "line": self.line}
+
+
+@dataclass(kw_only=True)
+class StackSummary:
+    """One synthesized stack: what it holds, what it costs, and how it fared at the gates."""
+
+    stack: str
+    tier: str
+    template: Path
+    resources: int
+    gpus: dict[str, int] | None
+    monthly_cost_usd: float | None
+    estimate_error: str | None = None
+    nag: list[NagFinding] = field(default_factory=list)
+    lint: list[LintError] | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the compliance gate and cfn-lint (when it ran) found nothing."""
+        return not self.nag and not self.lint
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary as a JSON-ready mapping."""
+        return {
+            "stack": self.stack,
+            "tier": self.tier,
+            "template": str(self.template),
+            "resources": self.resources,
+            "gpus": self.gpus,
+            "monthly_cost_usd": None if self.monthly_cost_usd is None else round(self.monthly_cost_usd, 2),
+            "estimate_error": self.estimate_error,
+            "nag": {
+                "status": "failed" if self.nag else "passed",
+                "findings": [f.to_json() for f in self.nag],
+            },
+            "cfn_lint": {
+                "status": "skipped" if self.lint is None else "failed" if self.lint else "passed",
+                "errors": [e.to_json() for e in self.lint or []],
+            },
+        }
+
+
+def cdk_context(folder: Path) -> dict[str, Any]:
+    """The `context` of `folder/cdk.json` (feature flags), or nothing when there is no cdk.json."""
+    file = folder / "cdk.json"
+    if not file.is_file():
+        return {}
+    context = json.loads(file.read_text(encoding="utf-8")).get("context", {})
+    return dict(context) if isinstance(context, dict) else {}
+
+
+def nag_findings(outdir: Path) -> list[NagFinding]:
+    """Unacknowledged findings of the compliance packs in `outdir/validation-report.json`.
+
+    Findings of plugins that concluded 'failure', at severity 'error'; CDK's own annotations
+    (warnings) are left out. No report: no findings.
+    """
+    report_file = outdir / "validation-report.json"
+    if not report_file.is_file():
+        return []
+    report = json.loads(report_file.read_text(encoding="utf-8"))
+    out: list[NagFinding] = []
+    for plugin in report.get("pluginReports", []):
+        if plugin.get("pluginName") == ANNOTATIONS_PLUGIN or plugin.get("conclusion") != "failure":
+            continue
+        for violation in plugin.get("violations", []):
+            if violation.get("severity", "error") != "error":
+                continue
+            out += [
+                NagFinding(
+                    plugin=str(plugin["pluginName"]),
+                    rule=str(violation["ruleName"]),
+                    path=str(construct["constructPath"]),
+                    description=str(violation.get("description", "")),
+                )
+                for construct in violation.get("violatingConstructs", [])
+            ]
+    return out
+
+
+def cfn_lint_installed() -> bool:
+    """True when cfn-lint (a dev dependency) can be imported."""
+    return importlib.util.find_spec("cfnlint") is not None
+
+
+def lint_template(template: Path, region: str) -> list[LintError] | None:
+    """cfn-lint's error-level findings in `template` for `region`; None when cfn-lint is not installed."""
+    try:
+        api: Any = importlib.import_module("cfnlint.api")
+    except ImportError:
+        return None
+    matches = api.lint_file(template, api.ManualArgs(regions=[region]))
+    return [
+        LintError(rule=str(m.rule.id), message=str(m.message), line=int(m.linenumber))
+        for m in matches
+        if str(m.rule.severity).lower() == "error"
+    ]
+
+
+@contextmanager
+def _step(message: str, done: str) -> Iterator[None]:
+    """A spinner while the step runs, then one line on standard error with its duration."""
+    started = time.monotonic()
+    with progress(message):
+        yield
+    errors.print(f"{done} ({time.monotonic() - started:.1f} s)", markup=False, soft_wrap=True)
+
+
+def synthesize(configs: list[TierConfig], outdir: Path, context: dict[str, Any]) -> bool:
+    """Synthesize `configs` into `outdir` behind the compliance gate; False when the gate failed."""
+    import aws_cdk as cdk
+
+    from gpufarm.app import add_tiers
+
+    app = cdk.App(context=context, outdir=str(outdir))
+    add_tiers(
+        app,
+        configs,
+        each=lambda config: _step(f"building {config.stack_name}", f"built {config.stack_name}"),
+    )
+    try:
+        with _step("synthesizing and running the compliance gate", "synthesized"):
+            app.synth()
+    except RuntimeError as exc:
+        if "ValidationFailed" in str(exc):
+            return False
+        raise
+    return True
+
+
+def summarize(
+    configs: list[TierConfig], outdir: Path, *, findings: list[NagFinding], lint: bool = True
+) -> list[StackSummary]:
+    """One summary per stack from the written templates, the findings and (optionally) cfn-lint."""
+    from gpufarm.estimate import EstimateError, gpu_capacity, monthly_cost
+    from gpufarm.pricing import PriceNotFoundError
+
+    out: list[StackSummary] = []
+    for config in configs:
+        template = outdir / f"{config.stack_name}.template.json"
+        resources = json.loads(template.read_text(encoding="utf-8")).get("Resources", {})
+        lint_errors: list[LintError] | None = None
+        if lint:
+            with _step(f"cfn-lint {template.name}", f"linted {template.name}"):
+                lint_errors = lint_template(template, config.environment.region)
+        gpus: dict[str, int] | None = None
+        cost: float | None = None
+        problem: str | None = None
+        try:
+            gpus, cost = gpu_capacity(config), monthly_cost(config).total_usd
+        except (PriceNotFoundError, EstimateError) as exc:
+            problem = str(exc)
+        out.append(
+            StackSummary(
+                stack=config.stack_name,
+                tier=config.name,
+                template=template,
+                resources=len(resources),
+                gpus=gpus,
+                monthly_cost_usd=cost,
+                estimate_error=problem,
+                nag=[f for f in findings if f.path.split("/", 1)[0] == config.stack_name],
+                lint=lint_errors,
+            )
+        )
+    return out
+
+
+def _gpus(gpus: dict[str, int] | None) -> str:
+    if gpus is None:
+        return "n/a"
+    return " / ".join(str(gpus.get(kind, 0)) for kind in ("reserved", "on-demand", "spot"))
+
+
+def _print(summaries: list[StackSummary], outdir: Path) -> None:
+    table(
+        f"gpufarm synth: {outdir}",
+        ("Stack", "Resources", "GPUs reserved / on-demand / spot", "$ / month", "cdk-nag", "cfn-lint"),
+        [
+            (
+                s.stack,
+                s.resources,
+                _gpus(s.gpus),
+                s.monthly_cost_usd if s.monthly_cost_usd is not None else "n/a",
+                f"{len(s.nag)} finding(s)" if s.nag else "passed",
+                "skipped" if s.lint is None else f"{len(s.lint)} error(s)" if s.lint else "passed",
+            )
+            for s in summaries
+        ],
+    )
+
+
+def _report_failures(summaries: list[StackSummary], outdir: Path) -> None:
+    for s in summaries:
+        if s.estimate_error:
+            errors.print(
+                f"note: {s.stack}: no GPU or cost estimate: {s.estimate_error}", markup=False, soft_wrap=True
+            )
+        if s.nag:
+            errors.print(
+                f"compliance gate failed for {s.stack}: {len(s.nag)} cdk-nag finding(s) not acknowledged "
+                f"(see {outdir / 'validation-report.json'}):",
+                markup=False,
+                soft_wrap=True,
+            )
+            for f in s.nag:
+                errors.print(f"  - {f.rule} at {f.path}: {f.description}", markup=False, soft_wrap=True)
+        if s.lint:
+            errors.print(
+                f"cfn-lint found {len(s.lint)} error(s) in {s.template}:", markup=False, soft_wrap=True
+            )
+            for e in s.lint:
+                errors.print(f"  - {e.rule} (line {e.line}): {e.message}", markup=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `synth` command to the app."""
+
+    @app.command()
+    def synth(
+        tier: Annotated[
+            list[str] | None,
+            typer.Option("--tier", help="A preset tier (repeat for several; default: every preset)."),
+        ] = None,
+        tier_file: Annotated[Path | None, typer.Option("--tier-file", help="A tier YAML file.")] = None,
+        out: Annotated[Path, typer.Option("--out", help="Cloud assembly folder.")] = Path("cdk.out"),
+        as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    ) -> None:
+        """Synthesize tiers (as `make synth`: cdk-nag gate, then cfn-lint) and summarize each stack:
+        resources, GPUs by capacity type, monthly cost estimate, gate results."""
+        with _step("loading aws-cdk-lib", "aws-cdk-lib loaded"):
+            from gpufarm.app import select
+
+        with config_errors():
+            configs = select(
+                tier or [],
+                str(tier_file) if tier_file is not None else None,
+                options=("--tier", "--tier-file"),
+                source="command line",
+            )
+        try:
+            passed = synthesize(configs, out, cdk_context(Path.cwd()))
+        except ValueError as exc:
+            # A construct rejected a value the config model let through: bad input, not a bug.
+            bad_input(str(exc))
+        findings = [] if passed else nag_findings(out)
+        if not passed and not findings:
+            findings = [
+                NagFinding(
+                    plugin="validation",
+                    rule="ValidationFailed",
+                    path="",
+                    description=f"synth failed validation; see {out / 'validation-report.json'}",
+                )
+            ]
+        lint_available = cfn_lint_installed()
+        if not lint_available:
+            errors.print(
+                "warning: cfn-lint is not installed (a dev dependency: pip install 'gpufarm[dev]'); "
+                "templates were not linted",
+                markup=False,
+                soft_wrap=True,
+            )
+        summaries = summarize(configs, out, findings=findings, lint=lint_available)
+        orphans = [f for f in findings if not any(f in s.nag for s in summaries)]
+        ok = all(s.ok for s in summaries) and not orphans
+        if as_json:
+            emit_json(
+                {
+                    "outdir": str(out),
+                    "ok": ok,
+                    "stacks": [s.to_json() for s in summaries],
+                    "other_findings": [f.to_json() for f in orphans],
+                    "cfn_lint": "ran" if lint_available else "skipped",
+                }
+            )
+        else:
+            _print(summaries, out)
+        _report_failures(summaries, out)
+        for f in orphans:
+            errors.print(
+                f"compliance gate failed: {f.rule} at {f.path or '(app)'}: {f.description}",
+                markup=False,
+                soft_wrap=True,
+            )
+        if not ok:
+            raise SystemExit(EXIT_CHECK_FAILED)

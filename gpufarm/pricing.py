@@ -1,0 +1,274 @@
+"""The dated price table `gpufarm cost` uses: its typed model and its loader.
+
+The table ships as `gpufarm/data/prices.yaml` (US East, N. Virginia, dated). A user file given
+to :func:`load_prices` is merged over it key by key, so it may carry only the figures it
+changes. :func:`gpufarm.aws.pricing.live_prices` replaces the EC2 section with live prices.
+Nothing here calls AWS.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpufarm.config import merge
+
+HOURS_PER_MONTH = 730.0
+"""Hours AWS bills in an average month (8,760 / 12)."""
+
+_GEO_PREFIXES = ("us.", "eu.", "apac.", "us-gov.", "ca.", "jp.", "au.", "global.")
+"""Prefixes of cross-region inference-profile IDs ('us.meta.llama3-3-70b-instruct-v1:0')."""
+
+
+class PriceTableError(ValueError):
+    """A price file cannot be read or does not have the shape of the price table."""
+
+
+class PriceNotFoundError(LookupError):
+    """The price table has no price for an item the tier uses."""
+
+    def __init__(self, item: str, key: str, hint: str) -> None:
+        self.item = item
+        self.key = key
+        super().__init__(f"no {item} price for {key!r} in the price table ({hint})")
+
+
+class _Section(BaseModel):
+    """A part of the table with its own source and date."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(min_length=1, description="Where the figures come from.")
+    as_of: dt.date = Field(description="Date the figures were read.")
+    estimates: dict[str, str] = Field(
+        {}, description="Figures no source showed, each with the reason for its value."
+    )
+
+
+class Ec2Prices(_Section):
+    """EC2 instance prices, $ per instance-hour (Linux, shared tenancy)."""
+
+    on_demand_per_hour: dict[str, float] = Field(description="On-demand price by instance type.")
+    spot_per_hour: dict[str, float] = Field({}, description="Measured spot price by instance type.")
+    spot_discount: float = Field(
+        ge=0, lt=1, description="Spot price = on-demand x (1 - discount) for types not measured."
+    )
+
+
+class EksPrices(_Section):
+    """Amazon EKS."""
+
+    cluster_per_hour: float = Field(ge=0, description="Control plane, $ per cluster-hour.")
+    auto_mode_fee_share: float = Field(
+        ge=0, lt=1, description="Auto Mode management fee as a share of the on-demand price."
+    )
+
+
+class EbsPrices(_Section):
+    """Amazon EBS."""
+
+    gp3_per_gb_month: float = Field(ge=0, description="gp3 storage, $ per GB-month.")
+
+
+class VpcPrices(_Section):
+    """NAT gateways and VPC endpoints."""
+
+    nat_gateway_per_hour: float = Field(ge=0, description="$ per NAT gateway-hour.")
+    nat_gateway_per_gb: float = Field(ge=0, description="$ per GB processed by a NAT gateway.")
+    interface_endpoint_per_az_hour: float = Field(ge=0, description="$ per interface endpoint, AZ and hour.")
+    interface_endpoint_per_gb: float = Field(ge=0, description="$ per GB through interface endpoints.")
+    gwlb_endpoint_per_az_hour: float = Field(ge=0, description="$ per Gateway Load Balancer endpoint-hour.")
+
+
+class ElbPrices(_Section):
+    """Elastic Load Balancing."""
+
+    alb_per_hour: float = Field(ge=0, description="$ per Application Load Balancer-hour.")
+    alb_per_lcu_hour: float = Field(ge=0, description="$ per ALB LCU-hour.")
+    nlb_per_hour: float = Field(ge=0, description="$ per Network Load Balancer-hour.")
+    nlb_per_lcu_hour: float = Field(ge=0, description="$ per NLCU-hour.")
+    gwlb_per_hour: float = Field(ge=0, description="$ per Gateway Load Balancer-hour.")
+    gwlb_per_lcu_hour: float = Field(ge=0, description="$ per GLCU-hour.")
+
+
+class FsxLustrePrices(_Section):
+    """Amazon FSx for Lustre."""
+
+    persistent_2_per_gb_month: dict[int, float] = Field(
+        description="PERSISTENT_2 SSD storage, $ per GB-month, by MB/s/TiB of throughput."
+    )
+
+
+class AmpPrices(_Section):
+    """Amazon Managed Service for Prometheus."""
+
+    ingest_per_10m_samples: float = Field(ge=0, description="$ per 10 million samples ingested.")
+    storage_per_gb_month: float = Field(ge=0, description="$ per GB-month of stored samples.")
+    query_per_billion_samples: float = Field(ge=0, description="$ per billion query samples processed.")
+    collector_per_hour: float = Field(ge=0, description="$ per managed collector-hour.")
+    collect_per_10m_samples: float = Field(ge=0, description="$ per 10 million samples collected.")
+
+
+class WafPrices(_Section):
+    """AWS WAF."""
+
+    web_acl_per_month: float = Field(ge=0, description="$ per web ACL-month.")
+    rule_per_month: float = Field(ge=0, description="$ per rule-month.")
+    per_million_requests: float = Field(ge=0, description="$ per million requests inspected.")
+
+
+class BedrockModelPrice(BaseModel):
+    """On-demand price of one Bedrock model, $ per million tokens."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_per_million: float = Field(ge=0, description="$ per million input tokens.")
+    output_per_million: float = Field(ge=0, description="$ per million output tokens.")
+
+
+class BedrockPrices(_Section):
+    """Amazon Bedrock on-demand inference."""
+
+    models: dict[str, BedrockModelPrice] = Field(description="Price by foundation-model ID.")
+
+
+class PriceTable(BaseModel):
+    """Unit prices for one region, by service, each section with its source and date."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    as_of: dt.date = Field(description="Date of the table (its oldest section).")
+    region: str = Field(description="Region the prices apply to.")
+    currency: Literal["USD"] = Field("USD", description="Currency of every price.")
+    hours_per_month: float = Field(HOURS_PER_MONTH, gt=0, le=744, description="Hours in a billed month.")
+    ec2: Ec2Prices
+    eks: EksPrices
+    ebs: EbsPrices
+    vpc: VpcPrices
+    elb: ElbPrices
+    fsx_lustre: FsxLustrePrices
+    amp: AmpPrices
+    waf: WafPrices
+    bedrock: BedrockPrices
+
+    def on_demand(self, instance_type: str) -> float:
+        """On-demand $ per hour of `instance_type`; PriceNotFoundError when the table lacks it."""
+        try:
+            return self.ec2.on_demand_per_hour[instance_type]
+        except KeyError:
+            raise PriceNotFoundError(
+                "EC2 on-demand", instance_type, "add it under ec2.on_demand_per_hour in a --prices file"
+            ) from None
+
+    def spot(self, instance_type: str) -> float:
+        """Spot $ per hour: the measured price, else on-demand x (1 - ec2.spot_discount)."""
+        measured = self.ec2.spot_per_hour.get(instance_type)
+        if measured is not None:
+            return measured
+        return self.on_demand(instance_type) * (1 - self.ec2.spot_discount)
+
+    def fsx_per_gb_month(self, throughput_per_tib: int) -> float:
+        """FSx for Lustre PERSISTENT_2 $ per GB-month at `throughput_per_tib` MB/s/TiB."""
+        try:
+            return self.fsx_lustre.persistent_2_per_gb_month[throughput_per_tib]
+        except KeyError:
+            raise PriceNotFoundError(
+                "FSx for Lustre PERSISTENT_2",
+                f"{throughput_per_tib} MB/s/TiB",
+                "add it under fsx_lustre.persistent_2_per_gb_month in a --prices file",
+            ) from None
+
+    def bedrock_model(self, model_id: str) -> BedrockModelPrice:
+        """Price of a Bedrock model or inference profile (its geography prefix is dropped)."""
+        key = foundation_model_id(model_id)
+        try:
+            return self.bedrock.models[key]
+        except KeyError:
+            raise PriceNotFoundError(
+                "Amazon Bedrock", key, "add it under bedrock.models in a --prices file"
+            ) from None
+
+    def estimated_figures(self) -> dict[str, str]:
+        """Every figure marked as an estimate, as 'section.key' -> reason."""
+        out: dict[str, str] = {}
+        for name in ("ec2", "eks", "ebs", "vpc", "elb", "fsx_lustre", "amp", "waf", "bedrock"):
+            section: _Section = getattr(self, name)
+            out.update({f"{name}.{key}": reason for key, reason in section.estimates.items()})
+        return out
+
+    def with_ec2(
+        self,
+        *,
+        on_demand_per_hour: dict[str, float],
+        spot_per_hour: dict[str, float],
+        region: str,
+        source: str,
+        as_of: dt.date,
+    ) -> PriceTable:
+        """A copy whose EC2 prices are replaced by (merged with) the given measured ones."""
+        ec2 = self.ec2.model_copy(
+            update={
+                "on_demand_per_hour": {**self.ec2.on_demand_per_hour, **on_demand_per_hour},
+                "spot_per_hour": {**self.ec2.spot_per_hour, **spot_per_hour},
+                "source": source,
+                "as_of": as_of,
+                "estimates": {k: v for k, v in self.ec2.estimates.items() if k not in on_demand_per_hour},
+            }
+        )
+        return self.model_copy(update={"ec2": ec2, "region": region})
+
+
+def foundation_model_id(model_id: str) -> str:
+    """'us.meta.llama3-3-70b-instruct-v1:0' -> 'meta.llama3-3-70b-instruct-v1:0'."""
+    for prefix in _GEO_PREFIXES:
+        if model_id.startswith(prefix):
+            return model_id[len(prefix) :]
+    return model_id
+
+
+def shipped_prices_path() -> Path:
+    """Path of the price table shipped with gpufarm."""
+    return Path(str(resources.files("gpufarm") / "data" / "prices.yaml"))
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise PriceTableError(f"cannot read the price file {str(path)!r}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise PriceTableError(f"the price file {str(path)!r} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise PriceTableError(f"the price file {str(path)!r} must hold a mapping, got {type(data).__name__}")
+    return data
+
+
+@cache
+def _shipped_document() -> dict[str, Any]:
+    # Read once per process: `gpufarm synth` and `review` price several tiers.
+    return _read(shipped_prices_path())
+
+
+def load_prices(path: str | Path | None = None) -> PriceTable:
+    """The shipped price table, with the YAML file at `path` (if any) merged over it.
+
+    Mappings merge key by key, any other value replaces the shipped one. Raises
+    :class:`PriceTableError` when the file cannot be read or the result is not a price table.
+    """
+    document = _shipped_document()
+    if path is not None:
+        document = merge(document, _read(Path(path)))
+    try:
+        return PriceTable.model_validate(document)
+    except ValidationError as exc:
+        where = str(path) if path is not None else "the shipped price table"
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise PriceTableError(f"{where} is not a valid price table: {problems}") from None

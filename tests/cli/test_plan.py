@@ -1,0 +1,303 @@
+"""`gpufarm plan`: known cases, exit codes, --json, --throughput-table and --write (synthesized once)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from gpufarm.cli import _output
+from gpufarm.cli.main import app
+from gpufarm.config import load_tier_file
+
+RUNNER = CliRunner()
+
+LLAMA_70B = ["--layers", "80", "--kv-heads", "8", "--head-dim", "128"]
+QWEN3_8B = ["--layers", "36", "--kv-heads", "8", "--head-dim", "128"]
+
+
+@pytest.fixture(autouse=True)
+def _whole_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Messages are compared whole: standard error does not wrap at a non-terminal's 80 columns."""
+    monkeypatch.setattr(_output.errors, "soft_wrap", True)
+
+
+def plan(*args: str) -> Result:
+    """Run `gpufarm plan` with the arguments."""
+    return RUNNER.invoke(app, ["plan", *args])
+
+
+def plan_json(*args: str) -> dict[str, Any]:
+    """The --json document of a successful plan."""
+    result = plan(*args, "--json")
+    assert result.exit_code == 0, result.output
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def llama_70b(precision: str, *more: str) -> dict[str, Any]:
+    """Llama-3-70B at `precision`, 8192 tokens of context, 50 users at 20 tokens/s."""
+    return plan_json(
+        "--params-b", "70", "--precision", precision, *LLAMA_70B, "--context-length", "8192",
+        "--concurrency", "50", "--target-tokens-per-s", "20", *more,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- known cases
+
+
+def test_70b_at_fp16_needs_140_gb_of_weights() -> None:
+    assert llama_70b("fp16")["memory"]["weights_gb"] == 140.0
+
+
+def test_70b_at_fp16_needs_more_than_one_80_gb_gpu() -> None:
+    layout = llama_70b("fp16")["layout"]
+    assert layout["gpus_per_replica"] * layout["gpu_memory_gib"] > 140
+
+
+def test_70b_at_int4_needs_35_gb_of_weights() -> None:
+    assert llama_70b("int4")["memory"]["weights_gb"] == 35.0
+
+
+def test_kv_cache_per_sequence_of_llama_3_70b_at_8192_tokens() -> None:
+    memory = llama_70b("fp16")["memory"]
+    # 2 x 80 x 8 x 128 x 2 bytes x 8192 tokens.
+    assert (memory["kv_cache_bytes_per_sequence"], memory["kv_cache_gb_per_sequence"]) == (
+        2_684_354_560,
+        2.68,
+    )
+
+
+def test_70b_is_production() -> None:
+    assert llama_70b("fp8")["tier"] == "production"
+
+
+def test_replicas_cover_the_users() -> None:
+    document = llama_70b("fp8")
+    layout = document["layout"]
+    assert document["replicas"] == -(-50 // layout["sequences_per_replica"])
+
+
+def test_the_json_has_the_monthly_cost_per_capacity_type() -> None:
+    assert set(llama_70b("fp8")["monthly_cost_usd"]) == {"on-demand", "spot", "reserved"}
+
+
+def test_a_reserved_discount_lowers_the_reserved_cost() -> None:
+    cost = llama_70b("fp8", "--reserved-discount", "0.4")["monthly_cost_usd"]
+    assert cost["reserved"] == pytest.approx(cost["on-demand"] * 0.6, abs=0.02)
+
+
+def test_a_latency_slo_sets_the_per_user_rate() -> None:
+    document = plan_json(
+        "--params-b", "8", *QWEN3_8B, "--concurrency", "10", "--latency-slo-s", "8", "--output-tokens", "400",
+    )  # fmt: skip
+    assert document["demand"]["per_user_tokens_per_s"] == 50.0
+
+
+def test_hidden_size_and_heads_give_the_head_dim() -> None:
+    document = plan_json(
+        "--params-b", "70", "--layers", "80", "--hidden-size", "8192", "--heads", "64", "--kv-heads", "8",
+        "--concurrency", "10", "--target-tokens-per-s", "20",
+    )  # fmt: skip
+    assert document["model"]["head_dim"] == 128
+
+
+def test_the_table_shows_the_memory_figures() -> None:
+    result = plan(
+        "--params-b",
+        "70",
+        "--precision",
+        "fp16",
+        *LLAMA_70B,
+        "--concurrency",
+        "50",
+        "--target-tokens-per-s",
+        "20",
+    )
+    assert result.exit_code == 0, result.output
+    assert any(line.startswith("│ Weights") and "140.00" in line for line in result.stdout.splitlines())
+
+
+def test_a_throughput_table_replaces_the_shipped_one(tmp_path: Path) -> None:
+    table = tmp_path / "throughput.yaml"
+    table.write_text(
+        "as_of: 2026-11-30\nefficiency: 0.9\ngpus:\n"
+        "  h100: {memory_bandwidth_gb_s: 3350, precisions: [fp8], source: own measurement}\n"
+    )
+    document = llama_70b("fp8", "--throughput-table", str(table))
+    assert (document["throughput_table"]["efficiency"], document["layout"]["gpu"]) == (0.9, "h100")
+
+
+# --------------------------------------------------------------------------- exit codes
+
+
+def test_a_model_no_layout_holds_exits_1() -> None:
+    result = plan("--params-b", "20000", *LLAMA_70B, "--concurrency", "1", "--target-tokens-per-s", "10")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("no GPU layout serves a 20000B model at bf16 (40000.0 GB of weights")
+
+
+BASE = ["--params-b", "70", *LLAMA_70B, "--concurrency", "10", "--target-tokens-per-s", "20"]
+
+
+def _without(flag: str, args: list[str] = BASE) -> list[str]:
+    i = args.index(flag)
+    return args[:i] + args[i + 2 :]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (_without("--params-b"), "--params-b is required (billions of parameters)"),
+        (_without("--layers"), "--layers is required (transformer layers, e.g. 80 for Llama-3-70B)"),
+        (_without("--concurrency"), "--concurrency is required (concurrent users)"),
+        (
+            _without("--kv-heads"),
+            "--kv-heads is required (key/value heads per layer, e.g. 8 for Llama-3-70B)",
+        ),
+        (_without("--head-dim"), "give --head-dim, or --hidden-size and --heads to derive it"),
+        (
+            _without("--target-tokens-per-s"),
+            "give --target-tokens-per-s and/or --latency-slo-s (the speed each user needs)",
+        ),
+        ([*BASE, "--precision", "fp4"], "--precision must be one of fp16, bf16, fp8, int8, int4, got 'fp4'"),
+        ([*BASE, "--kv-cache-dtype", "int8"], "--kv-cache-dtype must be one of auto, fp8, got 'int8'"),
+        ([*BASE, "--params-b", "-1"], "--params-b must be above 0 (billions of parameters), got -1"),
+        (
+            [*BASE, "--moe-active-params-b", "90"],
+            "--moe-active-params-b must be above 0 and at most --params-b (70), got 90",
+        ),
+        (
+            [*BASE, "--context-length", "128"],
+            "--context-length must be 256 to 1048576 tokens (vLLM's --max-model-len), got 128",
+        ),
+        (
+            [*BASE, "--input-tokens", "8000"],
+            "--input-tokens + --output-tokens (8512) must fit in --context-length (8192)",
+        ),
+        (
+            [*BASE, "--hidden-size", "8192", "--heads", "64"],
+            "give either --head-dim or --hidden-size and --heads, not both",
+        ),
+        (
+            [*BASE, "--reserved-discount", "1"],
+            "--reserved-discount must be at least 0 and below 1 (e.g. 0.3), got 1",
+        ),
+        (
+            [*BASE, "--weights", "org/model"],
+            "--weights, --name and --bedrock-model-id apply only with --write",
+        ),
+        (
+            [*BASE, "--write", "tier.yaml"],
+            "--weights is required (a Hugging Face repo id or an S3 URI of the checkpoint, with --write)",
+        ),
+    ],
+    ids=[
+        "no-params",
+        "no-layers",
+        "no-concurrency",
+        "no-kv-heads",
+        "no-head-dim",
+        "no-rate",
+        "precision",
+        "kv-cache-dtype",
+        "negative-params",
+        "moe-active-above-total",
+        "short-context",
+        "tokens-exceed-context",
+        "head-dim-twice",
+        "reserved-discount",
+        "weights-without-write",
+        "write-without-weights",
+    ],
+)
+def test_invalid_input_exits_2_with_the_message(args: list[str], message: str) -> None:
+    result = plan(*args)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == message
+
+
+def test_write_to_a_missing_folder_exits_2(tmp_path: Path) -> None:
+    result = plan(*BASE, "--write", str(tmp_path / "no" / "t.yaml"), "--weights", "org/model")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"--write: the folder {str(tmp_path / 'no')!r} does not exist"
+
+
+def test_an_invalid_throughput_table_exits_2(tmp_path: Path) -> None:
+    table = tmp_path / "t.yaml"
+    table.write_text("- 1\n")
+    result = plan(*BASE, "--throughput-table", str(table))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"the throughput table {str(table)!r} must hold a mapping, got list"
+
+
+def test_an_unreadable_price_file_exits_2(tmp_path: Path) -> None:
+    result = plan(*BASE, "--prices", str(tmp_path / "none.yaml"))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"cannot read the price file {str(tmp_path / 'none.yaml')!r}: No such file or directory"
+    )
+
+
+def test_a_tier_file_the_config_rejects_exits_2_and_is_not_written(tmp_path: Path) -> None:
+    target = tmp_path / "dsv3.yaml"
+    result = plan(
+        "--params-b", "671", "--moe-active-params-b", "37", "--precision", "fp8", "--layers", "61",
+        "--kv-heads", "1", "--head-dim", "576", "--concurrency", "64", "--target-tokens-per-s", "20",
+        "--write", str(target), "--weights", "deepseek-ai/DeepSeek-V3",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"invalid {target}:",
+        "  - fallback.guardrail.enabled: needs at least one model with a Bedrock fallback (the guardrail "
+        "applies on that path only), got true with none",
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- --write, then synth
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """A plan for Qwen3-8B written as a tier file, and the plan's JSON."""
+    target = tmp_path_factory.mktemp("plan") / "qwen.yaml"
+    document = plan_json(
+        "--params-b", "8.2", *QWEN3_8B, "--context-length", "16384", "--concurrency", "40",
+        "--target-tokens-per-s", "25", "--write", str(target), "--weights", "Qwen/Qwen3-8B",
+        "--bedrock-model-id", "us.meta.llama3-1-8b-instruct-v1:0",
+    )  # fmt: skip
+    return target, document
+
+
+def test_the_json_names_the_written_file(written: tuple[Path, dict[str, Any]]) -> None:
+    target, document = written
+    assert document["written"] == str(target)
+
+
+def test_the_written_file_loads_as_the_planned_tier(written: tuple[Path, dict[str, Any]]) -> None:
+    target, document = written
+    tier = load_tier_file(target)
+    model = tier.models[0]
+    assert (tier.name, model.name, model.replicas, model.gpus, model.max_model_len) == (
+        document["tier"],
+        "qwen3-8b",
+        document["replicas"],
+        document["layout"]["tensor_parallel"],
+        16384,
+    )
+
+
+def test_the_written_file_synthesizes(written: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    target, document = written
+    result = RUNNER.invoke(app, ["synth", "--tier-file", str(target), "--out", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    (stack,) = json.loads(result.stdout)["stacks"]
+    assert (stack["tier"], stack["nag"]["status"], stack["cfn_lint"]["status"]) == (
+        document["tier"],
+        "passed",
+        "passed",
+    )

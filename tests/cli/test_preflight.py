@@ -1,0 +1,193 @@
+"""`gpufarm preflight`: exit codes, messages, the table and the `--json` document."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from gpufarm.aws import preflight as preflight_module
+from gpufarm.aws.preflight import Check, CheckResult, PreflightError, PreflightReport, Status
+from gpufarm.cli.main import app
+from gpufarm.config import TierConfig
+
+runner = CliRunner(env={"COLUMNS": "300"})
+
+
+def run(*args: str) -> Result:
+    return runner.invoke(app, ["preflight", *args])
+
+
+def said(text: str) -> str:
+    """Text with its line wrapping undone."""
+    return " ".join(text.split())
+
+
+def report_with(*statuses: Status) -> PreflightReport:
+    return PreflightReport(
+        tier="poc",
+        region="us-east-1",
+        account="123456789012",
+        results=tuple(
+            CheckResult(
+                check=Check.QUOTA,
+                subject=f"row {i}",
+                status=status,
+                message=f"{status.value} message",
+                fix="raise the quota" if status is Status.FAIL else "",
+            )
+            for i, status in enumerate(statuses)
+        ),
+    )
+
+
+class CannedChecks:
+    """Stands in for the AWS checks: returns `outcome` (or raises it) and records the calls."""
+
+    def __init__(self) -> None:
+        self.outcome: PreflightReport | Exception = report_with(Status.PASS, Status.WARN)
+        self.calls: list[tuple[str, str]] = []
+
+    def __call__(self, tier: TierConfig, *, region: str) -> PreflightReport:
+        self.calls.append((tier.name, region))
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+        return self.outcome
+
+
+@pytest.fixture
+def checks(monkeypatch: pytest.MonkeyPatch) -> CannedChecks:
+    """The AWS checks replaced by a canned report."""
+    canned = CannedChecks()
+    monkeypatch.setattr(preflight_module, "run_preflight", canned)
+    return canned
+
+
+def test_passing_checks_exit_0_with_a_table(checks: CannedChecks) -> None:
+    result = run("--tier", "poc", "--region", "us-east-1")
+    assert (result.exit_code, checks.calls) == (0, [("poc", "us-east-1")])
+    assert "Preflight: tier poc in us-east-1 (account 123456789012)" in said(result.stdout)
+    assert "preflight passed: 1 pass, 1 warn, 0 fail" in said(result.stdout)
+
+
+def test_a_failed_check_exits_1(checks: CannedChecks) -> None:
+    checks.outcome = report_with(Status.PASS, Status.FAIL)
+    result = run("--tier", "poc", "--region", "us-east-1")
+    assert result.exit_code == 1
+    assert "preflight failed: 1 pass, 0 warn, 1 fail" in said(result.stdout)
+    assert "raise the quota" in result.stdout
+
+
+def test_json_prints_the_report(checks: CannedChecks) -> None:
+    checks.outcome = report_with(Status.FAIL)
+    result = run("--tier", "poc", "--region", "us-east-1", "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == {
+        "tier": "poc",
+        "region": "us-east-1",
+        "account": "123456789012",
+        "ok": False,
+        "counts": {"pass": 0, "warn": 0, "fail": 1},
+        "results": [
+            {
+                "check": "vcpu-quota",
+                "subject": "row 0",
+                "status": "fail",
+                "message": "fail message",
+                "fix": "raise the quota",
+            }
+        ],
+    }
+
+
+def test_missing_credentials_exit_1_with_the_reason(checks: CannedChecks) -> None:
+    checks.outcome = PreflightError("no usable AWS credentials (Unable to locate credentials)")
+    result = run("--tier", "poc", "--region", "us-east-1")
+    assert (result.exit_code, said(result.stderr), result.stdout) == (
+        1,
+        "preflight could not run: no usable AWS credentials (Unable to locate credentials)",
+        "",
+    )
+
+
+def test_a_tier_file_is_loaded(checks: CannedChecks, tmp_path: Path) -> None:
+    tier_file = tmp_path / "tier.yaml"
+    tier_file.write_text("extends: poc\nname: mine\n")
+    result = run("--tier-file", str(tier_file), "--region", "eu-west-1")
+    assert (result.exit_code, checks.calls) == (0, [("mine", "eu-west-1")])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--region", "us-east-1"],
+            "give the tier to check: --tier NAME (a preset) or --tier-file PATH",
+        ),
+        (
+            ["--tier", "poc", "--tier-file", "x.yaml", "--region", "us-east-1"],
+            "give either --tier or --tier-file, not both (got --tier poc and --tier-file x.yaml)",
+        ),
+        (
+            ["--tier", "poc", "--region", "virginia"],
+            "--region must be an AWS region name such as 'us-east-1', got 'virginia'",
+        ),
+        (
+            ["--tier-file", "no-such-tier.yaml", "--region", "us-east-1"],
+            "invalid no-such-tier.yaml: - cannot read the file: No such file or directory",
+        ),
+        (
+            ["--tier", "nope", "--region", "us-east-1"],
+            "invalid tier selection: - tier: must be one of 'enterprise', 'poc', 'production', got 'nope'",
+        ),
+    ],
+)
+def test_bad_input_exits_2_with_its_message(checks: CannedChecks, args: list[str], message: str) -> None:
+    result = run(*args)
+    assert (result.exit_code, said(result.stderr), checks.calls) == (2, message, [])
+
+
+def test_end_to_end_against_moto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command with the real checks: moto and stubs from the AWS tests stand in for the account."""
+    from datetime import UTC, datetime
+
+    from moto import mock_aws
+
+    from tests.aws.test_preflight import (
+        NOW,
+        POC_PROFILE,
+        AwsStubs,
+        add_profile,
+        add_quota,
+        add_versions,
+        version,
+    )
+
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(key, value)
+    real = preflight_module.run_preflight
+    with mock_aws():
+        aws = AwsStubs()
+        add_quota(aws, "L-DB2E81BA", 4)
+        add_profile(aws, POC_PROFILE, ["us-east-1"])
+        add_versions(
+            aws,
+            version("1.34", "STANDARD_SUPPORT", default=True, standard_end=datetime(2027, 1, 1, tzinfo=UTC)),
+        )
+        monkeypatch.setattr(
+            preflight_module,
+            "run_preflight",
+            lambda tier, *, region: real(tier, region=region, session=aws, now=NOW),
+        )
+        result = run("--tier", "poc", "--region", "us-east-1", "--json")
+    data = json.loads(result.stdout)
+    assert (result.exit_code, data["ok"], data["counts"]) == (1, False, {"pass": 4, "warn": 0, "fail": 1})
+    assert data["results"][0]["message"] == (
+        "4 vCPUs, but the models at their most replicas need 8 (pool l40s: 1 x g6e.2xlarge)"
+    )
