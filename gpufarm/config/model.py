@@ -667,6 +667,11 @@ class ModelConfig(_Model):
     listener_port: int | None = Field(
         None, ge=1, le=65535, description="NLB listener port of the model (ingress.kind 'nlb')."
     )
+    kv_cache_routing: bool = Field(
+        False,
+        description="Route requests through a KV-cache-aware endpoint picker (Gateway API "
+        "Inference Extension, standalone) instead of the load balancer's own pod choice.",
+    )
     bedrock: BedrockTargetConfig | Literal["none"] | None = Field(
         None,
         description="Bedrock model the gateway falls back to, or 'none' to opt out "

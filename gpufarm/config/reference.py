@@ -214,6 +214,10 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ),
     ("compliance_packs", "at least one, none twice."),
     (
+        "models[].kv_cache_routing",
+        "only with `ingress.kind` `alb` and without the Target Optimizer (both would choose the pod).",
+    ),
+    (
         "karpenter.replicas",
         "at most `cluster.system_nodes.min_size` with `karpenter` provisioning (one controller "
         "per system node).",

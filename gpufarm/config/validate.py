@@ -649,6 +649,24 @@ def _ingress_kind(cfg: TierConfig) -> Iterator[ConfigIssue]:
             )
 
 
+def _kv_cache_routing(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    for i, model in enumerate(cfg.models):
+        if not model.kv_cache_routing:
+            continue
+        if cfg.ingress.target_optimizer.enabled:
+            yield ConfigIssue(
+                path=f"models[{i}].kv_cache_routing",
+                message="must be false while ingress.target_optimizer.enabled is true (both choose "
+                "the pod a request goes to), got true",
+            )
+        if cfg.ingress.kind is not LoadBalancerKind.ALB:
+            yield ConfigIssue(
+                path=f"models[{i}].kv_cache_routing",
+                message=f"needs ingress.kind 'alb' (the router's health check is HTTP on its own "
+                f"port), got {cfg.ingress.kind.value!r}",
+            )
+
+
 def _compliance(cfg: TierConfig) -> Iterator[ConfigIssue]:
     packs = [p.value for p in cfg.compliance_packs]
     if not packs:
@@ -867,6 +885,7 @@ VALIDATORS: tuple[_Validator, ...] = (
     _model_store,
     _ingress,
     _fallback,
+    _kv_cache_routing,
     _compliance,
 )
 

@@ -25,6 +25,7 @@ from gpufarm.constructs.nlb import AlpnPolicy, InferenceNlb
 from gpufarm.constructs.observability import InferenceAlarms, InferenceDashboard, PrometheusMonitoring
 from gpufarm.constructs.private_link import InferencePrivateLink
 from gpufarm.constructs.reserved_capacity import EfaDevicePlugin, ReservedGpuNodeGroup
+from gpufarm.constructs.routing import KvCacheRouting
 from gpufarm.constructs.serving import VllmServing
 from gpufarm.constructs.waf import InferenceWaf
 
@@ -46,6 +47,7 @@ __all__ = [
     "Karpenter",
     "KarpenterGpuNodePool",
     "KedaAutoscaling",
+    "KvCacheRouting",
     "LeaderWorkerSetController",
     "MultiNodeServing",
     "NvidiaDevicePlugin",

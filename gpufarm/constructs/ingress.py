@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -41,6 +42,18 @@ TLS_POLICY = elbv2.SslPolicy.RECOMMENDED_TLS
 """TLS 1.2 and 1.3 only (ELBSecurityPolicy-TLS13-1-2-2021-06)."""
 UNAUTHENTICATED_REQUEST = "deny"
 """API clients cannot follow a login redirect: without a valid session cookie the ALB answers 401."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RouterTarget:
+    """Where a model's target group sends traffic when a router sits in front of its pods."""
+
+    port: int
+    """The router's traffic port (the target group's port and the binding's Service port)."""
+    health_check_port: int
+    """The router's own readiness port."""
+    health_check_path: str
+    """The router's readiness path."""
 
 
 def secret_reference(secret: str) -> str:
@@ -112,9 +125,17 @@ class InferenceAlb(Construct):
         logs_key: kms.IKey | None = None,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
         deletion_protection: bool = False,
+        routed: Mapping[str, RouterTarget] | None = None,
     ) -> None:
         super().__init__(scope, id)
         _validate(config, target_port)
+        self.routed = dict(routed or {})
+        """Models whose target groups point at a router (KV-cache-aware routing) instead of vLLM."""
+        if self.routed and config.target_optimizer.enabled:
+            raise ValueError(
+                "'routed' must be empty with the Target Optimizer enabled (both choose the pod), "
+                f"got {sorted(self.routed)}"
+            )
         self.config = config
         optimizer = config.target_optimizer
         self.app_port = target_port
@@ -307,6 +328,10 @@ class InferenceAlb(Construct):
             self.connections.allow_to(
                 target_security_group, ec2.Port.tcp(self.default_port), "Load balancer to the gateway"
             )
+        for port in sorted({p for r in self.routed.values() for p in (r.port, r.health_check_port)}):
+            self.connections.allow_to(
+                target_security_group, ec2.Port.tcp(port), "Load balancer to the KV-cache-aware routers"
+            )
         if self.control_port is None:
             self.connections.allow_to(
                 target_security_group, ec2.Port.tcp(self.target_port), "Load balancer to vLLM pods"
@@ -348,17 +373,22 @@ class InferenceAlb(Construct):
         """
         bindings: dict[str, eks.KubernetesManifest] = {}
         for name, service in services.items():
+            router = self.routed.get(name)
+            # A binding's target group cannot change: a routed model's binding has its own name.
+            revision, binding = (
+                ("Routed", f"{service}-routed") if router else (self._revision, self.binding_name(service))
+            )
             manifest = eks.KubernetesManifest(
                 self,
-                f"Binding{construct_id(name)}{self._revision}",
+                f"Binding{construct_id(name)}{revision}",
                 cluster=cluster,
                 overwrite=True,
                 manifest=[
                     target_group_binding(
-                        name=self.binding_name(service),
+                        name=binding,
                         namespace=namespace,
                         service_name=service,
-                        service_port=self.target_port,
+                        service_port=router.port if router else self.target_port,
                         target_group_arn=self.target_groups[name].ref,
                         api_version=api_version,
                     )
@@ -461,17 +491,20 @@ class InferenceAlb(Construct):
             "slow_start.duration_seconds": str(cfg.slow_start_seconds),
         }
         scope = Construct(self, construct_id(name))
+        router = self.routed.get(name)
+        # A target group's port is fixed at creation: routing through a router is a new group.
+        revision = "Routed" if router is not None else self._revision
         target_group = elbv2.CfnTargetGroup(
             scope,
-            f"TargetGroup{self._revision}",
+            f"TargetGroup{revision}",
             target_type="ip",
             protocol="HTTP",
             protocol_version="HTTP1",
-            port=self.target_port,
+            port=router.port if router else self.target_port,
             vpc_id=vpc_id,
             health_check_enabled=True,
-            health_check_path=HEALTH_CHECK_PATH,
-            health_check_port="traffic-port",
+            health_check_path=router.health_check_path if router else HEALTH_CHECK_PATH,
+            health_check_port=str(router.health_check_port) if router else "traffic-port",
             health_check_protocol="HTTP",
             health_check_interval_seconds=cfg.health_check_interval_seconds,
             health_check_timeout_seconds=5,

@@ -22,6 +22,7 @@ from gpufarm.config.bedrock import call_region
 from gpufarm.config.model import FallbackConfig, ModelConfig, ServingConfig, TierConfig
 from gpufarm.k8s.labels import POOL_LABEL, common_labels, workload_name
 from gpufarm.k8s.lws import leader_service_name
+from gpufarm.k8s.routing import ROUTER_PORT, router_name
 
 NAME = "gateway"
 """Name of the gateway's Deployment, Service, PodDisruptionBudget and ServiceAccount."""
@@ -123,6 +124,8 @@ def vllm_api_base(model: ModelConfig, serving: ServingConfig) -> str:
     A multi-node model (`pipeline_parallel` > 1) is reached through its leaders' Service only:
     its workers serve no HTTP.
     """
+    if model.kv_cache_routing:  # through the model's KV-cache-aware router, as the ALB routes it
+        return f"http://{router_name(model.name)}.{serving.namespace}.svc.cluster.local:{ROUTER_PORT}/v1"
     service = workload_name(model.name) if model.pipeline_parallel == 1 else leader_service_name(model.name)
     return f"http://{service}.{serving.namespace}.svc.cluster.local:{serving.port}/v1"
 

@@ -38,6 +38,7 @@ from gpufarm.constructs import (
     Karpenter,
     KarpenterGpuNodePool,
     KedaAutoscaling,
+    KvCacheRouting,
     MultiNodeServing,
     NvidiaDevicePlugin,
     PrometheusMonitoring,
@@ -48,9 +49,11 @@ from gpufarm.constructs import (
 )
 from gpufarm.constructs._util import cdk_removal_policy, construct_id, private_subnets
 from gpufarm.constructs.compliance import require_compliance_pack
+from gpufarm.constructs.ingress import RouterTarget
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, LBC_TGB_API
 from gpufarm.k8s.gateway import READINESS_PATH
 from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, NODEPOOL_LABEL, POOL_LABEL, nodepool_name
+from gpufarm.k8s.routing import ENVOY_READY_PORT, ROUTER_PORT
 from gpufarm.k8s.storage import FSX_CLAIM
 
 
@@ -317,6 +320,23 @@ class GpuFarmStack(cdk.Stack):
             self.model_store = store
         elif s3_sources:
             self.model_store = S3ModelStore(self, "ModelStore", cluster=cluster, s3_uris=s3_sources)
+        routed = [m for m in cfg.models if m.kv_cache_routing]
+        self.routing: KvCacheRouting | None = None
+        if routed:
+            # The load balancer (and the gateway) reach these models through their routers.
+            self.routing = KvCacheRouting(
+                self,
+                "KvCacheRouting",
+                cluster=cluster,
+                serving=cfg.serving,
+                models=routed,
+                after=self.serving.namespace_manifest,
+                node_selector=self.cluster.system_node_label or None,
+            )
+            for model in routed:
+                self.services[model.name] = self.routing.service_of(model.name)
+                self.routing.manifests[model.name].node.add_dependency(self.model_manifests[model.name])
+                self.model_manifests[model.name] = self.routing.manifests[model.name]
 
     def _gateway(self) -> None:
         cfg = self.config
@@ -363,6 +383,13 @@ class GpuFarmStack(cdk.Stack):
                 cluster_name=self.cluster.cluster_name,
                 vpc_cidr=cfg.network.cidr,
                 rule_priorities={m.name: m.rule_priority for m in cfg.models},
+                routed={
+                    m.name: RouterTarget(
+                        port=ROUTER_PORT, health_check_port=ENVOY_READY_PORT, health_check_path="/ready"
+                    )
+                    for m in cfg.models
+                    if m.kv_cache_routing
+                },
                 logs_key=self.logs_key,
                 removal_policy=self.removal,
                 deletion_protection=cfg.termination_protection,

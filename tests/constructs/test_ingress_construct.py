@@ -23,7 +23,7 @@ from gpufarm.config.model import (
 )
 from gpufarm.constructs import InferenceAlb, VllmServing, enable_compliance_checks
 from gpufarm.constructs._util import construct_id
-from gpufarm.constructs.ingress import secret_reference
+from gpufarm.constructs.ingress import RouterTarget, secret_reference
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, LBC_TGB_API, target_group_binding
 from gpufarm.k8s.serving import AGENT_CONTAINER
 from tests.conftest import cdk_context, cfn_lint_errors, nag_violations
@@ -1031,3 +1031,22 @@ def test_lcu_reservation_sets_the_minimum_load_balancer_capacity() -> None:
 
 def test_no_capacity_is_reserved_by_default(internal: Built) -> None:
     assert "MinimumLoadBalancerCapacity" not in _props(internal, internal.alb.load_balancer)
+
+
+def test_routed_models_cannot_be_combined_with_the_target_optimizer() -> None:
+    stack = new_stack()
+    with pytest.raises(
+        ValueError,
+        match=r"^'routed' must be empty with the Target Optimizer enabled \(both choose the pod\), "
+        r"got \['m'\]$",
+    ):
+        InferenceAlb(
+            stack,
+            "Ingress",
+            vpc=new_vpc(stack),
+            config=IngressConfig(target_optimizer=OPTIMIZER, waf=WafConfig(enabled=False)),
+            model_names=["m"],
+            target_port=VLLM_PORT,
+            cluster_name=CLUSTER_NAME,
+            routed={"m": RouterTarget(port=8081, health_check_port=19001, health_check_path="/ready")},
+        )

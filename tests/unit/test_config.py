@@ -260,7 +260,8 @@ INVALID: list[Any] = [
             "revision, hf_token_secret, node_pool, gpus, replicas, max_model_len, "
             "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
             "startup_timeout_seconds, route_priority, critical, allow_spot, weights_gib, autoscaling, "
-            "target_control_max_concurrency, capacity_class, pipeline_parallel, listener_port, bedrock)"
+            "target_control_max_concurrency, capacity_class, pipeline_parallel, listener_port, "
+            "kv_cache_routing, bedrock)"
         ],
         id="unknown-key-in-model",
     ),
@@ -976,7 +977,8 @@ def test_build_tier_does_not_coerce_or_raise_pydantic_errors() -> None:
         "revision, hf_token_secret, node_pool, gpus, replicas, max_model_len, "
         "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
         "startup_timeout_seconds, route_priority, critical, allow_spot, weights_gib, autoscaling, "
-        "target_control_max_concurrency, capacity_class, pipeline_parallel, listener_port, bedrock)"
+        "target_control_max_concurrency, capacity_class, pipeline_parallel, listener_port, "
+        "kv_cache_routing, bedrock)"
     )
 
 

@@ -10,7 +10,7 @@ from gpufarm.config import ConfigError, TierConfig, load_preset
 from gpufarm.config.model import ModelStoreKind, PoolPurpose, Provisioning
 from gpufarm.config.sizing import fsx_capacity_step, fsx_storage_capacity_gib, is_valid_fsx_capacity
 
-from .factories import make_production, production_model, production_pool
+from .factories import make_production, overrides, production_model, production_pool
 
 OIDC = {
     "issuer": "https://idp.example.com",
@@ -313,6 +313,14 @@ INVALID: list[Any] = [
         id="karpenter-without-pod-identity-agent",
     ),
     pytest.param(
+        production_model(0, kv_cache_routing=True),
+        [
+            "models[0].kv_cache_routing: must be false while ingress.target_optimizer.enabled is "
+            "true (both choose the pod a request goes to), got true"
+        ],
+        id="kv-routing-with-target-optimizer",
+    ),
+    pytest.param(
         {"karpenter": {"replicas": 3}},
         [
             "karpenter.replicas: must be at most cluster.system_nodes.min_size (2; each controller "
@@ -367,6 +375,12 @@ VALID: list[Any] = [
     pytest.param(
         {"ingress": {"target_optimizer": {"enabled": False, "data_port": 8000}}},
         id="ports-unchecked-while-optimizer-off",
+    ),
+    pytest.param(
+        overrides(
+            production_model(0, kv_cache_routing=True), {"ingress": {"target_optimizer": {"enabled": False}}}
+        ),
+        id="kv-routing-without-target-optimizer",
     ),
     pytest.param({"ingress": {"oidc": OIDC}}, id="oidc-on-https"),
     pytest.param({"ingress": {"cognito": COGNITO}}, id="cognito-on-https"),

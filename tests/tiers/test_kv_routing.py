@@ -1,0 +1,81 @@
+"""KV-cache-aware routing, opted into per model: the load balancer and the gateway reach the
+model's router, which picks the vLLM pod; other models are untouched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpufarm.k8s.labels import workload_name
+from gpufarm.k8s.routing import ENVOY_READY_PORT, ROUTER_PORT, router_name
+from tests.conftest import cfn_lint_errors, nag_violations
+from tests.tiers.conftest import synthesize, variant
+from tests.tiers.helpers import manifest_of, manifests, model_target_groups, only, resources
+
+
+@pytest.fixture(scope="module")
+def routed(production_document: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    models = [dict(m) for m in production_document["models"]]
+    models[0]["kv_cache_routing"] = True
+    config = variant(
+        production_document, {"models": models, "ingress": {"target_optimizer": {"enabled": False}}}
+    )
+    outdir = tmp_path_factory.mktemp("kv-routing")
+    synthesize([config], outdir)
+    return outdir
+
+
+@pytest.fixture(scope="module")
+def template(routed: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((routed / "gpufarm-production.template.json").read_text())
+    return data
+
+
+def test_routed_model_target_group_points_at_the_router(template: dict[str, Any]) -> None:
+    groups = [g["Properties"] for g in model_target_groups(template).values()]
+    routed = [g for g in groups if g["Port"] == ROUTER_PORT]
+    assert len(routed) == 1
+    (group,) = routed
+    assert (group["HealthCheckPort"], group["HealthCheckPath"]) == (str(ENVOY_READY_PORT), "/ready")
+    # The other model still goes straight to vLLM.
+    assert any(g["Port"] == 8000 and g["HealthCheckPath"] == "/health" for g in groups)
+
+
+def test_routed_model_binding_and_gateway_use_the_router(template: dict[str, Any]) -> None:
+    name = router_name("llama-3-3-70b")
+    bindings = [b for b in manifests(template) if b["kind"] == "TargetGroupBinding"]
+    (binding,) = [b for b in bindings if b["spec"]["serviceRef"]["name"] == name]
+    assert binding["spec"]["serviceRef"]["port"] == ROUTER_PORT
+    assert binding["metadata"]["name"].endswith("-routed")
+    config = yaml.safe_load(manifest_of(template, "ConfigMap", "gateway-config")["data"]["config.yaml"])
+    bases = {e["model_info"]["id"]: e["litellm_params"].get("api_base") for e in config["model_list"]}
+    assert bases["vllm-llama-3-3-70b"].startswith(f"http://{name}.")
+    assert f":{ROUTER_PORT}/v1" in bases["vllm-llama-3-3-70b"]
+    assert bases["vllm-qwen3-32b-batch"].startswith(f"http://{workload_name('qwen3-32b-batch')}.")
+
+
+def test_router_runs_the_endpoint_picker_beside_envoy(template: dict[str, Any]) -> None:
+    deployment = manifest_of(template, "Deployment", router_name("llama-3-3-70b"))
+    images = [c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]]
+    assert any("gateway-api-inference-extension/epp" in i for i in images)
+    assert any("envoy" in i for i in images)
+
+
+def test_alb_reaches_the_router_ports(template: dict[str, Any]) -> None:
+    _, lb = only(template, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    alb_sg = lb["Properties"]["SecurityGroups"][0]
+    ports = {
+        (r["Properties"]["FromPort"], r["Properties"]["ToPort"])
+        for r in resources(template, "AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"].get("SourceSecurityGroupId") == alb_sg
+    }
+    assert {(ROUTER_PORT, ROUTER_PORT), (ENVOY_READY_PORT, ENVOY_READY_PORT)} <= ports
+
+
+def test_routed_variant_passes_the_gates(routed: Path, template: dict[str, Any]) -> None:
+    assert nag_violations(routed) == {}
+    assert cfn_lint_errors(routed / "gpufarm-production.template.json") == []
