@@ -7,6 +7,7 @@ import re
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
 from gpufarm.config.model import RemovalPolicy
@@ -52,3 +53,44 @@ def pod_identity_role(scope: Construct, id: str, *, description: str) -> iam.Rol
         )
     )
     return role
+
+
+def access_logs_bucket(scope: Construct, *, retention_days: int, kind: str, kms_reason: str) -> s3.Bucket:
+    """The retained, private, TLS-only, versioned SSE-S3 bucket a load balancer writes access logs to.
+
+    Logs expire after `retention_days`; a deleted or expired log stays recoverable for
+    :data:`DELETED_LOG_RECOVERY_DAYS`. `kind` names the load balancer in the acknowledgements and
+    `kms_reason` says why this kind's logs stay on SSE-S3.
+    """
+    bucket = s3.Bucket(
+        scope,
+        "AccessLogs",
+        encryption=s3.BucketEncryption.S3_MANAGED,
+        enforce_ssl=True,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+        # Versions keep a deleted log (by hand or by the lifecycle rule) recoverable a while.
+        versioned=True,
+        removal_policy=cdk.RemovalPolicy.RETAIN,
+        lifecycle_rules=[
+            s3.LifecycleRule(
+                expiration=cdk.Duration.days(retention_days),
+                noncurrent_version_expiration=cdk.Duration.days(DELETED_LOG_RECOVERY_DAYS),
+            )
+        ],
+    )
+    no_server_logs = (
+        f"This bucket only receives the {kind}'s access logs; logging reads of it to a further "
+        "bucket would add a log of a log. Public access is blocked and TLS enforced."
+    )
+    acknowledge(bucket, "AwsSolutions-S1", no_server_logs)
+    acknowledge(bucket, "NIST.800.53.R5-S3BucketLoggingEnabled", no_server_logs)
+    acknowledge(bucket, "NIST.800.53.R5-S3DefaultEncryptionKMS", kms_reason)
+    acknowledge(
+        bucket,
+        "NIST.800.53.R5-S3BucketReplicationEnabled",
+        "Access logs of a load balancer in this Region: a copy in another Region would need a "
+        "bucket and replication role outside this single-Region stack. The bucket is retained "
+        "when the stack is deleted, versioned, and its logs expire per access_logs.retention_days.",
+    )
+    return bucket

@@ -33,7 +33,7 @@ from gpufarm.config.model import (
     OidcAuthConfig,
     default_route_priority,
 )
-from gpufarm.constructs._util import DELETED_LOG_RECOVERY_DAYS, acknowledge, construct_id, private_subnets
+from gpufarm.constructs._util import access_logs_bucket, construct_id, private_subnets
 from gpufarm.constructs.waf import InferenceWaf
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, target_group_binding
 
@@ -411,43 +411,15 @@ class InferenceAlb(Construct):
         return "" if self.control_port is None else f"Data{self.target_port}Control{self.control_port}"
 
     def _access_logs_bucket(self) -> s3.Bucket:
-        bucket = s3.Bucket(
+        return access_logs_bucket(
             self,
-            "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            # Versions keep a deleted log (by hand or by the lifecycle rule) recoverable a while.
-            versioned=True,
-            removal_policy=cdk.RemovalPolicy.RETAIN,
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    expiration=cdk.Duration.days(self.config.access_logs.retention_days),
-                    noncurrent_version_expiration=cdk.Duration.days(DELETED_LOG_RECOVERY_DAYS),
-                )
-            ],
+            retention_days=self.config.access_logs.retention_days,
+            kind="load balancer",
+            kms_reason=(
+                "An Application Load Balancer delivers access logs only to buckets encrypted with "
+                "SSE-S3 (Amazon S3-managed keys); with a KMS default key its log delivery fails."
+            ),
         )
-        no_server_logs = (
-            "This bucket only receives the load balancer's access logs; logging reads of it to a "
-            "further bucket would add a log of a log. Public access is blocked and TLS enforced."
-        )
-        acknowledge(bucket, "AwsSolutions-S1", no_server_logs)
-        acknowledge(bucket, "NIST.800.53.R5-S3BucketLoggingEnabled", no_server_logs)
-        acknowledge(
-            bucket,
-            "NIST.800.53.R5-S3DefaultEncryptionKMS",
-            "An Application Load Balancer delivers access logs only to buckets encrypted with "
-            "SSE-S3 (Amazon S3-managed keys); with a KMS default key its log delivery fails.",
-        )
-        acknowledge(
-            bucket,
-            "NIST.800.53.R5-S3BucketReplicationEnabled",
-            "Access logs of a load balancer in this Region: a copy in another Region would need a "
-            "bucket and replication role outside this single-Region stack. The bucket is retained "
-            "when the stack is deleted, versioned, and its logs expire per access_logs.retention_days.",
-        )
-        return bucket
 
     def _listener(self) -> elbv2.ApplicationListener:
         not_found = elbv2.ListenerAction.fixed_response(

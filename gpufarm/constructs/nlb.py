@@ -27,7 +27,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from gpufarm.config.model import IngressConfig, LoadBalancerScheme
-from gpufarm.constructs._util import DELETED_LOG_RECOVERY_DAYS, acknowledge, construct_id, private_subnets
+from gpufarm.constructs._util import access_logs_bucket, construct_id, private_subnets
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, target_group_binding
 
 HEALTH_CHECK_PATH = "/health"
@@ -370,46 +370,17 @@ class InferenceNlb(Construct):
         return mappings
 
     def _access_logs_bucket(self) -> s3.Bucket:
-        bucket = s3.Bucket(
+        return access_logs_bucket(
             self,
-            "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            # Versions keep a deleted log (by hand or by the lifecycle rule) recoverable a while.
-            versioned=True,
-            removal_policy=cdk.RemovalPolicy.RETAIN,
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    expiration=cdk.Duration.days(self.config.access_logs.retention_days),
-                    noncurrent_version_expiration=cdk.Duration.days(DELETED_LOG_RECOVERY_DAYS),
-                )
-            ],
+            retention_days=self.config.access_logs.retention_days,
+            kind="network load balancer",
+            kms_reason=(
+                "The NLB's access logs hold TLS connection metadata (addresses, ports, cipher, bytes), "
+                "never request content, and are encrypted at rest with SSE-S3 as the ALB's must be. "
+                "SSE-KMS would need a customer managed key admitting the log delivery service for "
+                "this bucket alone; access is limited instead by the private, TLS-only bucket."
+            ),
         )
-        no_server_logs = (
-            "This bucket only receives the network load balancer's access logs; logging reads of "
-            "it to a further bucket would add a log of a log. Public access is blocked and TLS "
-            "enforced."
-        )
-        acknowledge(bucket, "AwsSolutions-S1", no_server_logs)
-        acknowledge(bucket, "NIST.800.53.R5-S3BucketLoggingEnabled", no_server_logs)
-        acknowledge(
-            bucket,
-            "NIST.800.53.R5-S3DefaultEncryptionKMS",
-            "The NLB's access logs hold TLS connection metadata (addresses, ports, cipher, bytes), "
-            "never request content, and are encrypted at rest with SSE-S3 as the ALB's must be. "
-            "SSE-KMS would need a customer managed key admitting the log delivery service for "
-            "this bucket alone; access is limited instead by the private, TLS-only bucket.",
-        )
-        acknowledge(
-            bucket,
-            "NIST.800.53.R5-S3BucketReplicationEnabled",
-            "Access logs of a load balancer in this Region: a copy in another Region would need a "
-            "bucket and replication role outside this single-Region stack. The bucket is retained "
-            "when the stack is deleted, versioned, and its logs expire per access_logs.retention_days.",
-        )
-        return bucket
 
     def _model_listener(self, name: str, port: int, weights: Mapping[str, int] | None) -> None:
         scope = Construct(self, construct_id(name))

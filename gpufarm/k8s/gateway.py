@@ -23,6 +23,7 @@ from gpufarm.config.model import FallbackConfig, ModelConfig, ServingConfig, Tie
 from gpufarm.k8s.labels import POOL_LABEL, common_labels, workload_name
 from gpufarm.k8s.lws import leader_service_name
 from gpufarm.k8s.routing import ROUTER_PORT, router_name
+from gpufarm.k8s.serving import http_probe
 
 NAME = "gateway"
 """Name of the gateway's Deployment, Service, PodDisruptionBudget and ServiceAccount."""
@@ -371,10 +372,6 @@ def _env(tier: TierConfig, region: str, guardrail: tuple[str, str] | None) -> li
     return [{"name": k, "value": values[k]} for k in sorted(values)]
 
 
-def _http_probe(path: str, **timing: int) -> dict[str, Any]:
-    return {"httpGet": {"path": path, "port": "http"}, **timing}
-
-
 def gateway_deployment(
     tier: TierConfig,
     *,
@@ -433,14 +430,14 @@ def gateway_deployment(
         "ports": [{"name": "http", "containerPort": fb.port, "protocol": "TCP"}],
         "env": _env(tier, region, guardrail),
         "resources": {"requests": {"cpu": f"{fb.cpu:g}", "memory": memory}, "limits": {"memory": memory}},
-        "startupProbe": _http_probe(
+        "startupProbe": http_probe(
             LIVENESS_PATH,
             periodSeconds=STARTUP_PERIOD_SECONDS,
             timeoutSeconds=3,
             failureThreshold=STARTUP_TIMEOUT_SECONDS // STARTUP_PERIOD_SECONDS,
         ),
-        "readinessProbe": _http_probe(READINESS_PATH, periodSeconds=5, timeoutSeconds=3, failureThreshold=3),
-        "livenessProbe": _http_probe(LIVENESS_PATH, periodSeconds=15, timeoutSeconds=5, failureThreshold=4),
+        "readinessProbe": http_probe(READINESS_PATH, periodSeconds=5, timeoutSeconds=3, failureThreshold=3),
+        "livenessProbe": http_probe(LIVENESS_PATH, periodSeconds=15, timeoutSeconds=5, failureThreshold=4),
         "lifecycle": {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}},
         "securityContext": _container_security(),
         "volumeMounts": mounts,

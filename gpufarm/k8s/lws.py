@@ -36,7 +36,9 @@ from gpufarm.k8s.serving import (
     PRESTOP_SLEEP_SECONDS,
     STARTUP_PERIOD_SECONDS,
     TOKEN_DIR,
+    http_probe,
     target_control_agent,
+    token_init_container,
     vllm_args,
 )
 from gpufarm.k8s.storage import weights_claim_name
@@ -226,37 +228,6 @@ def _validate(
         raise ValueError(f"'efa_devices' must be at least 1 (EFA interfaces per pod), got {efa_devices}")
 
 
-def _http_probe(path: str, **timing: int) -> dict[str, Any]:
-    return {"httpGet": {"path": path, "port": "http"}, **timing}
-
-
-def _token_init_container(model: ModelConfig, serving: ServingConfig, region: str) -> dict[str, Any]:
-    """Reads the Hugging Face token from Secrets Manager into a memory-backed volume.
-
-    The same init container as the single-node Deployment's: every pod of a group loads its
-    share of the weights, so every pod needs the token.
-    """
-    return {
-        "name": "hf-token",
-        "image": serving.aws_cli_image,
-        "command": ["/bin/sh", "-c"],
-        "args": [
-            'aws secretsmanager get-secret-value --secret-id "$SECRET_ID" '
-            f"--query SecretString --output text > {TOKEN_DIR}/token"
-        ],
-        "env": [
-            {"name": "SECRET_ID", "value": model.hf_token_secret},
-            {"name": "AWS_REGION", "value": region},
-        ],
-        "resources": {
-            "requests": {"cpu": "50m", "memory": "64Mi"},
-            "limits": {"memory": "256Mi"},
-        },
-        "securityContext": {"allowPrivilegeEscalation": False},
-        "volumeMounts": [{"name": "hf-token", "mountPath": TOKEN_DIR}],
-    }
-
-
 def _env(model: ModelConfig, efa: bool) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [
         {"name": "HF_HOME", "value": HF_CACHE_DIR},
@@ -335,7 +306,7 @@ def _pod_spec(
     tolerations = [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
     if efa:
         tolerations.append({"key": EFA_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
-    init_containers = [_token_init_container(model, serving, region)] if model.hf_token_secret else []
+    init_containers = [token_init_container(model, serving, region)] if model.hf_token_secret else []
     init_containers += sidecars
     spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": grace_seconds,
@@ -429,14 +400,14 @@ def vllm_leader_worker_set(
         ],
         "env": env,
         "resources": resources,
-        "startupProbe": _http_probe(
+        "startupProbe": http_probe(
             "/health",
             periodSeconds=STARTUP_PERIOD_SECONDS,
             timeoutSeconds=5,
             failureThreshold=math.ceil(model.startup_timeout_seconds / STARTUP_PERIOD_SECONDS),
         ),
-        "readinessProbe": _http_probe("/health", periodSeconds=5, timeoutSeconds=5, failureThreshold=3),
-        "livenessProbe": _http_probe("/health", periodSeconds=15, timeoutSeconds=10, failureThreshold=4),
+        "readinessProbe": http_probe("/health", periodSeconds=5, timeoutSeconds=5, failureThreshold=3),
+        "livenessProbe": http_probe("/health", periodSeconds=15, timeoutSeconds=10, failureThreshold=4),
         "lifecycle": {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}},
         "securityContext": security,
         "volumeMounts": mounts,

@@ -85,11 +85,12 @@ def vllm_args(model: ModelConfig, serving: ServingConfig) -> list[str]:
     return args + list(model.extra_args)
 
 
-def _http_probe(path: str, **timing: int) -> dict[str, Any]:
+def http_probe(path: str, **timing: int) -> dict[str, Any]:
+    """An HTTP GET probe on the container's `http` port."""
     return {"httpGet": {"path": path, "port": "http"}, **timing}
 
 
-def _token_init_container(model: ModelConfig, serving: ServingConfig, region: str) -> dict[str, Any]:
+def token_init_container(model: ModelConfig, serving: ServingConfig, region: str) -> dict[str, Any]:
     """Reads the Hugging Face token from Secrets Manager into a memory-backed volume.
 
     The token never appears in the template, the pod spec or a Kubernetes Secret; vLLM's
@@ -214,7 +215,7 @@ def vllm_deployment(
         env.append({"name": "HF_TOKEN_PATH", "value": f"{TOKEN_DIR}/token"})
         volumes.append({"name": "hf-token", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
         mounts.append({"name": "hf-token", "mountPath": TOKEN_DIR, "readOnly": True})
-        init_containers.append(_token_init_container(model, serving, region))
+        init_containers.append(token_init_container(model, serving, region))
     if model.is_s3:
         claim = fsx_claim or weights_claim_name(model.name)
         volumes.append({"name": "weights", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
@@ -245,14 +246,14 @@ def vllm_deployment(
             },
             "limits": {"memory": f"{model.memory_gib}Gi", GPU_RESOURCE: gpus},
         },
-        "startupProbe": _http_probe(
+        "startupProbe": http_probe(
             "/health",
             periodSeconds=STARTUP_PERIOD_SECONDS,
             timeoutSeconds=5,
             failureThreshold=math.ceil(model.startup_timeout_seconds / STARTUP_PERIOD_SECONDS),
         ),
-        "readinessProbe": _http_probe("/health", periodSeconds=5, timeoutSeconds=5, failureThreshold=3),
-        "livenessProbe": _http_probe("/health", periodSeconds=15, timeoutSeconds=10, failureThreshold=4),
+        "readinessProbe": http_probe("/health", periodSeconds=5, timeoutSeconds=5, failureThreshold=3),
+        "livenessProbe": http_probe("/health", periodSeconds=15, timeoutSeconds=10, failureThreshold=4),
         "lifecycle": {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}},
         "securityContext": {"allowPrivilegeEscalation": False},
         "volumeMounts": mounts,
