@@ -37,6 +37,7 @@ DCGM_CHART = "dcgm-exporter"
 DCGM_NAMESPACE = "dcgm-exporter"
 SCRAPER_SERVICE = "scraper.aps.amazonaws.com"
 ALB_NAMESPACE = "AWS/ApplicationELB"
+NLB_NAMESPACE = "AWS/NetworkELB"
 CLOUDWATCH_SERVICE = "cloudwatch.amazonaws.com"
 PERIOD_SECONDS = 60
 """ALB metrics arrive once a minute; every alarm evaluates one-minute periods."""
@@ -266,6 +267,10 @@ class InferenceAlarms(Construct):
       at least `config.target_5xx_per_minute` per minute. CloudWatch publishes it per load
       balancer (and Availability Zone), not per target group, so there is one such alarm.
 
+    With `network` (a Network Load Balancer, which publishes no HTTP codes or response times) the
+    alarms are ``unhealthy:<model>`` on `AWS/NetworkELB` and ``target-resets``: TCP resets sent
+    by the targets (`TCP_Target_Reset_Count`), at least `config.target_5xx_per_minute` per minute.
+
     Missing data is not breaching for all of them: the load balancer publishes nothing in a
     minute without requests, and a scaled-to-zero model has no targets.
 
@@ -289,10 +294,14 @@ class InferenceAlarms(Construct):
         target_optimizer: bool,
         key: kms.IKey | None = None,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
+        network: bool = False,
     ) -> None:
         super().__init__(scope, id)
         if not config.enabled:
             raise ValueError("'config.enabled' must be true to build InferenceAlarms, got False")
+        if network and target_optimizer:
+            raise ValueError("'target_optimizer' must be false with 'network' (an ALB feature), got True")
+        self._namespace = NLB_NAMESPACE if network else ALB_NAMESPACE
         if not target_groups:
             raise ValueError("'target_groups' must map at least one model to its target group, got {}")
         self.config = config
@@ -343,6 +352,9 @@ class InferenceAlarms(Construct):
 
         self.alarms: dict[str, cloudwatch.CfnAlarm] = {}
         lb = load_balancer_full_name
+        if network:
+            self._network_alarms(lb, target_groups)
+            return
         self.alarms["5xx"] = self._alarm(
             self,
             "Http5xx",
@@ -407,6 +419,36 @@ class InferenceAlarms(Construct):
                 dimensions=_dimensions(LoadBalancer=lb),
             )
 
+    def _network_alarms(self, lb: str, target_groups: Mapping[str, str]) -> None:
+        config = self.config
+        for model, target_group in sorted(target_groups.items()):
+            self.alarms[f"unhealthy:{model}"] = self._alarm(
+                Construct(self, construct_id(model)),
+                "UnhealthyHosts",
+                description=(
+                    f"{model}: at least one vLLM pod failed its /health check for "
+                    f"{config.evaluation_minutes} min"
+                ),
+                comparison="GreaterThanThreshold",
+                threshold=0,
+                metric_name="UnHealthyHostCount",
+                statistic="Maximum",
+                dimensions=_dimensions(LoadBalancer=lb, TargetGroup=target_group),
+            )
+        self.alarms["target-resets"] = self._alarm(
+            self,
+            "TargetResets",
+            description=(
+                f"vLLM pods reset {config.target_5xx_per_minute}+ TCP connections per minute for "
+                f"{config.evaluation_minutes} min"
+            ),
+            comparison="GreaterThanOrEqualToThreshold",
+            threshold=config.target_5xx_per_minute,
+            metric_name="TCP_Target_Reset_Count",
+            statistic="Sum",
+            dimensions=_dimensions(LoadBalancer=lb),
+        )
+
     @staticmethod
     def _query(
         id: str, metric: str, stat: str, **dimensions: str
@@ -451,7 +493,7 @@ class InferenceAlarms(Construct):
             alarm_actions=[self.topic.topic_arn],
             ok_actions=[self.topic.topic_arn],
             metrics=metrics,
-            namespace=ALB_NAMESPACE if single else None,
+            namespace=self._namespace if single else None,
             metric_name=metric_name,
             statistic=statistic,
             extended_statistic=extended_statistic,

@@ -491,10 +491,7 @@ class GpuFarmStack(cdk.Stack):
         lb_name = self.ingress.load_balancer.load_balancer_full_name
         optimizer = cfg.ingress.target_optimizer.enabled
         self.alarms: InferenceAlarms | None = None
-        if cfg.ingress.kind is LoadBalancerKind.NLB:
-            # The alarms and dashboard read ALB metrics (HTTP codes, response times); an NLB
-            # publishes neither, so they are not built for it (docs/enterprise.md says so).
-            return
+        network = cfg.ingress.kind is LoadBalancerKind.NLB
         if obs.alarms.enabled:
             self.alarms = InferenceAlarms(
                 self,
@@ -504,8 +501,11 @@ class GpuFarmStack(cdk.Stack):
                 config=obs.alarms,
                 target_optimizer=optimizer,
                 removal_policy=self.removal,
+                network=network,
             )
-        if obs.dashboard:
+        # The dashboard charts ALB metrics (HTTP codes, response times), which an NLB does not
+        # publish: an NLB tier has none (docs/enterprise.md says so).
+        if obs.dashboard and not network:
             InferenceDashboard(
                 self,
                 "Dashboard",

@@ -830,6 +830,10 @@ def test_invalid_prometheus_monitoring(overrides: dict[str, Any], message: str) 
             "'config.enabled' must be true to build InferenceAlarms, got False",
         ),
         ({"target_groups": {}}, "'target_groups' must map at least one model to its target group, got {}"),
+        (
+            {"network": True, "target_optimizer": True},
+            "'target_optimizer' must be false with 'network' (an ALB feature), got True",
+        ),
     ],
 )
 def test_invalid_inference_alarms(overrides: dict[str, Any], message: str) -> None:
@@ -868,3 +872,23 @@ def test_invalid_inference_dashboard(overrides: dict[str, Any], message: str) ->
     with pytest.raises(ValueError) as error:
         InferenceDashboard(new_stack(), "Dashboard", **args)
     assert str(error.value) == message
+
+
+def test_network_load_balancer_alarms_watch_health_and_resets() -> None:
+    stack = new_stack()
+    alarms = InferenceAlarms(
+        stack,
+        "Alarms",
+        load_balancer_full_name=LITERAL_LB,
+        target_groups=LITERAL_TGS,
+        config=AlarmsConfig(target_5xx_per_minute=7),
+        target_optimizer=False,
+        network=True,
+    )
+    # An NLB publishes no HTTP codes or response times: health per target group and TCP resets.
+    assert sorted(alarms.alarms) == sorted([*(f"unhealthy:{m}" for m in LITERAL_TGS), "target-resets"])
+    template = Template.from_stack(stack)
+    found = [a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()]
+    assert {a["Namespace"] for a in found} == {"AWS/NetworkELB"}
+    (resets,) = [a for a in found if a["MetricName"] == "TCP_Target_Reset_Count"]
+    assert (resets["Threshold"], resets["Statistic"]) == (7, "Sum")

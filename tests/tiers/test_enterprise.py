@@ -382,3 +382,12 @@ def test_nlb_variant_listens_per_model_on_static_addresses(nlb_variant: Path) ->
         if k.startswith("Ingress")
     )
     assert cfn_lint_errors(nlb_variant / "gpufarm-enterprise.template.json") == []
+
+
+def test_nlb_variant_alarms_on_network_metrics(nlb_variant: Path) -> None:
+    template = json.loads((nlb_variant / "gpufarm-enterprise.template.json").read_text())
+    alarms = [a["Properties"] for a in resources(template, "AWS::CloudWatch::Alarm").values()]
+    assert {a["Namespace"] for a in alarms} == {"AWS/NetworkELB"}
+    unhealthy = [a for a in alarms if a["MetricName"] == "UnHealthyHostCount"]
+    assert len(unhealthy) == len(ENTERPRISE.models) + 1  # and the gateway's listener
+    assert not resources(template, "AWS::CloudWatch::Dashboard")
