@@ -32,7 +32,6 @@ from gpufarm.k8s.labels import (
 from gpufarm.k8s.serving import (
     AGENT_DATA_PORT_NAME,
     HF_CACHE_DIR,
-    MODELS_DIR,
     PRESTOP_SLEEP_SECONDS,
     STARTUP_PERIOD_SECONDS,
     TOKEN_DIR,
@@ -40,8 +39,8 @@ from gpufarm.k8s.serving import (
     target_control_agent,
     token_init_container,
     vllm_args,
+    vllm_volumes,
 )
-from gpufarm.k8s.storage import weights_claim_name
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWS_CHART = "lws"
@@ -254,31 +253,9 @@ def _env(model: ModelConfig, efa: bool) -> list[dict[str, Any]]:
 def _volumes(
     model: ModelConfig, fsx_claim: str | None, fsx_sub_path: str | None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The pod's volumes and the vLLM container's mounts (the Deployment's, /dev/shm sized for Ray too)."""
+    """The Deployment's volumes and mounts, with /dev/shm sized for Ray's object store too."""
     shm_gib = max(2, 2 * model.gpus) + RAY_OBJECT_STORE_GIB
-    volumes: list[dict[str, Any]] = [
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib}Gi"}},
-        {"name": "hf-cache", "emptyDir": {}},
-    ]
-    mounts: list[dict[str, Any]] = [
-        {"name": "dshm", "mountPath": "/dev/shm"},
-        {"name": "hf-cache", "mountPath": HF_CACHE_DIR},
-    ]
-    if model.hf_token_secret:
-        volumes.append({"name": "hf-token", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
-        mounts.append({"name": "hf-token", "mountPath": TOKEN_DIR, "readOnly": True})
-    if model.is_s3:
-        claim = fsx_claim or weights_claim_name(model.name)
-        volumes.append({"name": "weights", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
-        mount: dict[str, Any] = {
-            "name": "weights",
-            "mountPath": f"{MODELS_DIR}/{model.name}",
-            "readOnly": True,
-        }
-        if fsx_claim and fsx_sub_path:
-            mount["subPath"] = fsx_sub_path
-        mounts.append(mount)
-    return volumes, mounts
+    return vllm_volumes(model, shm_gib=shm_gib, fsx_claim=fsx_claim, fsx_sub_path=fsx_sub_path)
 
 
 def _resources(model: ModelConfig, efa: bool, efa_devices: int) -> dict[str, Any]:

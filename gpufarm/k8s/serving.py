@@ -163,6 +163,40 @@ def target_control_agent(
     }
 
 
+def vllm_volumes(
+    model: ModelConfig, *, shm_gib: int, fsx_claim: str | None, fsx_sub_path: str | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A vLLM pod's volumes and the vLLM container's mounts.
+
+    A memory-backed `/dev/shm` of `shm_gib`, the Hugging Face cache, the token volume when the
+    model reads a gated repo, and `s3://` weights read-only at `/models/<model>`: from the
+    model's Mountpoint claim, or from `fsx_claim` at `fsx_sub_path`.
+    """
+    volumes: list[dict[str, Any]] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib}Gi"}},
+        {"name": "hf-cache", "emptyDir": {}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "hf-cache", "mountPath": HF_CACHE_DIR},
+    ]
+    if model.hf_token_secret:
+        volumes.append({"name": "hf-token", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
+        mounts.append({"name": "hf-token", "mountPath": TOKEN_DIR, "readOnly": True})
+    if model.is_s3:
+        claim = fsx_claim or weights_claim_name(model.name)
+        volumes.append({"name": "weights", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
+        mount: dict[str, Any] = {
+            "name": "weights",
+            "mountPath": f"{MODELS_DIR}/{model.name}",
+            "readOnly": True,
+        }
+        if fsx_claim and fsx_sub_path:
+            mount["subPath"] = fsx_sub_path
+        mounts.append(mount)
+    return volumes, mounts
+
+
 def vllm_deployment(
     model: ModelConfig,
     serving: ServingConfig,
@@ -202,31 +236,13 @@ def vllm_deployment(
         {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
         {"name": "DO_NOT_TRACK", "value": "1"},
     ]
-    volumes: list[dict[str, Any]] = [
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(2, 2 * model.gpus)}Gi"}},
-        {"name": "hf-cache", "emptyDir": {}},
-    ]
-    mounts: list[dict[str, Any]] = [
-        {"name": "dshm", "mountPath": "/dev/shm"},
-        {"name": "hf-cache", "mountPath": HF_CACHE_DIR},
-    ]
+    volumes, mounts = vllm_volumes(
+        model, shm_gib=max(2, 2 * model.gpus), fsx_claim=fsx_claim, fsx_sub_path=fsx_sub_path
+    )
     init_containers: list[dict[str, Any]] = []
     if model.hf_token_secret:
         env.append({"name": "HF_TOKEN_PATH", "value": f"{TOKEN_DIR}/token"})
-        volumes.append({"name": "hf-token", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
-        mounts.append({"name": "hf-token", "mountPath": TOKEN_DIR, "readOnly": True})
         init_containers.append(token_init_container(model, serving, region))
-    if model.is_s3:
-        claim = fsx_claim or weights_claim_name(model.name)
-        volumes.append({"name": "weights", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
-        mount: dict[str, Any] = {
-            "name": "weights",
-            "mountPath": f"{MODELS_DIR}/{model.name}",
-            "readOnly": True,
-        }
-        if fsx_claim and fsx_sub_path:
-            mount["subPath"] = fsx_sub_path
-        mounts.append(mount)
     if target_optimizer is not None and target_optimizer.enabled:
         init_containers.append(target_control_agent(model, serving, target_optimizer))
 
