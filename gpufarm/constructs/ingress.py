@@ -205,10 +205,7 @@ class InferenceAlb(Construct):
         self.target_groups: dict[str, elbv2.CfnTargetGroup] = {}
         for name in model_names:
             self.target_groups[name] = self._model_route(
-                priorities.get(name, default_route_priority(name)),
-                name,
-                vpc_id=vpc.vpc_id,
-                cluster_name=cluster_name,
+                priorities.get(name, default_route_priority(name)), name
             )
 
     # ----------------------------------------------------------------------- public API
@@ -247,34 +244,14 @@ class InferenceAlb(Construct):
         """
         if self.default_target_group is not None:
             raise ValueError("route_default_to() was already called: the listener has one default route")
-        cfg = self.config
         self.default_port = port
         # A '-' keeps these IDs apart from the models' (construct_id() of a model name has none).
-        self.default_target_group = elbv2.CfnTargetGroup(
+        self.default_target_group = self._target_group(
             Construct(self, "Default-Route"),
             "TargetGroup",
-            target_type="ip",
-            protocol="HTTP",
-            protocol_version="HTTP1",
             port=port,
-            vpc_id=self.vpc_id,
-            health_check_enabled=True,
             health_check_path=health_check_path,
-            health_check_port="traffic-port",
-            health_check_protocol="HTTP",
-            health_check_interval_seconds=cfg.health_check_interval_seconds,
-            health_check_timeout_seconds=5,
-            healthy_threshold_count=2,
-            unhealthy_threshold_count=3,
-            matcher=elbv2.CfnTargetGroup.MatcherProperty(http_code="200"),
-            target_group_attributes=[
-                elbv2.CfnTargetGroup.TargetGroupAttributeProperty(key=k, value=v)
-                for k, v in {
-                    "load_balancing.algorithm.type": "least_outstanding_requests",
-                    "deregistration_delay.timeout_seconds": str(cfg.deregistration_delay_seconds),
-                }.items()
-            ],
-            tags=[cdk.CfnTag(key="eks:eks-cluster-name", value=self.cluster_name)],
+            slow_start=False,
         )
         listener = self.listener.node.default_child
         assert isinstance(listener, elbv2.CfnListener)
@@ -453,30 +430,36 @@ class InferenceAlb(Construct):
             default_action=not_found,
         )
 
-    def _model_route(
-        self, priority: int, name: str, *, vpc_id: str, cluster_name: str
+    def _target_group(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        port: int,
+        health_check_path: str,
+        health_check_port: str = "traffic-port",
+        slow_start: bool = True,
+        target_control_port: int | None = None,
     ) -> elbv2.CfnTargetGroup:
+        """An IP target group with least-outstanding-requests routing and an HTTP health check."""
         cfg = self.config
         attributes = {
             "load_balancing.algorithm.type": "least_outstanding_requests",
             "deregistration_delay.timeout_seconds": str(cfg.deregistration_delay_seconds),
-            "slow_start.duration_seconds": str(cfg.slow_start_seconds),
         }
-        scope = Construct(self, construct_id(name))
-        router = self.routed.get(name)
-        # A target group's port is fixed at creation: routing through a router is a new group.
-        revision = "Routed" if router is not None else self._revision
-        target_group = elbv2.CfnTargetGroup(
+        if slow_start:
+            attributes["slow_start.duration_seconds"] = str(cfg.slow_start_seconds)
+        return elbv2.CfnTargetGroup(
             scope,
-            f"TargetGroup{revision}",
+            id,
             target_type="ip",
             protocol="HTTP",
             protocol_version="HTTP1",
-            port=router.port if router else self.target_port,
-            vpc_id=vpc_id,
+            port=port,
+            vpc_id=self.vpc_id,
             health_check_enabled=True,
-            health_check_path=router.health_check_path if router else HEALTH_CHECK_PATH,
-            health_check_port=str(router.health_check_port) if router else "traffic-port",
+            health_check_path=health_check_path,
+            health_check_port=health_check_port,
             health_check_protocol="HTTP",
             health_check_interval_seconds=cfg.health_check_interval_seconds,
             health_check_timeout_seconds=5,
@@ -488,7 +471,21 @@ class InferenceAlb(Construct):
                 for k, v in attributes.items()
             ],
             # EKS Auto Mode registers pods only in target groups tagged with its cluster name.
-            tags=[cdk.CfnTag(key="eks:eks-cluster-name", value=cluster_name)],
+            tags=[cdk.CfnTag(key="eks:eks-cluster-name", value=self.cluster_name)],
+            target_control_port=target_control_port,
+        )
+
+    def _model_route(self, priority: int, name: str) -> elbv2.CfnTargetGroup:
+        scope = Construct(self, construct_id(name))
+        router = self.routed.get(name)
+        # A target group's port is fixed at creation: routing through a router is a new group.
+        revision = "Routed" if router is not None else self._revision
+        target_group = self._target_group(
+            scope,
+            f"TargetGroup{revision}",
+            port=router.port if router else self.target_port,
+            health_check_path=router.health_check_path if router else HEALTH_CHECK_PATH,
+            health_check_port=str(router.health_check_port) if router else "traffic-port",
             target_control_port=self.control_port,
         )
         prefix = route_prefix(name)
