@@ -636,48 +636,29 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
     ing = tier.ingress
     zones = len(tier.environment.availability_zones)
     lcu_note = f"estimate: {LCUS_PER_HOUR:g} capacity unit(s) per hour"
-    if ing.kind is LoadBalancerKind.NLB:
-        out.add(
-            item="Network Load Balancer",
-            category="network",
-            quantity=1,
-            unit="LB-month",
-            unit_price=prices.elb.nlb_per_hour * hours,
-        )
-        lcus, note = (
-            (ing.lcu_reservation, "reserved capacity units")
-            if ing.lcu_reservation
-            else (LCUS_PER_HOUR, lcu_note)
-        )
-        out.add(
-            item="NLB capacity units",
-            category="network",
-            quantity=lcus,
-            unit="NLCU-month",
-            unit_price=prices.elb.nlb_per_lcu_hour * hours,
-            note=note,
-        )
-    else:
-        out.add(
-            item="Application Load Balancer",
-            category="network",
-            quantity=1,
-            unit="LB-month",
-            unit_price=prices.elb.alb_per_hour * hours,
-        )
-        lcus, note = (
-            (ing.lcu_reservation, "reserved capacity units")
-            if ing.lcu_reservation
-            else (LCUS_PER_HOUR, lcu_note)
-        )
-        out.add(
-            item="ALB capacity units",
-            category="network",
-            quantity=lcus,
-            unit="LCU-month",
-            unit_price=prices.elb.alb_per_lcu_hour * hours,
-            note=note,
-        )
+    nlb = ing.kind is LoadBalancerKind.NLB
+    name, short = ("Network", "NLB") if nlb else ("Application", "ALB")
+    per_hour = prices.elb.nlb_per_hour if nlb else prices.elb.alb_per_hour
+    per_lcu_hour = prices.elb.nlb_per_lcu_hour if nlb else prices.elb.alb_per_lcu_hour
+    out.add(
+        item=f"{name} Load Balancer",
+        category="network",
+        quantity=1,
+        unit="LB-month",
+        unit_price=per_hour * hours,
+    )
+    lcus, note = (
+        (ing.lcu_reservation, "reserved capacity units") if ing.lcu_reservation else (LCUS_PER_HOUR, lcu_note)
+    )
+    out.add(
+        item=f"{short} capacity units",
+        category="network",
+        quantity=lcus,
+        unit="NLCU-month" if nlb else "LCU-month",
+        unit_price=per_lcu_hour * hours,
+        note=note,
+    )
+    if ing.kind is not LoadBalancerKind.NLB:  # WAF and the NLB in front for PrivateLink: ALB only
         if ing.private_link.enabled:
             # An endpoint service needs an NLB: gpufarm puts one in front of the ALB.
             out.add(
