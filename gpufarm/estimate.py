@@ -294,6 +294,9 @@ def gpu_allocations(tier: TierConfig, prices: PriceTable | None = None) -> list[
     for model in tier.models:
         for target in placement_of(tier, model):
             node_gpus[target.name] = max(node_gpus.get(target.name, 1), model.gpus)
+            if model.prefill_decode is not None:
+                prefill = model.prefill_decode.prefill_gpus_for(model.gpus)
+                node_gpus[target.name] = max(node_gpus[target.name], prefill)
     out: dict[str, GpuAllocation] = {}
     for group in tier.node_groups:
         gpi = gpus_in(group.instance_type) or 0
@@ -327,7 +330,9 @@ def gpu_allocations(tier: TierConfig, prices: PriceTable | None = None) -> list[
         free = dict(held) | dict(room)
         # Models bound to one pool or node group first; a class then spreads over what is left.
         for model in sorted(tier.models, key=lambda m: m.capacity_class is not None):
+            # Prefill pods (prefill/decode models) run at a fixed count, at base and at peak.
             count = replicas(model)[0 if which == "base" else 1] * gpus_per_replica(model)
+            count += model.prefill_gpu_demand
             targets = placement_of(tier, model)
             ordered = [t for t in targets if isinstance(t, NodeGroupConfig)] + sorted(
                 (t for t in targets if isinstance(t, NodePoolConfig)),
@@ -818,7 +823,7 @@ def _bedrock(
     tokens_per_month: float,
     notes: list[str],
 ) -> None:
-    weights = {m.name: replicas(m)[1] * gpus_per_replica(m) for m in tier.models}
+    weights = {m.name: replicas(m)[1] * gpus_per_replica(m) + m.prefill_gpu_demand for m in tier.models}
     total = sum(weights.values()) or 1
     skipped: list[str] = []
     for model in tier.models:

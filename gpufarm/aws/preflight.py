@@ -243,6 +243,28 @@ def _nodes(model: ModelConfig, replicas: int, gpus_per_node: int) -> int:
     return math.ceil(replicas / per_node)
 
 
+def _with_prefill_pods(models: list[ModelConfig]) -> list[ModelConfig]:
+    """The models, each prefill/decode model followed by its prefill pods as a model of their own.
+
+    The prefill pods run where the model runs, at `prefill_replicas` x `prefill_gpus`: counting
+    them as one more fixed-size model puts them on the same nodes the quota check counts.
+    """
+    out: list[ModelConfig] = []
+    for model in models:
+        out.append(model)
+        pd = model.prefill_decode
+        if pd is not None:
+            update = {
+                "name": f"{model.name}-prefill"[:40],
+                "gpus": pd.prefill_gpus_for(model.gpus),
+                "replicas": pd.prefill_replicas,
+                "autoscaling": None,
+                "prefill_decode": None,
+            }
+            out.append(model.model_copy(update=update))
+    return out
+
+
 def _quota_capacity_types(pool: NodePoolConfig) -> list[CapacityType]:
     """Quota capacity types a pool's nodes count against (reserved instances count as on-demand)."""
     out = []
@@ -280,7 +302,7 @@ def vcpu_demands(tier: TierConfig, info: Mapping[str, InstanceInfo]) -> list[Vcp
         )
     pool_nodes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     pool_largest: dict[str, str] = {}
-    for model in tier.models:
+    for model in _with_prefill_pods(tier.models):
         targets = placement_of(tier, model)
         remaining = model.max_replicas
         for group in (t for t in targets if isinstance(t, NodeGroupConfig)):

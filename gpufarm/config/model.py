@@ -588,6 +588,55 @@ class ModelAutoscalingConfig(_Model):
     )
 
 
+class KvTransport(StrEnum):
+    """How a prefill pod's KV cache reaches the decode pod (NIXL backends)."""
+
+    TCP = "tcp"
+    EFA = "efa"
+
+
+class PrefillDecodeConfig(_Model):
+    """Disaggregated serving of one model: prefill pods beside the decode pods (`replicas`).
+
+    The llm-d router picks a decode pod for every request and, when the prompt's uncached part is
+    long enough, a prefill pod too; the decode pod's routing sidecar sends the prompt there and
+    vLLM's NixlConnector moves the KV cache to the decode GPU.
+    """
+
+    prefill_replicas: int = Field(
+        1,
+        ge=1,
+        le=100,
+        description="Prefill pods (fixed); the model's replicas/autoscaling size the decode pods.",
+    )
+    prefill_gpus: int | None = Field(
+        None, ge=1, description="GPUs per prefill pod, its tensor-parallel size (default: the model's gpus)."
+    )
+    min_uncached_tokens: int = Field(
+        512,
+        ge=1,
+        le=1_048_576,
+        description="Prompt tokens not in the decode pod's prefix cache from which a request is "
+        "prefilled on a prefill pod; shorter prompts are served whole by the decode pod.",
+    )
+    block_size: Literal[16, 32, 64, 128] = Field(
+        128, description="KV-cache block size, tokens (--block-size on both roles; NIXL needs them equal)."
+    )
+    kv_transport: KvTransport = Field(
+        KvTransport.TCP,
+        description="'tcp' (UCX over the pod network, stock image) or 'efa' (libfabric over EFA; "
+        "needs efa_image and EFA node groups).",
+    )
+    efa_image: ImageRef | None = Field(
+        None,
+        description="vLLM image with NIXL's libfabric backend and the EFA libraries (kv_transport 'efa').",
+    )
+
+    def prefill_gpus_for(self, model_gpus: int) -> int:
+        """GPUs of one prefill pod: `prefill_gpus`, else the model's `gpus`."""
+        return self.prefill_gpus or model_gpus
+
+
 class ModelConfig(_Model):
     """A model served by vLLM."""
 
@@ -672,6 +721,11 @@ class ModelConfig(_Model):
         description="Route requests through a KV-cache-aware endpoint picker (Gateway API "
         "Inference Extension, standalone) instead of the load balancer's own pod choice.",
     )
+    prefill_decode: PrefillDecodeConfig | None = Field(
+        None,
+        description="Serve disaggregated: prefill pods beside the decode pods, behind the llm-d "
+        "router (vLLM NixlConnector); empty: every pod prefills and decodes its own requests.",
+    )
     bedrock: BedrockTargetConfig | Literal["none"] | None = Field(
         None,
         description="Bedrock model the gateway falls back to, or 'none' to opt out "
@@ -682,6 +736,17 @@ class ModelConfig(_Model):
     def bedrock_target(self) -> BedrockTargetConfig | None:
         """The Bedrock fallback of this model; None when it opts out or names none."""
         return self.bedrock if isinstance(self.bedrock, BedrockTargetConfig) else None
+
+    @property
+    def routed(self) -> bool:
+        """True when the model's traffic passes its own router (KV-cache-aware or prefill/decode)."""
+        return self.kv_cache_routing or self.prefill_decode is not None
+
+    @property
+    def prefill_gpu_demand(self) -> int:
+        """GPUs the model's prefill pods hold (0 without prefill/decode)."""
+        pd = self.prefill_decode
+        return pd.prefill_replicas * pd.prefill_gpus_for(self.gpus) if pd is not None else 0
 
     @property
     def max_replicas(self) -> int:

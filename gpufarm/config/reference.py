@@ -218,6 +218,16 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "only with `ingress.kind` `alb` and without the Target Optimizer (both would choose the pod).",
     ),
     (
+        "models[].prefill_decode",
+        "only with `ingress.kind` `alb`, without the Target Optimizer, for single-node models "
+        "(`pipeline_parallel` 1) and without `kv_cache_routing` (the prefill/decode router also scores "
+        "prefix-cache hits); `prefill_gpus` is a tensor-parallel size that fits one node of the model's "
+        "placement; `kv_transport` `efa` needs `efa_image` and only EFA node groups under the model, "
+        "`tcp` takes no `efa_image`; `serving.port` is neither 8200 nor 5600 (the decode engine and "
+        "NIXL's side channel); `extra_args` sets neither `--kv-transfer-config` nor `--block-size`; "
+        "prefill pods count against the model's pool or class like its replicas.",
+    ),
+    (
         "karpenter.replicas",
         "at most `cluster.system_nodes.min_size` with `karpenter` provisioning (one controller "
         "per system node).",

@@ -21,6 +21,7 @@ from gpufarm.config.model import (
     CapacityType,
     EndpointAccess,
     InterfaceEndpoint,
+    KvTransport,
     LoadBalancerKind,
     LoadBalancerScheme,
     ModelConfig,
@@ -33,6 +34,7 @@ from gpufarm.config.model import (
     TierConfig,
 )
 from gpufarm.config.sizing import fsx_required_gib, is_valid_fsx_capacity
+from gpufarm.k8s.disagg import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PORT, PD_RESERVED_VLLM_FLAGS
 from gpufarm.k8s.storage import split_s3_uri
 
 SUPPORTED_KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
@@ -474,7 +476,7 @@ def _model_placement(cfg: TierConfig, where: str, model: ModelConfig) -> Iterato
 
 def _demand(model: ModelConfig) -> int:
     """GPUs a model may hold at once: per node x nodes per replica x replicas."""
-    return model.gpus * model.pipeline_parallel * model.max_replicas
+    return model.gpus * model.pipeline_parallel * model.max_replicas + model.prefill_gpu_demand
 
 
 def _capacity_demand(cfg: TierConfig) -> Iterator[ConfigIssue]:
@@ -664,6 +666,95 @@ def _kv_cache_routing(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 path=f"models[{i}].kv_cache_routing",
                 message=f"needs ingress.kind 'alb' (the router's health check is HTTP on its own "
                 f"port), got {cfg.ingress.kind.value!r}",
+            )
+
+
+def _prefill_decode(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    for i, model in enumerate(cfg.models):
+        pd = model.prefill_decode
+        if pd is None:
+            continue
+        where = f"models[{i}].prefill_decode"
+        if model.kv_cache_routing:
+            yield ConfigIssue(
+                path=f"models[{i}].kv_cache_routing",
+                message="must be false when prefill_decode is set (the prefill/decode router also "
+                "scores prefix-cache hits), got true",
+            )
+        if model.pipeline_parallel > 1:
+            yield ConfigIssue(
+                path=where,
+                message="must be empty for a multi-node model (pipeline_parallel > 1): prefill and "
+                f"decode pods are single-node Deployments, got pipeline_parallel {model.pipeline_parallel}",
+            )
+        if cfg.ingress.target_optimizer.enabled:
+            yield ConfigIssue(
+                path=where,
+                message="must be empty while ingress.target_optimizer.enabled is true (both choose "
+                "the pod a request goes to), got a prefill_decode section",
+            )
+        if cfg.ingress.kind is not LoadBalancerKind.ALB:
+            yield ConfigIssue(
+                path=where,
+                message=f"needs ingress.kind 'alb' (the router's health check is HTTP on its own "
+                f"port), got {cfg.ingress.kind.value!r}",
+            )
+        if pd.prefill_gpus is not None:
+            if pd.prefill_gpus not in TENSOR_PARALLEL_SIZES:
+                yield ConfigIssue(
+                    path=f"{where}.prefill_gpus",
+                    message=f"must be one of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} (vLLM "
+                    f"tensor-parallel sizes), got {pd.prefill_gpus}",
+                )
+            else:
+                for target in placement_of(cfg, model):
+                    most = _gpus_per_instance(target)
+                    if pd.prefill_gpus > most > 0:
+                        kind = "node group" if isinstance(target, NodeGroupConfig) else "pool"
+                        yield ConfigIssue(
+                            path=f"{where}.prefill_gpus",
+                            message=f"must fit on one instance of {kind} {target.name!r} "
+                            f"(at most {most} GPU(s) per instance), got {pd.prefill_gpus}",
+                        )
+                        break
+        if pd.kv_transport is KvTransport.EFA:
+            if pd.efa_image is None:
+                yield ConfigIssue(
+                    path=f"{where}.efa_image",
+                    message="is required with kv_transport 'efa' (the stock vLLM image has no EFA "
+                    "libraries for NIXL's libfabric backend), got none",
+                )
+            plain = [
+                t.name for t in placement_of(cfg, model) if not (isinstance(t, NodeGroupConfig) and t.efa)
+            ]
+            if plain:
+                yield ConfigIssue(
+                    path=f"{where}.kv_transport",
+                    message="'efa' needs every node the model may land on to have EFA (node groups "
+                    f"with efa: true), got 'efa' with {_quoted(plain)}",
+                )
+        elif pd.efa_image is not None:
+            yield ConfigIssue(
+                path=f"{where}.efa_image",
+                message=f"must be empty with kv_transport 'tcp' (the stock vllm_image carries NIXL), "
+                f"got {pd.efa_image!r}",
+            )
+        for j, arg in enumerate(model.extra_args):
+            flag = arg.split("=", 1)[0]
+            if flag in PD_RESERVED_VLLM_FLAGS:
+                yield ConfigIssue(
+                    path=f"models[{i}].extra_args[{j}]",
+                    message=f"must not set {flag} on a prefill/decode model (gpufarm derives it from "
+                    f"prefill_decode), got {arg!r}",
+                )
+
+    if any(m.prefill_decode is not None for m in cfg.models):
+        taken = {DECODE_ENGINE_PORT: "the decode pods' vLLM", NIXL_SIDE_CHANNEL_PORT: "NIXL's side channel"}
+        if cfg.serving.port in taken:
+            yield ConfigIssue(
+                path="serving.port",
+                message=f"must differ from {cfg.serving.port} while a model serves prefill/decode "
+                f"({taken[cfg.serving.port]} listens there), got {cfg.serving.port}",
             )
 
 
@@ -886,6 +977,7 @@ VALIDATORS: tuple[_Validator, ...] = (
     _ingress,
     _fallback,
     _kv_cache_routing,
+    _prefill_decode,
     _compliance,
 )
 

@@ -23,6 +23,9 @@ class KvCacheRouting(Construct):
     `vllm-<model>-router`. The load balancer's TargetGroupBinding and the gateway must use
     :meth:`service_of` and :attr:`port` for these models instead of the model's own Service.
     Models with `pipeline_parallel` of 2 or more are routed to their LeaderWorkerSet leaders only.
+    A model with `prefill_decode` gets llm-d's endpoint picker instead (v0.9.0, same layout),
+    choosing a decode pod and, for long uncached prompts, a prefill pod
+    (:func:`gpufarm.k8s.disagg.plugins_config`).
 
     No IAM role: the picker talks to the Kubernetes API only (read access to pods in
     `serving.namespace`, through a Role). The manifests are applied after `after` (the construct
@@ -58,6 +61,7 @@ class KvCacheRouting(Construct):
                 node_selector=dict(node_selector) if node_selector else None,
                 epp_cpu=epp_cpu,
                 epp_memory=epp_memory,
+                disaggregation=model.prefill_decode,
             )
             manifest = eks.KubernetesManifest(
                 self, f"Model{construct_id(model.name)}", cluster=cluster, manifest=docs, overwrite=True
@@ -79,7 +83,9 @@ class KvCacheRouting(Construct):
 def _validate(models: Sequence[ModelConfig]) -> None:
     """Check the construct's inputs; raises ValueError on the first problem."""
     if not models:
-        raise ValueError("'models' must hold at least one model with KV-cache-aware routing, got none")
+        raise ValueError(
+            "'models' must hold at least one model with KV-cache-aware or prefill/decode routing, got none"
+        )
     counts = Counter(m.name for m in models)
     duplicates = sorted(name for name, n in counts.items() if n > 1)
     if duplicates:

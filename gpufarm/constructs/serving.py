@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
@@ -45,6 +46,13 @@ class VllmServing(Construct):
     in the namespace), each model at its folder under the import path, and no Mountpoint volume
     is rendered. `node_selectors` maps a model to the node labels its pods select (default: the
     Karpenter/Auto Mode NodePool of its pool). Defaults: no agent, Mountpoint volumes.
+
+    A model with `prefill_decode` gets its decode pods as the model's Deployment (vLLM behind the
+    disaggregation sidecar) and a second Deployment `vllm-<model>-prefill` in the same manifest,
+    on the same nodes (:func:`gpufarm.k8s.serving.vllm_deployment`); put the router of
+    :class:`gpufarm.constructs.routing.KvCacheRouting` in front of it. `efa_devices` maps such a
+    model to the EFA interfaces (decode pod, prefill pod) its pods request when it moves the KV
+    cache over EFA (default: none, TCP).
     """
 
     def __init__(
@@ -62,6 +70,7 @@ class VllmServing(Construct):
         fsx_claim: str | None = None,
         fsx_import_path: str | None = None,
         node_selectors: Mapping[str, Mapping[str, str]] | None = None,
+        efa_devices: Mapping[str, tuple[int, int]] | None = None,
     ) -> None:
         super().__init__(scope, id)
         sub_paths = _fsx_sub_paths(models, fsx_claim, fsx_import_path)
@@ -100,19 +109,23 @@ class VllmServing(Construct):
                 docs += k8s_storage.s3_weights_volume(
                     model_name=model.name, namespace=config.namespace, s3_uri=model.weights, region=region
                 )
-            docs.append(
-                k8s_serving.vllm_deployment(
-                    model,
-                    config,
-                    pool_name=model.node_pool or default_pool,
-                    region=region,
-                    termination_grace_seconds=termination_grace_seconds,
-                    target_optimizer=target_optimizer,
-                    fsx_claim=fsx_claim if on_fsx else None,
-                    fsx_sub_path=sub_paths.get(model.name),
-                    node_selector=(node_selectors or {}).get(model.name),
-                )
+            deployment = functools.partial(
+                k8s_serving.vllm_deployment,
+                model,
+                config,
+                pool_name=model.node_pool or default_pool,
+                region=region,
+                termination_grace_seconds=termination_grace_seconds,
+                fsx_claim=fsx_claim if on_fsx else None,
+                fsx_sub_path=sub_paths.get(model.name),
+                node_selector=(node_selectors or {}).get(model.name),
             )
+            if model.prefill_decode is None:
+                docs.append(deployment(target_optimizer=target_optimizer))
+            else:
+                decode_efa, prefill_efa = (efa_devices or {}).get(model.name, (0, 0))
+                docs.append(deployment(pd_role="decode", efa_devices=decode_efa))
+                docs.append(deployment(pd_role="prefill", efa_devices=prefill_efa))
             docs.append(k8s_serving.vllm_service(model, config, target_optimizer=target_optimizer))
             manifest = eks.KubernetesManifest(
                 self, f"Model{construct_id(model.name)}", cluster=cluster, manifest=docs, overwrite=True

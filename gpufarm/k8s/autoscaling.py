@@ -86,8 +86,16 @@ def scales_to_zero(model: ModelConfig) -> bool:
 
 
 def series_selector(model: ModelConfig, namespace: str) -> str:
-    """The PromQL label matchers of one model's vLLM series: `{namespace="..",model_name=".."}`."""
-    return f"{{namespace={_promql_string(namespace)},model_name={_promql_string(model.api_model_name)}}}"
+    """The PromQL label matchers of one model's vLLM series: `{namespace="..",model_name=".."}`.
+
+    A prefill/decode model scales its decode pods (the model's Deployment), so its series are
+    narrowed to `role="decode"` (the scraper copies the pods' role label): its prefill pods report
+    the same model name.
+    """
+    role = ',role="decode"' if model.prefill_decode is not None else ""
+    return (
+        f"{{namespace={_promql_string(namespace)},model_name={_promql_string(model.api_model_name)}{role}}}"
+    )
 
 
 def queue_query(model: ModelConfig, namespace: str) -> str:

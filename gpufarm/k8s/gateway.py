@@ -125,7 +125,7 @@ def vllm_api_base(model: ModelConfig, serving: ServingConfig) -> str:
     A multi-node model (`pipeline_parallel` > 1) is reached through its leaders' Service only:
     its workers serve no HTTP.
     """
-    if model.kv_cache_routing:  # through the model's KV-cache-aware router, as the ALB routes it
+    if model.routed:  # through the model's own router (KV-cache-aware or prefill/decode), as the ALB
         return f"http://{router_name(model.name)}.{serving.namespace}.svc.cluster.local:{ROUTER_PORT}/v1"
     service = workload_name(model.name) if model.pipeline_parallel == 1 else leader_service_name(model.name)
     return f"http://{service}.{serving.namespace}.svc.cluster.local:{serving.port}/v1"

@@ -22,6 +22,7 @@ from typing import Any
 from gpufarm.config.model import ModelConfig, ServingConfig, TargetOptimizerConfig
 from gpufarm.config.validate import TENSOR_PARALLEL_SIZES
 from gpufarm.k8s.labels import (
+    EFA_RESOURCE,
     GPU_RESOURCE,
     GPU_TAINT_KEY,
     MODEL_LABEL,
@@ -62,8 +63,6 @@ LEADER_INDEX = "0"
 SERVICE_ACCOUNT = "vllm-multinode"
 """Service account of multi-node pods that read a Hugging Face token (its own Pod Identity association)."""
 
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
-"""Extended resource the EFA device plugin advertises: EFA interfaces of the node."""
 POD_INTERFACE = "eth0"
 """The pod's network interface under the VPC CNI: NCCL and Gloo bootstrap over it (and carry the
 traffic when no EFA transport is available)."""

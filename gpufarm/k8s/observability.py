@@ -7,7 +7,8 @@ the cluster's subnets. Two jobs are scraped, nothing else:
 * ``vllm``: each vLLM pod's ``/metrics`` on its container port named ``http``, only the
   ``vllm:*`` series (queue depth, KV-cache use, token counters, latency histograms). Each series
   carries ``namespace``, ``pod`` and ``model`` (the pod's ``gpufarm.io/model`` label) next to
-  ``model_name``, which vLLM sets itself; KEDA's queries select on these.
+  ``model_name``, which vLLM sets itself, and ``role`` (the prefill or decode pods of a
+  disaggregated model); KEDA's queries select on these.
 * ``dcgm-exporter``: NVIDIA's DCGM exporter on every GPU node (port 9400). Its series already
   name the GPU's node (``Hostname``) and the pod using the GPU (``namespace``, ``pod``,
   ``container``); the job adds only ``node``, so those labels are not overwritten.
@@ -20,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from gpufarm.k8s.disagg import ROLE_LABEL
 from gpufarm.k8s.labels import GPU_TAINT_KEY, MODEL_LABEL, common_labels
 
 MIN_SCRAPE_INTERVAL_SECONDS = 30
@@ -94,6 +96,8 @@ def scrape_configuration(*, scrape_interval_seconds: int, serving_namespace: str
             _copy("__meta_kubernetes_namespace", "namespace"),
             _copy("__meta_kubernetes_pod_name", "pod"),
             _copy(_meta_label(MODEL_LABEL), "model"),
+            # Prefill and decode pods of a disaggregated model report the same model name.
+            _copy(_meta_label(ROLE_LABEL), "role"),
         ],
         # Only the engine's own series: Python runtime and HTTP-server series would multiply the
         # ingested samples (AMP bills per sample) without serving a dashboard or a scaler.

@@ -13,9 +13,12 @@ release v1.5.0; see docs/decisions/0025-kv-aware-routing-and-pd.md.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
+from gpufarm.config.model import PrefillDecodeConfig
+from gpufarm.k8s import disagg
 from gpufarm.k8s.labels import MODEL_LABEL, common_labels, model_selector, workload_name
 from gpufarm.k8s.lws import leader_selector
 
@@ -46,11 +49,17 @@ METRICS_PORT = 9090
 DESTINATION_HEADER = "x-gateway-destination-endpoint"
 """Header in which the EPP names the chosen pod (`ip:port`) for Envoy's original-destination cluster."""
 
+ROUTING_HEADERS = (DESTINATION_HEADER, disagg.PREFILLER_HEADER)
+"""Headers only the picker may set; Envoy removes them from client requests before asking it."""
+
 PLUGINS_FILE = "default-plugins.yaml"
 CONFIG_MOUNT = "/config"
 ENVOY_CONFIG_FILE = "envoy.yaml"
 ENVOY_CONFIG_MOUNT = "/etc/envoy"
 COMPONENT = "router"
+
+CONFIG_HASH_ANNOTATION = "gpufarm.io/config-hash"
+"""Pod annotation holding the hash of the router's two config files."""
 
 TERMINATION_GRACE_SECONDS = 130
 """The standalone chart's grace period: long enough for in-flight requests through Envoy to finish."""
@@ -224,6 +233,19 @@ def envoy_config(*, request_timeout_seconds: int = 86400) -> dict[str, Any]:
                                 ],
                             },
                             http_filters=[
+                                # A client must not choose the pod (or the prefill pod) itself:
+                                # only the picker's answer may set these headers.
+                                {
+                                    "name": "envoy.filters.http.header_mutation",
+                                    "typed_config": _typed(
+                                        "envoy.extensions.filters.http.header_mutation.v3.HeaderMutation",
+                                        mutations={
+                                            "request_mutations": [
+                                                {"remove": header} for header in ROUTING_HEADERS
+                                            ]
+                                        },
+                                    ),
+                                },
                                 {
                                     "name": "envoy.filters.http.ext_proc",
                                     "typed_config": _typed(
@@ -342,6 +364,7 @@ def router_manifests(
     node_selector: dict[str, str] | None = None,
     epp_cpu: str = "500m",
     epp_memory: str = "1Gi",
+    disaggregation: PrefillDecodeConfig | None = None,
 ) -> list[dict[str, Any]]:
     """Everything one model's router needs, in apply order.
 
@@ -353,9 +376,25 @@ def router_manifests(
     model server's port; `leaders_only` for LeaderWorkerSet models; `node_selector` places the
     router (default: anywhere). `epp_cpu`/`epp_memory` are the EPP's requests (memory also its
     limit). The Envoy sidecar requests 100m CPU and 512 MiB, as the chart.
+
+    `disaggregation` (a prefill/decode model) swaps the picker for llm-d's
+    (:data:`gpufarm.k8s.disagg.PD_EPP_IMAGE`) with the prefill/decode profiles of
+    :func:`gpufarm.k8s.disagg.plugins_config`, over the model's prefill and decode pods. Default:
+    the KV-cache-aware picker.
     """
     if not 1 <= target_port <= 65535:
         raise ValueError(f"'target_port' must be between 1 and 65535, got {target_port}")
+    if disaggregation is not None and leaders_only:
+        raise ValueError(
+            "'leaders_only' must be false with 'disaggregation' (prefill/decode pods are single-node)"
+        )
+    plugins_file = f"{CONFIG_MOUNT}/{PLUGINS_FILE}"
+    if disaggregation is None:
+        epp_image, plugins_text = EPP_IMAGE, plugins_config()
+        picker_args = epp_args(model_name, target_port, leaders_only=leaders_only)
+    else:
+        epp_image, plugins_text = disagg.PD_EPP_IMAGE, disagg.plugins_config(disaggregation)
+        picker_args = disagg.epp_args(model_name, target_port, plugins_file)
     name = router_name(model_name)
     labels = {**common_labels(COMPONENT), **router_selector(model_name)}
     meta = {"name": name, "namespace": namespace, "labels": labels}
@@ -378,14 +417,16 @@ def router_manifests(
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": meta,
-        "data": {PLUGINS_FILE: plugins_config()},
+        "data": {PLUGINS_FILE: plugins_text},
     }
+    envoy_text = json.dumps(envoy_config(), indent=2) + "\n"
     envoy = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": envoy_meta,
-        "data": {ENVOY_CONFIG_FILE: json.dumps(envoy_config(), indent=2) + "\n"},
+        "data": {ENVOY_CONFIG_FILE: envoy_text},
     }
+    config_hash = hashlib.sha256((plugins_text + envoy_text).encode()).hexdigest()
     no_escalation = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     envoy_container = {
         "name": "envoy",
@@ -421,9 +462,9 @@ def router_manifests(
     }
     epp_container = {
         "name": "epp",
-        "image": EPP_IMAGE,
+        "image": epp_image,
         "imagePullPolicy": "IfNotPresent",
-        "args": epp_args(model_name, target_port, leaders_only=leaders_only),
+        "args": picker_args,
         "ports": [
             {"name": "grpc", "containerPort": EXT_PROC_PORT, "protocol": "TCP"},
             {"name": "grpc-health", "containerPort": GRPC_HEALTH_PORT, "protocol": "TCP"},
@@ -465,7 +506,11 @@ def router_manifests(
             "replicas": 1,
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": router_selector(model_name)},
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+            # The picker and Envoy read their files once: a changed file must roll the pod.
+            "template": {
+                "metadata": {"labels": labels, "annotations": {CONFIG_HASH_ANNOTATION: config_hash}},
+                "spec": pod_spec,
+            },
         },
     }
     service = {

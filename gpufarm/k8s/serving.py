@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
-from gpufarm.config.model import ModelConfig, ServingConfig, TargetOptimizerConfig
+from gpufarm.config.model import KvTransport, ModelConfig, ServingConfig, TargetOptimizerConfig
+from gpufarm.k8s import disagg
 from gpufarm.k8s.labels import (
+    EFA_RESOURCE,
     GPU_RESOURCE,
     GPU_TAINT_KEY,
     MODEL_LABEL,
@@ -56,8 +58,14 @@ def service_account(ns: str) -> dict[str, Any]:
     }
 
 
-def vllm_args(model: ModelConfig, serving: ServingConfig) -> list[str]:
-    """Arguments to `vllm serve`: the weights first, then flags derived from the model config."""
+def vllm_args(
+    model: ModelConfig, serving: ServingConfig, *, port: int | None = None, gpus: int | None = None
+) -> list[str]:
+    """Arguments to `vllm serve`: the weights first, then flags derived from the model config.
+
+    `port` and `gpus` replace the serving port and the model's `gpus` (the tensor-parallel size),
+    for a decode pod's vLLM behind its sidecar and for prefill pods of another size.
+    """
     source = f"{MODELS_DIR}/{model.name}" if model.is_s3 else model.weights
     args = [
         source,
@@ -66,9 +74,9 @@ def vllm_args(model: ModelConfig, serving: ServingConfig) -> list[str]:
         "--host",
         "0.0.0.0",
         "--port",
-        str(serving.port),
+        str(port or serving.port),
         "--tensor-parallel-size",
-        str(model.gpus),
+        str(gpus or model.gpus),
         "--max-model-len",
         str(model.max_model_len),
         "--gpu-memory-utilization",
@@ -208,8 +216,10 @@ def vllm_deployment(
     fsx_claim: str | None = None,
     fsx_sub_path: str | None = None,
     node_selector: Mapping[str, str] | None = None,
+    pd_role: Literal["prefill", "decode"] | None = None,
+    efa_devices: int = 0,
 ) -> dict[str, Any]:
-    """The vLLM Deployment for one model.
+    """The vLLM Deployment for one model (or for one role of a disaggregated model).
 
     Pods run on the NodePool of `pool_name` unless `node_selector` says otherwise (a capacity
     class, or a reserved node group's label).
@@ -225,19 +235,40 @@ def vllm_deployment(
     it) instead of the model's Mountpoint claim; Hugging Face weights ignore it. A model with
     `autoscaling` has no `spec.replicas`: KEDA owns the count, and re-applying the manifest must
     not reset it. Default: no agent, Mountpoint claim, `replicas` from the model.
+
+    `pd_role` (a model with `prefill_decode`) renders one role of it (:mod:`gpufarm.k8s.disagg`):
+    `"decode"` is the model's own Deployment with vLLM moved to the decode engine port behind the
+    disaggregation sidecar; `"prefill"` is `vllm-<model>-prefill` with `prefill_replicas` pods of
+    `prefill_gpus`. Both add the NixlConnector, the shared block size, the role labels and a
+    preference for the zone of the model's other pods (KV transfer stays in one AZ). With
+    `efa_devices` (kv_transport 'efa') the pods run `efa_image`, request that many EFA interfaces
+    and may lock memory. Default: a plain model.
     """
     if fsx_sub_path is not None and fsx_claim is None:
         raise ValueError(
             f"'fsx_sub_path' needs 'fsx_claim' (the claim it is a path in), got {fsx_sub_path!r}"
         )
-    labels = {**common_labels("vllm"), **model_selector(model.name)}
+    pd = model.prefill_decode
+    if pd_role is not None and pd is None:
+        raise ValueError(f"'pd_role' needs a model with prefill_decode, got {pd_role!r} for {model.name!r}")
+    if efa_devices and (pd is None or pd.kv_transport is not KvTransport.EFA):
+        raise ValueError(
+            f"'efa_devices' needs a prefill/decode model with kv_transport 'efa', got {efa_devices}"
+        )
+    prefill = pd_role == "prefill"
+    name = disagg.prefill_name(model.name) if prefill else workload_name(model.name)
+    selector = disagg.prefill_selector(model.name) if prefill else model_selector(model.name)
+    labels = {**common_labels("vllm-prefill" if prefill else "vllm"), **selector}
+    if pd_role is not None:
+        labels.update(disagg.role_labels(model.name, pd_role))
     env: list[dict[str, Any]] = [
         {"name": "HF_HOME", "value": HF_CACHE_DIR},
         {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
         {"name": "DO_NOT_TRACK", "value": "1"},
     ]
+    gpu_count = pd.prefill_gpus_for(model.gpus) if pd is not None and prefill else model.gpus
     volumes, mounts = vllm_volumes(
-        model, shm_gib=max(2, 2 * model.gpus), fsx_claim=fsx_claim, fsx_sub_path=fsx_sub_path
+        model, shm_gib=max(2, 2 * gpu_count), fsx_claim=fsx_claim, fsx_sub_path=fsx_sub_path
     )
     init_containers: list[dict[str, Any]] = []
     if model.hf_token_secret:
@@ -246,21 +277,28 @@ def vllm_deployment(
     if target_optimizer is not None and target_optimizer.enabled:
         init_containers.append(target_control_agent(model, serving, target_optimizer))
 
-    gpus = str(model.gpus)
+    port = disagg.DECODE_ENGINE_PORT if pd_role == "decode" else serving.port
+    args = vllm_args(model, serving, port=port, gpus=gpu_count)
+    image = serving.vllm_image
+    extended = {GPU_RESOURCE: str(gpu_count)}
+    if pd is not None and pd_role is not None:
+        args += disagg.engine_args(pd)
+        env += disagg.nixl_env(prefill=prefill)
+        if pd_role == "decode":
+            init_containers.append(disagg.routing_sidecar(serving))
+        if efa_devices:
+            image = pd.efa_image or image
+            extended[EFA_RESOURCE] = str(efa_devices)
     container = {
         "name": "vllm",
-        "image": serving.vllm_image,
+        "image": image,
         "command": ["vllm", "serve"],
-        "args": vllm_args(model, serving),
-        "ports": [{"name": "http", "containerPort": serving.port, "protocol": "TCP"}],
+        "args": args,
+        "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "env": env,
         "resources": {
-            "requests": {
-                "cpu": f"{model.cpu:g}",
-                "memory": f"{model.memory_gib}Gi",
-                GPU_RESOURCE: gpus,
-            },
-            "limits": {"memory": f"{model.memory_gib}Gi", GPU_RESOURCE: gpus},
+            "requests": {"cpu": f"{model.cpu:g}", "memory": f"{model.memory_gib}Gi", **extended},
+            "limits": {"memory": f"{model.memory_gib}Gi", **extended},
         },
         "startupProbe": http_probe(
             "/health",
@@ -274,22 +312,47 @@ def vllm_deployment(
         "securityContext": {"allowPrivilegeEscalation": False},
         "volumeMounts": mounts,
     }
+    tolerations = [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    if efa_devices:
+        # EFA registers (pins) the KV-cache buffers it sends from and receives into.
+        container["securityContext"] = {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"add": ["IPC_LOCK"]},
+        }
+        tolerations.append({"key": EFA_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
     pod_spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": termination_grace_seconds + PRESTOP_SLEEP_SECONDS,
         "nodeSelector": dict(node_selector or {NODEPOOL_LABEL: nodepool_name(pool_name)}),
-        "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
-        "topologySpreadConstraints": [
+        "tolerations": tolerations,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if pd_role is None:
+        pod_spec["topologySpreadConstraints"] = [
             {
                 "maxSkew": 1,
                 "topologyKey": "topology.kubernetes.io/zone",
                 "whenUnsatisfiable": "ScheduleAnyway",
                 "labelSelector": {"matchLabels": model_selector(model.name)},
             }
-        ],
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [container],
-        "volumes": volumes,
-    }
+        ]
+    else:
+        # Prefill and decode pods prefer one zone: every disaggregated request moves its KV cache
+        # between them (no inter-AZ charge, lower transfer time; EFA does not leave its subnet).
+        pod_spec["affinity"] = {
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {"matchLabels": {disagg.PD_GROUP_LABEL: model.name}},
+                            "topologyKey": "topology.kubernetes.io/zone",
+                        },
+                    }
+                ]
+            }
+        }
     if model.hf_token_secret:
         pod_spec["serviceAccountName"] = SERVICE_ACCOUNT
     else:
@@ -298,17 +361,20 @@ def vllm_deployment(
         pod_spec["initContainers"] = init_containers
     # KEDA owns the replica count of an autoscaled model: leaving it out keeps a re-apply of this
     # manifest from resetting it.
-    replicas = {} if model.autoscaling else {"replicas": model.replicas}
+    if pd is not None and prefill:
+        replicas = {"replicas": pd.prefill_replicas}
+    else:
+        replicas = {} if model.autoscaling else {"replicas": model.replicas}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": workload_name(model.name), "namespace": serving.namespace, "labels": labels},
+        "metadata": {"name": name, "namespace": serving.namespace, "labels": labels},
         "spec": {
             **replicas,
             "revisionHistoryLimit": 3,
             "progressDeadlineSeconds": model.startup_timeout_seconds + 600,
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "selector": {"matchLabels": model_selector(model.name)},
+            "selector": {"matchLabels": selector},
             "template": {
                 "metadata": {
                     "labels": labels,

@@ -10,10 +10,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from gpufarm.config.catalog import gpus_in
 from gpufarm.config.model import (
     TARGET_CONTROL_AGENT_IMAGE,
     TIER_METADATA_KEY,
     InterfaceEndpoint,
+    KvTransport,
     LoadBalancerKind,
     ModelConfig,
     ModelStoreKind,
@@ -50,11 +52,37 @@ from gpufarm.constructs import (
 from gpufarm.constructs._util import cdk_removal_policy, construct_id, private_subnets
 from gpufarm.constructs.compliance import require_compliance_pack
 from gpufarm.constructs.ingress import RouterTarget
+from gpufarm.constructs.reserved_capacity import node_group_efa_interfaces
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, LBC_TGB_API
 from gpufarm.k8s.gateway import READINESS_PATH
 from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, NODEPOOL_LABEL, POOL_LABEL, nodepool_name
 from gpufarm.k8s.routing import ENVOY_READY_PORT, ROUTER_PORT
 from gpufarm.k8s.storage import FSX_CLAIM
+
+
+def pd_efa_devices(config: TierConfig, model: ModelConfig) -> tuple[int, int]:
+    """EFA interfaces a prefill/decode model's (decode, prefill) pods request; (0, 0) over TCP.
+
+    A pod gets the node's interfaces in proportion to its GPUs (a p5.48xlarge has 32 for 8 GPUs:
+    a 4-GPU pod takes 16), at least one. The validator has checked that every node the model may
+    land on is an EFA node group.
+    """
+    pd = model.prefill_decode
+    if pd is None or pd.kv_transport is not KvTransport.EFA:
+        return 0, 0
+    groups = [t for t in placement_of(config, model) if isinstance(t, NodeGroupConfig) and t.efa]
+    if not groups:
+        return 0, 0
+    interfaces = min(
+        sum(i.interface_type != "interface" for i in node_group_efa_interfaces(g.instance_type))
+        for g in groups
+    )
+    node_gpus = min(gpus_in(g.instance_type) or 1 for g in groups)
+
+    def share(gpus: int) -> int:
+        return max(1, interfaces * gpus // node_gpus)
+
+    return share(model.gpus), share(pd.prefill_gpus_for(model.gpus))
 
 
 def tier_metadata(config: TierConfig) -> dict[str, Any]:
@@ -269,6 +297,7 @@ class GpuFarmStack(cdk.Stack):
             fsx_claim=FSX_CLAIM if fsx else None,
             fsx_import_path=cfg.model_store.fsx.import_path if fsx else None,
             node_selectors=selectors,
+            efa_devices={m.name: pd_efa_devices(cfg, m) for m in single if m.prefill_decode is not None},
         )
         self.model_manifests: dict[str, Construct] = dict(self.serving.model_manifests)
         self.services = {m.name: self.serving.service_of(m.name) for m in single}
@@ -320,7 +349,7 @@ class GpuFarmStack(cdk.Stack):
             self.model_store = store
         elif s3_sources:
             self.model_store = S3ModelStore(self, "ModelStore", cluster=cluster, s3_uris=s3_sources)
-        routed = [m for m in cfg.models if m.kv_cache_routing]
+        routed = [m for m in cfg.models if m.routed]
         self.routing: KvCacheRouting | None = None
         if routed:
             # The load balancer (and the gateway) reach these models through their routers.
@@ -388,7 +417,7 @@ class GpuFarmStack(cdk.Stack):
                         port=ROUTER_PORT, health_check_port=ENVOY_READY_PORT, health_check_path="/ready"
                     )
                     for m in cfg.models
-                    if m.kv_cache_routing
+                    if m.routed
                 },
                 logs_key=self.logs_key,
                 removal_policy=self.removal,

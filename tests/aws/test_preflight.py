@@ -684,3 +684,18 @@ def test_checking_another_region_than_the_tiers_warns(aws: AwsStubs) -> None:
         "the tier deploys to us-west-2; these checks ran in us-east-1",
         "run preflight with --region us-west-2, or set environment.region",
     )
+
+
+def test_prefill_pods_count_as_vcpu_demand_where_their_model_runs(aws: AwsStubs) -> None:
+    tier = make_enterprise(
+        {"ingress": {"target_optimizer": {"enabled": False}}},
+        enterprise_part("models", 1, prefill_decode={"prefill_replicas": 4}),
+    )
+    burst = [
+        (d.instance_type, d.instances)
+        for d in vcpu_demands(tier, facts(aws, tier))
+        if d.source == "pool h100-burst"
+    ]
+    # 4 decode replicas (two on the reserved node, two on a burst node) and 4 prefill pods of
+    # 4 GPUs: two more burst nodes than without prefill pods.
+    assert burst == [("p5.48xlarge", 3)]

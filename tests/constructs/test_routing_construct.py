@@ -150,7 +150,7 @@ def test_a_small_stack_passes_both_nag_packs_and_cfn_lint(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("models", "message"),
     [
-        ([], "'models' must hold at least one model with KV-cache-aware routing, got none"),
+        ([], "'models' must hold at least one model with KV-cache-aware or prefill/decode routing, got none"),
         ([SINGLE, SINGLE], "'models' must have unique names, got 'qwen-32b' 2 times"),
     ],
 )

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gpufarm.config import ModelConfig, TierConfig, load_preset
-from gpufarm.config.model import ModelAutoscalingConfig
+from gpufarm.config.model import ModelAutoscalingConfig, PrefillDecodeConfig
 from gpufarm.k8s.autoscaling import (
     FALLBACK_FAILURE_THRESHOLD,
     OPERATOR_SERVICE_ACCOUNT,
@@ -384,3 +384,14 @@ def test_models_behind_the_target_optimizer_scale_on_in_flight_against_the_cap()
     assert triggers["in-flight"]["threshold"] == "51"  # floor(64 x 0.8)
     plain = scaled_object(model, namespace="gpufarm", query_endpoint=ENDPOINT, region="us-east-1")
     assert [t["name"] for t in plain["spec"]["triggers"]] == ["queue"]
+
+
+def test_disaggregated_model_scales_on_its_decode_pods_only() -> None:
+    # Prefill pods report the same model name; their queue must not size the decode Deployment.
+    split = CRITICAL.model_copy(update={"prefill_decode": PrefillDecodeConfig()})
+    queue = triggers(split)["queue"]
+    assert queue["metadata"]["query"] == (
+        'sum(vllm:num_requests_waiting{namespace="gpufarm",'
+        'model_name="meta-llama/Llama-3.3-70B-Instruct",role="decode"})'
+    )
+    assert render(split)["spec"]["scaleTargetRef"]["name"] == workload_name("llama")

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from gpufarm.config import TierConfig
+from gpufarm.config.model import PrefillDecodeConfig
 from gpufarm.k8s import vllm_deployment
 from gpufarm.k8s.observability import (
     DCGM_JOB,
@@ -371,3 +372,26 @@ def test_invalid_dcgm_resources(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as error:
         dcgm_exporter_values(**kwargs)
     assert str(error.value) == message
+
+
+def test_prefill_and_decode_pods_are_scraped_on_vllm_with_their_role(poc: TierConfig) -> None:
+    model = poc.models[0].model_copy(update={"prefill_decode": PrefillDecodeConfig()})
+    pods = []
+    for role in ("decode", "prefill"):
+        deployment = vllm_deployment(
+            model, poc.serving, pool_name=poc.pool_of(model).name, region=poc.environment.region, pd_role=role
+        )
+        template = copy.deepcopy(deployment["spec"]["template"])
+        name = f"{deployment['metadata']['name']}-abc12"
+        pods.append(
+            {
+                "metadata": {**template["metadata"], "name": name, "namespace": SERVING_NS},
+                "spec": template["spec"],
+            }
+        )
+    targets = scraped(job(VLLM_JOB), pods)
+    # One target per pod (the decode pod's sidecar is not scraped), each tagged with its role.
+    assert sorted((t["pod"], t["role"]) for t in targets) == [
+        (f"vllm-{model.name}-abc12", "decode"),
+        (f"vllm-{model.name}-prefill-abc12", "prefill"),
+    ]

@@ -125,9 +125,21 @@ def test_envoy_listens_on_the_router_port() -> None:
     assert _listener("vllm")["address"]["socket_address"]["port_value"] == routing.ROUTER_PORT
 
 
-def test_envoy_runs_ext_proc_before_routing() -> None:
+def test_envoy_strips_routing_headers_then_runs_ext_proc_before_routing() -> None:
     filters = [f["name"] for f in _http_manager(_listener("vllm"))["http_filters"]]
-    assert filters == ["envoy.filters.http.ext_proc", "envoy.filters.http.router"]
+    assert filters == [
+        "envoy.filters.http.header_mutation",
+        "envoy.filters.http.ext_proc",
+        "envoy.filters.http.router",
+    ]
+
+
+def test_envoy_removes_client_supplied_routing_headers_before_asking_the_picker() -> None:
+    mutation = _http_manager(_listener("vllm"))["http_filters"][0]["typed_config"]
+    removed = [m["remove"] for m in mutation["mutations"]["request_mutations"]]
+    # A client naming the pod or the prefill pod itself would bypass the picker (and could point
+    # the decode sidecar at any address).
+    assert sorted(removed) == sorted([routing.DESTINATION_HEADER, "x-prefiller-host-port"])
 
 
 def test_envoy_ext_proc_cluster_is_the_picker_on_localhost() -> None:
@@ -140,7 +152,7 @@ def test_envoy_ext_proc_cluster_is_the_picker_on_localhost() -> None:
 
 
 def test_envoy_streams_bodies_to_the_picker_both_ways() -> None:
-    ext_proc = _http_manager(_listener("vllm"))["http_filters"][0]["typed_config"]
+    ext_proc = _http_manager(_listener("vllm"))["http_filters"][1]["typed_config"]
     modes = ext_proc["processing_mode"]
     assert (modes["request_body_mode"], modes["response_body_mode"]) == (
         "FULL_DUPLEX_STREAMED",

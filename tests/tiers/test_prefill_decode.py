@@ -1,0 +1,110 @@
+"""Prefill/decode disaggregation, opted into per model: the production tier with one disaggregated
+model, synthesized once. Its decode and prefill pods, llm-d's router in front of them, and the load
+balancer, the gateway and KEDA wired to the right pods; the other model is untouched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpufarm.k8s import disagg
+from gpufarm.k8s.labels import GPU_RESOURCE, workload_name
+from gpufarm.k8s.routing import PLUGINS_FILE, ROUTER_PORT, router_name
+from tests.conftest import cfn_lint_errors, nag_violations
+from tests.tiers.conftest import synthesize, variant
+from tests.tiers.helpers import manifest_of, manifests, model_target_groups
+
+MODEL = "llama-3-3-70b"
+OTHER = "qwen3-32b-batch"
+
+
+@pytest.fixture(scope="module")
+def split(production_document: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    models = [dict(m) for m in production_document["models"]]
+    assert models[0]["name"] == MODEL
+    models[0]["prefill_decode"] = {"prefill_replicas": 1, "min_uncached_tokens": 1024}
+    config = variant(
+        production_document, {"models": models, "ingress": {"target_optimizer": {"enabled": False}}}
+    )
+    outdir = tmp_path_factory.mktemp("prefill-decode")
+    synthesize([config], outdir)  # the compliance gate passes, or this raises
+    return outdir
+
+
+@pytest.fixture(scope="module")
+def template(split: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((split / "gpufarm-production.template.json").read_text())
+    return data
+
+
+def _vllm(deployment: dict[str, Any]) -> dict[str, Any]:
+    (container,) = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "vllm"]
+    return container
+
+
+def test_model_runs_decode_pods_behind_the_sidecar_and_separate_prefill_pods(
+    template: dict[str, Any],
+) -> None:
+    decode = manifest_of(template, "Deployment", workload_name(MODEL))
+    prefill = manifest_of(template, "Deployment", disagg.prefill_name(MODEL))
+    assert decode["spec"]["template"]["metadata"]["labels"][disagg.ROLE_LABEL] == "decode"
+    assert prefill["spec"]["template"]["metadata"]["labels"][disagg.ROLE_LABEL] == "prefill"
+    assert prefill["spec"]["replicas"] == 1
+    sidecars = [c["name"] for c in decode["spec"]["template"]["spec"].get("initContainers", [])]
+    assert disagg.SIDECAR_CONTAINER in sidecars
+    # Both roles land where the model does, and prefill pods hold GPUs like decode pods.
+    assert (
+        decode["spec"]["template"]["spec"]["nodeSelector"]
+        == prefill["spec"]["template"]["spec"]["nodeSelector"]
+    )
+    assert (
+        _vllm(prefill)["resources"]["limits"][GPU_RESOURCE]
+        == _vllm(decode)["resources"]["limits"][GPU_RESOURCE]
+    )
+
+
+def test_other_model_is_neither_split_nor_routed(template: dict[str, Any]) -> None:
+    deployment = manifest_of(template, "Deployment", workload_name(OTHER))
+    assert disagg.ROLE_LABEL not in deployment["spec"]["template"]["metadata"]["labels"]
+    names = {m["metadata"]["name"] for m in manifests(template) if m["kind"] == "Deployment"}
+    assert disagg.prefill_name(OTHER) not in names
+    assert router_name(OTHER) not in names
+
+
+def test_router_runs_llm_ds_picker_with_the_configured_threshold(template: dict[str, Any]) -> None:
+    router = manifest_of(template, "Deployment", router_name(MODEL))
+    images = {c["name"]: c["image"] for c in router["spec"]["template"]["spec"]["containers"]}
+    assert images["epp"] == disagg.PD_EPP_IMAGE
+    plugins = json.loads(manifest_of(template, "ConfigMap", router_name(MODEL))["data"][PLUGINS_FILE])
+    decider = next(p for p in plugins["plugins"] if p["type"] == "prefix-based-pd-decider")
+    assert decider["parameters"] == {"nonCachedTokens": 1024}
+
+
+def test_load_balancer_and_gateway_reach_the_router(template: dict[str, Any]) -> None:
+    routed = [
+        g["Properties"]
+        for g in model_target_groups(template).values()
+        if g["Properties"]["Port"] == ROUTER_PORT
+    ]
+    assert len(routed) == 1
+    bindings = [b for b in manifests(template) if b["kind"] == "TargetGroupBinding"]
+    assert any(b["spec"]["serviceRef"]["name"] == router_name(MODEL) for b in bindings)
+    config = yaml.safe_load(manifest_of(template, "ConfigMap", "gateway-config")["data"]["config.yaml"])
+    bases = {e["model_info"]["id"]: e["litellm_params"].get("api_base") for e in config["model_list"]}
+    assert bases[f"vllm-{MODEL}"].startswith(f"http://{router_name(MODEL)}.")
+
+
+def test_keda_scales_the_decode_deployment_on_decode_pods(template: dict[str, Any]) -> None:
+    scaled = manifest_of(template, "ScaledObject", workload_name(MODEL))
+    assert scaled["spec"]["scaleTargetRef"]["name"] == workload_name(MODEL)
+    queries = [t["metadata"]["query"] for t in scaled["spec"]["triggers"]]
+    assert queries and all('role="decode"' in q for q in queries)
+
+
+def test_split_variant_passes_the_gates(split: Path) -> None:
+    assert nag_violations(split) == {}
+    assert cfn_lint_errors(split / "gpufarm-production.template.json") == []
