@@ -505,12 +505,20 @@ class InferenceAlarms(Construct):
 # =============================================================================== dashboard
 
 
-def _alb_metric(metric: str, label: str, stat: str, **dimensions: str) -> list[Any]:
-    entry: list[Any] = [ALB_NAMESPACE, metric]
+def _lb_metric(namespace: str, metric: str, label: str, stat: str, **dimensions: str) -> list[Any]:
+    entry: list[Any] = [namespace, metric]
     for name, value in dimensions.items():
         entry += [name, value]
     entry.append({"label": label, "stat": stat})
     return entry
+
+
+def _alb_metric(metric: str, label: str, stat: str, **dimensions: str) -> list[Any]:
+    return _lb_metric(ALB_NAMESPACE, metric, label, stat, **dimensions)
+
+
+def _nlb_metric(metric: str, label: str, stat: str, **dimensions: str) -> list[Any]:
+    return _lb_metric(NLB_NAMESPACE, metric, label, stat, **dimensions)
 
 
 def _graph(title: str, region: str, metrics: list[list[Any]], *, y_label: str) -> dict[str, Any]:
@@ -564,6 +572,7 @@ def dashboard_body(
     region: str,
     target_optimizer: bool,
     workspace_query: bool = False,
+    network: bool = False,
 ) -> dict[str, Any]:
     """The dashboard body (the `DashboardBody` JSON, as a dict) for one load balancer and its models.
 
@@ -571,9 +580,83 @@ def dashboard_body(
     unhealthy targets, one widget per model; Target Optimizer requests and rejections (when
     `target_optimizer`); with `workspace_query`, the PromQL to run against the AMP workspace
     for queue depth, KV-cache use and GPU utilisation.
+
+    `network` (a Network Load Balancer, which sees connections, not requests) replaces the
+    request, error and latency rows with what `AWS/NetworkELB` publishes: new and active flows,
+    bytes, and TCP resets by who sent them (load-balancer-wide: an NLB publishes these per load
+    balancer and zone only), and the target rows come from the same namespace.
     """
     lb = load_balancer_full_name
     models = sorted(target_groups.items())
+    if network:
+        widgets = _network_widgets(lb, models, region)
+    else:
+        widgets = _application_widgets(lb, models, region, target_optimizer)
+    if workspace_query:
+        rows = "\n".join(f"| {title} | `{query}` |" for title, query in PROMQL_QUERIES)
+        widgets.append(
+            _text(
+                "## Engine and GPU metrics (Amazon Managed Prometheus)\n"
+                "Run these in the workspace (Grafana or `awscurl` against its query endpoint):\n\n"
+                "| Signal | PromQL |\n|---|---|\n" + rows,
+                height=6,
+            )
+        )
+    return {"start": "-PT3H", "periodOverride": "inherit", "widgets": _placed(widgets)}
+
+
+def _network_widgets(lb: str, models: list[tuple[str, str]], region: str) -> list[dict[str, Any]]:
+    widgets = [
+        _text(
+            "# Inference\nNetwork Load Balancer metrics (`AWS/NetworkELB`). An NLB sees TCP flows, "
+            "not HTTP requests: time to first token and errors are vLLM's, in Amazon Managed "
+            "Prometheus.",
+            height=2,
+        ),
+        _graph(
+            "Flows",
+            region,
+            [
+                _nlb_metric("NewFlowCount", "new per minute", "Sum", LoadBalancer=lb),
+                _nlb_metric("ActiveFlowCount", "active", "Average", LoadBalancer=lb),
+            ],
+            y_label="flows",
+        ),
+        _graph(
+            "Bytes processed per minute",
+            region,
+            [_nlb_metric("ProcessedBytes", "bytes", "Sum", LoadBalancer=lb)],
+            y_label="bytes",
+        ),
+        _graph(
+            "TCP resets per minute",
+            region,
+            [
+                _nlb_metric("TCP_Target_Reset_Count", "from vLLM pods", "Sum", LoadBalancer=lb),
+                _nlb_metric("TCP_Client_Reset_Count", "from clients", "Sum", LoadBalancer=lb),
+                _nlb_metric("TCP_ELB_Reset_Count", "from the load balancer", "Sum", LoadBalancer=lb),
+            ],
+            y_label="resets",
+        ),
+    ]
+    widgets += [
+        _graph(
+            f"Targets: {m}",
+            region,
+            [
+                _nlb_metric("HealthyHostCount", "healthy", "Minimum", TargetGroup=tg, LoadBalancer=lb),
+                _nlb_metric("UnHealthyHostCount", "unhealthy", "Maximum", TargetGroup=tg, LoadBalancer=lb),
+            ],
+            y_label="pods",
+        )
+        for m, tg in models
+    ]
+    return widgets
+
+
+def _application_widgets(
+    lb: str, models: list[tuple[str, str]], region: str, target_optimizer: bool
+) -> list[dict[str, Any]]:
     widgets: list[dict[str, Any]] = [
         _text(
             "# Inference\nLoad balancer metrics (`AWS/ApplicationELB`), one line per model. "
@@ -639,17 +722,7 @@ def dashboard_body(
                 y_label="requests",
             )
         )
-    if workspace_query:
-        rows = "\n".join(f"| {title} | `{query}` |" for title, query in PROMQL_QUERIES)
-        widgets.append(
-            _text(
-                "## Engine and GPU metrics (Amazon Managed Prometheus)\n"
-                "Run these in the workspace (Grafana or `awscurl` against its query endpoint):\n\n"
-                "| Signal | PromQL |\n|---|---|\n" + rows,
-                height=6,
-            )
-        )
-    return {"start": "-PT3H", "periodOverride": "inherit", "widgets": _placed(widgets)}
+    return widgets
 
 
 class InferenceDashboard(Construct):
@@ -658,7 +731,8 @@ class InferenceDashboard(Construct):
     The body is built by :func:`dashboard_body` and handed to one `AWS::CloudWatch::Dashboard`
     named `name` (letters, digits, '-' and '_', at most 255). Defaults: the last 3 hours,
     one-minute periods; no Target Optimizer row unless `target_optimizer`; no PromQL panel
-    unless `workspace_query`.
+    unless `workspace_query`; Application Load Balancer metrics unless `network` (a Network Load
+    Balancer: flows, bytes, resets and target health).
     """
 
     def __init__(
@@ -672,8 +746,11 @@ class InferenceDashboard(Construct):
         region: str,
         target_optimizer: bool,
         workspace_query: bool = False,
+        network: bool = False,
     ) -> None:
         super().__init__(scope, id)
+        if network and target_optimizer:
+            raise ValueError("'target_optimizer' must be false with 'network' (an ALB feature), got True")
         if not cdk.Token.is_unresolved(name) and not _DASHBOARD_NAME.match(name):
             raise ValueError(f"'name' must be 1-255 letters, digits, '-' or '_', got {name!r}")
         if not target_groups:
@@ -684,6 +761,7 @@ class InferenceDashboard(Construct):
             region=region,
             target_optimizer=target_optimizer,
             workspace_query=workspace_query,
+            network=network,
         )
         # Tokens (the load balancer and target group names) stay whole strings inside the JSON;
         # CloudFormation joins them in at deploy time.

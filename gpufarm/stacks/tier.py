@@ -532,9 +532,7 @@ class GpuFarmStack(cdk.Stack):
                 removal_policy=self.removal,
                 network=network,
             )
-        # The dashboard charts ALB metrics (HTTP codes, response times), which an NLB does not
-        # publish: an NLB tier has none (docs/enterprise.md says so).
-        if obs.dashboard and not network:
+        if obs.dashboard:
             InferenceDashboard(
                 self,
                 "Dashboard",
@@ -544,6 +542,7 @@ class GpuFarmStack(cdk.Stack):
                 region=cfg.environment.region,
                 target_optimizer=optimizer,
                 workspace_query=self.monitoring is not None,
+                network=network,
             )
 
     def _outputs(self) -> None:

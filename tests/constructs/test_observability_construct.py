@@ -858,6 +858,10 @@ def test_invalid_inference_alarms(overrides: dict[str, Any], message: str) -> No
         ),
         ({"name": ""}, "'name' must be 1-255 letters, digits, '-' or '_', got ''"),
         ({"target_groups": {}}, "'target_groups' must map at least one model to its target group, got {}"),
+        (
+            {"network": True, "target_optimizer": True},
+            "'target_optimizer' must be false with 'network' (an ALB feature), got True",
+        ),
     ],
 )
 def test_invalid_inference_dashboard(overrides: dict[str, Any], message: str) -> None:
@@ -892,3 +896,37 @@ def test_network_load_balancer_alarms_watch_health_and_resets() -> None:
     assert {a["Namespace"] for a in found} == {"AWS/NetworkELB"}
     (resets,) = [a for a in found if a["MetricName"] == "TCP_Target_Reset_Count"]
     assert (resets["Threshold"], resets["Statistic"]) == (7, "Sum")
+
+
+def test_network_load_balancer_dashboard_charts_flows_resets_and_target_health() -> None:
+    stack = new_stack()
+    dashboard = InferenceDashboard(
+        stack,
+        "Dashboard",
+        name="gpufarm-enterprise",
+        load_balancer_full_name=LITERAL_LB,
+        target_groups=LITERAL_TGS,
+        region=REGION,
+        target_optimizer=False,
+        workspace_query=True,
+        network=True,
+    )
+    graphs = [w["properties"] for w in dashboard.body["widgets"] if w["type"] == "metric"]
+    metrics = [m for g in graphs for m in g["metrics"]]
+    # Every series is one the NLB publishes; none of the ALB's HTTP metrics appear.
+    assert {m[0] for m in metrics} == {"AWS/NetworkELB"}
+    names = {m[1] for m in metrics}
+    assert {"NewFlowCount", "ActiveFlowCount", "ProcessedBytes", "TCP_Target_Reset_Count"} <= names
+    assert not names & {"RequestCount", "TargetResponseTime", "HTTPCode_Target_5XX_Count"}
+    # Target health is the only per-model row: one widget per target group.
+    per_model = {g["title"]: g for g in graphs if g["title"].startswith("Targets: ")}
+    assert sorted(per_model) == sorted(f"Targets: {m}" for m in LITERAL_TGS)
+    for model, tg in LITERAL_TGS.items():
+        for metric in per_model[f"Targets: {model}"]["metrics"]:
+            assert metric[metric.index("TargetGroup") + 1] == tg
+    # Flow and reset metrics exist per load balancer only: never filtered by target group.
+    assert all(
+        "TargetGroup" not in m for m in metrics if m[1] != "HealthyHostCount" and m[1] != "UnHealthyHostCount"
+    )
+    texts = [w["properties"]["markdown"] for w in dashboard.body["widgets"] if w["type"] == "text"]
+    assert any("vllm:num_requests_waiting" in t for t in texts)

@@ -390,4 +390,11 @@ def test_nlb_variant_alarms_on_network_metrics(nlb_variant: Path) -> None:
     assert {a["Namespace"] for a in alarms} == {"AWS/NetworkELB"}
     unhealthy = [a for a in alarms if a["MetricName"] == "UnHealthyHostCount"]
     assert len(unhealthy) == len(ENTERPRISE.models) + 1  # and the gateway's listener
-    assert not resources(template, "AWS::CloudWatch::Dashboard")
+
+
+def test_nlb_variant_dashboard_charts_network_metrics(nlb_variant: Path) -> None:
+    template = json.loads((nlb_variant / "gpufarm-enterprise.template.json").read_text())
+    (dashboard,) = resources(template, "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    assert "AWS/NetworkELB" in body and "NewFlowCount" in body
+    assert "AWS/ApplicationELB" not in body
