@@ -880,6 +880,10 @@ class NlbConfig(_Model):
     cross_zone: bool = Field(True, description="Spread each AZ's traffic over targets in every AZ.")
 
 
+APPLIANCE_ROOT_DEVICE = "/dev/xvda"
+"""Root device of Amazon Linux 2023, the default appliance image."""
+
+
 class ApplianceConfig(_Model):
     """The inspection appliances behind the Gateway Load Balancer (an Auto Scaling group)."""
 
@@ -891,6 +895,14 @@ class ApplianceConfig(_Model):
     instance_type: str = Field("c6in.large", description="Appliance instance type.")
     min_size: int = Field(2, ge=1, le=20, description="Fewest appliances.")
     max_size: int = Field(4, ge=1, le=50, description="Most appliances.")
+    health_check_port: int = Field(
+        80, ge=1, le=65535, description="TCP port the Gateway Load Balancer checks on each appliance."
+    )
+    root_device_name: str = Field(
+        APPLIANCE_ROOT_DEVICE,
+        pattern=r"^/dev/[a-z0-9]+$",
+        description="Root device of the appliance image (the encrypted gp3 volume); set it with ami_id.",
+    )
 
 
 class InspectionConfig(_Model):

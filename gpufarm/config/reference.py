@@ -210,7 +210,8 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
         "ingress.inspection",
         "only for an `internet-facing` scheme; its CIDR does not overlap `network.cidr`; "
-        "appliance `min_size` <= `max_size`.",
+        "appliance `min_size` <= `max_size`; appliance `root_device_name` stays `/dev/xvda` "
+        "unless `ami_id` is set.",
     ),
     ("compliance_packs", "at least one, none twice."),
     (

@@ -14,6 +14,7 @@ from gpufarm.config.bedrock import PROFILE_GEOGRAPHIES, call_region, profile_cal
 from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in
 from gpufarm.config.errors import ConfigIssue
 from gpufarm.config.model import (
+    APPLIANCE_ROOT_DEVICE,
     BEDROCK_MODEL_ID,
     FSX_THROUGHPUT_PER_TIB,
     HF_REPO_ID,
@@ -648,6 +649,12 @@ def _ingress_kind(cfg: TierConfig) -> Iterator[ConfigIssue]:
             yield ConfigIssue(
                 path="ingress.inspection.appliances.min_size",
                 message=f"must be at most max_size ({appliances.max_size}), got {appliances.min_size}",
+            )
+        if appliances.ami_id is None and appliances.root_device_name != APPLIANCE_ROOT_DEVICE:
+            yield ConfigIssue(
+                path="ingress.inspection.appliances.root_device_name",
+                message=f"must be {APPLIANCE_ROOT_DEVICE!r} (Amazon Linux 2023's) unless ami_id names "
+                f"another image, got {appliances.root_device_name!r}",
             )
 
 

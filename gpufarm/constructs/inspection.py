@@ -24,7 +24,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct, IDependable
 
-from gpufarm.config.model import LOG_RETENTION_DAYS, InspectionConfig
+from gpufarm.config.model import APPLIANCE_ROOT_DEVICE, LOG_RETENTION_DAYS, InspectionConfig
 from gpufarm.constructs._util import acknowledge, construct_id
 from gpufarm.constructs.network import log_retention
 
@@ -32,7 +32,7 @@ GENEVE_PORT = 6081
 """UDP port on which a Gateway Load Balancer exchanges GENEVE packets with its appliances."""
 
 DEFAULT_HEALTH_CHECK_PORT = 80
-"""TCP port the load balancer's health check connects to (the reflector answers there)."""
+"""TCP port the load balancer's health check connects to by default (`ApplianceConfig.health_check_port`)."""
 
 ENDPOINT_SUBNET_PREFIX = 28
 """Size of each GWLB endpoint subnet in the application VPC (the endpoint takes one address)."""
@@ -46,7 +46,6 @@ _SSM_ENDPOINTS = (
     ("SsmMessagesEndpoint", ec2.InterfaceVpcEndpointAwsService.SSM_MESSAGES),
     ("Ec2MessagesEndpoint", ec2.InterfaceVpcEndpointAwsService.EC2_MESSAGES),
 )
-_AL2023_ROOT_DEVICE = "/dev/xvda"
 _HEALTH_CHECK_INTERVAL_SECONDS = 10
 _HEALTH_CHECK_THRESHOLD = 3
 # Inference responses stream for minutes: draining flows keep their appliance this long.
@@ -231,7 +230,8 @@ class TrafficInspection(Construct):
     Builds an inspection VPC (`config.cidr`, one isolated subnet per zone holding the load
     balancer, the appliances and Session Manager endpoints; no internet gateway, no NAT; flow
     logs of all traffic), a Gateway Load Balancer with cross-zone load balancing, a GENEVE
-    target group (UDP 6081, instance targets, TCP health check on `health_check_port`, flows of
+    target group (UDP 6081, instance targets, TCP health check on
+    `config.appliances.health_check_port` (80), flows of
     a failed or removed appliance rehashed to healthy ones) and its listener, the appliances'
     Auto Scaling group (`config.appliances`: min/max size, CPU target tracking at 60%, ELB
     health checks, rolling replacement one instance at a time), an endpoint service (this
@@ -242,7 +242,8 @@ class TrafficInspection(Construct):
     Appliances run `config.appliances.ami_id` (a vendor's firewall), or else the latest Amazon
     Linux 2023 (resolved by CloudFormation from the public SSM parameter at deploy time) set up
     by :func:`appliance_user_data` as a pass-through forwarder. Launch template: IMDSv2 only,
-    encrypted gp3 root volume (`root_device_name`, size from the AMI), no public IP, detailed
+    encrypted gp3 root volume (`config.appliances.root_device_name`, size from the AMI), no
+    public IP, detailed
     monitoring, an instance role with AmazonSSMManagedInstanceCore only.
 
     `app_vpc` must be an ec2.Vpc of this app with an internet gateway and one public subnet per
@@ -261,8 +262,6 @@ class TrafficInspection(Construct):
         config: InspectionConfig,
         availability_zones: Sequence[str],
         logs_key: kms.IKey | None = None,
-        health_check_port: int = DEFAULT_HEALTH_CHECK_PORT,
-        root_device_name: str = _AL2023_ROOT_DEVICE,
         flow_log_retention_days: int = 30,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
@@ -274,7 +273,9 @@ class TrafficInspection(Construct):
         _validate_zones(zones, sorted(public_by_zone))
         appliance_mask = _validate_inspection_cidr(config.cidr, app_cidr, len(zones))
         _validate_sizes(config.appliances.min_size, config.appliances.max_size)
-        _validate_port(health_check_port)
+        health_check_port = config.appliances.health_check_port
+        root_device_name = config.appliances.root_device_name
+        _validate_root_device(config.appliances.ami_id, root_device_name)
         _validate_retention(flow_log_retention_days)
         endpoint_cidrs = endpoint_subnet_cidrs(app_cidr, len(zones))
         _validate_endpoint_room(app_vpc, app_cidr, endpoint_cidrs)
@@ -722,9 +723,12 @@ def _validate_sizes(min_size: int, max_size: int) -> None:
         )
 
 
-def _validate_port(port: int) -> None:
-    if not 1 <= port <= 65535:
-        raise ValueError(f"'health_check_port' must be a TCP port (1-65535), got {port}")
+def _validate_root_device(ami_id: str | None, root_device_name: str) -> None:
+    if ami_id is None and root_device_name != APPLIANCE_ROOT_DEVICE:
+        raise ValueError(
+            f"'root_device_name' must be {APPLIANCE_ROOT_DEVICE!r} (Amazon Linux 2023's) unless "
+            f"ami_id names another image, got {root_device_name!r}"
+        )
 
 
 def _validate_retention(days: int) -> None:

@@ -97,12 +97,15 @@ def vendor() -> Built:
             enabled=True,
             cidr="192.168.100.0/24",
             appliances=ApplianceConfig(
-                ami_id=VENDOR_AMI, instance_type="c6in.xlarge", min_size=3, max_size=3
+                ami_id=VENDOR_AMI,
+                instance_type="c6in.xlarge",
+                min_size=3,
+                max_size=3,
+                health_check_port=8008,
+                root_device_name="/dev/sda1",
             ),
         ),
         availability_zones=TWO_AZS,
-        health_check_port=8008,
-        root_device_name="/dev/sda1",
         flow_log_retention_days=90,
     )
     return Built(inspection, network, Template.from_stack(stack))
@@ -567,7 +570,11 @@ def _isolated_vpc(stack: cdk.Stack) -> ec2.Vpc:
             {"config": InspectionConfig(cidr="10.250.0.0/28")},
             "'config.cidr' must leave a /28 or larger per zone (2 zones), got 10.250.0.0/28",
         ),
-        ({"health_check_port": 0}, "'health_check_port' must be a TCP port (1-65535), got 0"),
+        (
+            {"config": InspectionConfig(appliances=ApplianceConfig(root_device_name="/dev/sda1"))},
+            "'root_device_name' must be '/dev/xvda' (Amazon Linux 2023's) unless ami_id names another "
+            "image, got '/dev/sda1'",
+        ),
         (
             {"flow_log_retention_days": 31},
             "'flow_log_retention_days' must be a CloudWatch Logs retention (1, 3, 5, 7, 14, 30, 60, 90, "
@@ -589,7 +596,7 @@ def _isolated_vpc(stack: cdk.Stack) -> ec2.Vpc:
         "duplicate-zone",
         "min-above-max",
         "cidr-too-small",
-        "health-port",
+        "root-device-without-ami",
         "retention",
         "no-room-for-endpoint-subnets",
         "no-internet-gateway",

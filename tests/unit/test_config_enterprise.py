@@ -253,6 +253,27 @@ INVALID: list[Any] = [
         id="appliances-min-above-max",
     ),
     pytest.param(
+        {"ingress": {"inspection": {"appliances": {"root_device_name": "/dev/sda1"}}}},
+        [
+            "ingress.inspection.appliances.root_device_name: must be '/dev/xvda' (Amazon Linux 2023's) "
+            "unless ami_id names another image, got '/dev/sda1'"
+        ],
+        id="appliance-root-device-without-ami",
+    ),
+    pytest.param(
+        {"ingress": {"inspection": {"appliances": {"health_check_port": 0}}}},
+        ["ingress.inspection.appliances.health_check_port: must be >= 1, got 0"],
+        id="appliance-health-check-port",
+    ),
+    pytest.param(
+        {"ingress": {"inspection": {"appliances": {"root_device_name": "xvda"}}}},
+        [
+            "ingress.inspection.appliances.root_device_name: must match the pattern "
+            "^/dev/[a-z0-9]+$, got 'xvda'"
+        ],
+        id="appliance-root-device-not-a-device",
+    ),
+    pytest.param(
         {"compliance_packs": []},
         [
             "compliance_packs: must list at least 'aws-solutions' (compliance is a gate, not an "
