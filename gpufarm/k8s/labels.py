@@ -35,6 +35,20 @@ def workload_name(model_name: str) -> str:
     return f"vllm-{model_name}"
 
 
+def leader_service_name(model_name: str) -> str:
+    """Name of the Service in front of a multi-node model's leaders (`vllm-<model>-leader`).
+
+    Not `vllm-<model>`: the LeaderWorkerSet controller gives that name to its headless Service,
+    which resolves to every pod of the model, workers included.
+    """
+    return f"{workload_name(model_name)}-leader"
+
+
+def router_name(model_name: str) -> str:
+    """Name of a model's router Deployment, Service, service account and config maps."""
+    return f"{workload_name(model_name)}-router"
+
+
 def nodepool_name(pool_name: str) -> str:
     """Name of the Kubernetes NodePool behind a gpufarm pool."""
     return f"gpu-{pool_name}"

@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpufarm.k8s.labels import MODEL_LABEL, common_labels, model_selector, workload_name
+from gpufarm.k8s.labels import MODEL_LABEL, common_labels, model_selector
+from gpufarm.k8s.labels import router_name as router_name  # re-exported (see labels.py)
 from gpufarm.k8s.lws import leader_selector
 
 EPP_IMAGE = "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0"
@@ -54,11 +55,6 @@ COMPONENT = "router"
 
 TERMINATION_GRACE_SECONDS = 130
 """The standalone chart's grace period: long enough for in-flight requests through Envoy to finish."""
-
-
-def router_name(model_name: str) -> str:
-    """Name of a model's router Deployment, Service, service account and config maps."""
-    return f"{workload_name(model_name)}-router"
 
 
 def router_selector(model_name: str) -> dict[str, str]:
