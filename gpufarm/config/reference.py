@@ -119,7 +119,7 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
         "node_pools[].gpu_limit",
         "at least the sum of `gpus` x `replicas` (`autoscaling.max_replicas` when autoscaled) of "
-        "the models placed on the pool.",
+        "the models and shares placed on the pool.",
     ),
     (
         "models",
@@ -185,7 +185,8 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ),
     (
         "node_groups[].nodes",
-        "hold the GPUs of the models placed on the group (`gpus` x `pipeline_parallel` x replicas).",
+        "hold the GPUs of the models and shares placed on the group (`gpus` x `pipeline_parallel` x "
+        "replicas).",
     ),
     (
         "models[].capacity_class",
@@ -216,6 +217,28 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
         "models[].kv_cache_routing",
         "only with `ingress.kind` `alb` and without the Target Optimizer (both would choose the pod).",
+    ),
+    (
+        "models[].shares",
+        "2-5 shares, at least one with a `weight` above 0, names unique within the model; not "
+        "together with the model's `node_pool`, `capacity_class`, `autoscaling`, "
+        "`pipeline_parallel` above 1 or `kv_cache_routing`.",
+    ),
+    (
+        "models[].shares[].node_pool",
+        "exactly one of `node_pool` and `capacity_class`, naming a pool, node group or class as for "
+        "a model (the same spot, GPU-fit and capacity rules, counted per share).",
+    ),
+    (
+        "models[].shares[].gpus",
+        f"one of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} and no more than one instance of the "
+        "share's pool holds.",
+    ),
+    ("models[].shares[].weight", "`0` when the share's `replicas` is `0`."),
+    (
+        "models[].shares[].name",
+        "the Service `vllm-<model>-<name>` is at most 63 characters and differs from every other "
+        "workload's name, also after removing hyphens.",
     ),
     (
         "karpenter.replicas",
