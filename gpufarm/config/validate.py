@@ -550,7 +550,7 @@ def _model_shares(cfg: TierConfig, where: str, model: ModelConfig) -> Iterator[C
                 message="must be 0 when replicas is 0 (the load balancer would send the share's part "
                 f"of the requests to a target group without pods), got {share.weight}",
             )
-        service = f"{workload_name(model.name)}-{share.share_name}"
+        service = workload_name(model.name, share.share_name)
         if len(service) > SERVICE_NAME_MAX:
             yield ConfigIssue(
                 path=f"{at}.name",
@@ -602,7 +602,7 @@ def _share_names(cfg: TierConfig) -> Iterator[ConfigIssue]:
             if not name or name in seen:  # no placement, or a repeat: reported with the shares
                 continue
             seen.add(name)
-            service = f"{workload_name(model.name)}-{name}"
+            service = workload_name(model.name, name)
             key = f"{model.name}{name}".replace("-", "")
             owner = f"share {name!r} of model {model.name!r}"
             if service in names:
