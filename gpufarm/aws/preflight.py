@@ -280,7 +280,7 @@ def vcpu_demands(tier: TierConfig, info: Mapping[str, InstanceInfo]) -> list[Vcp
         )
     pool_nodes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     pool_largest: dict[str, str] = {}
-    for model in tier.models:
+    for model in tier.model_parts():  # a model split into shares: each share on its own pool
         targets = placement_of(tier, model)
         remaining = model.max_replicas
         for group in (t for t in targets if isinstance(t, NodeGroupConfig)):
@@ -640,7 +640,7 @@ def _pool_offerings(
     candidates = pool_candidates(pool)
     models = [
         m
-        for m in tier.models
+        for m in tier.model_parts()
         if any(isinstance(t, NodePoolConfig) and t.name == pool.name for t in placement_of(tier, m))
     ]
     problems: list[CheckResult] = []

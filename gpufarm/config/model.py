@@ -1111,6 +1111,10 @@ class TierConfig(_Model):
             out.setdefault(pool.capacity_class_name, []).append(pool)
         return out
 
+    def model_parts(self) -> list[ModelConfig]:
+        """Every placement that holds GPUs: each model, or each share of one (`ModelConfig.as_share`)."""
+        return [part for model in self.models for _, part in model.parts()]
+
     def pool_of(self, model: ModelConfig) -> NodePoolConfig:
         """The node pool a model runs on (its `node_pool`, or the first pool)."""
         wanted = model.node_pool or self.node_pools[0].name
