@@ -9,7 +9,9 @@ Pure: no AWS call, no CDK. The rules, in the order they are applied:
   :attr:`CostEstimate.total_usd` is the base bill, :attr:`CostEstimate.peak_total_usd` the peak.
 * **Placement.** A model runs on its `node_pool` (a pool or a reserved node group), or on its
   `capacity_class`, whose reserved node groups fill first and whose pools take the rest, the
-  highest NodePool weight first, each up to its `gpu_limit`.
+  highest NodePool weight first, each up to its `gpu_limit`. A model split into `shares` is
+  placed share by share: each with its own replicas and GPUs per replica, on its own pool or
+  class (the load balancer weights split traffic, not GPUs, and cost nothing here).
 * **Instances.** A pool's GPUs from every model placed on it are packed together:
   instances = ceil(GPUs / GPUs per instance). The instance type is the one of the pool's types
   (its `instance_types`, else every size of its families) that holds the largest replica's
@@ -244,10 +246,10 @@ class GpuAllocation:
 
 
 def replicas(model: ModelConfig) -> tuple[int, int]:
-    """(base, peak) replicas of a model: autoscaling min and max, else `replicas` twice."""
+    """(base, peak) replicas of a model: autoscaling min and max, else `replicas` (its shares' sum) twice."""
     if model.autoscaling is not None:
         return model.autoscaling.min_replicas, model.autoscaling.max_replicas
-    return model.replicas, model.replicas
+    return model.max_replicas, model.max_replicas
 
 
 def gpus_per_replica(model: ModelConfig) -> int:
@@ -290,8 +292,9 @@ def gpu_allocations(tier: TierConfig, prices: PriceTable | None = None) -> list[
     prices = prices or load_prices()
     auto_mode = tier.cluster.provisioning is Provisioning.AUTO_MODE
     pools = {p.name: p for p in tier.node_pools}
+    placed = tier.model_parts()
     node_gpus: dict[str, int] = {}
-    for model in tier.models:
+    for model in placed:
         for target in placement_of(tier, model):
             node_gpus[target.name] = max(node_gpus.get(target.name, 1), model.gpus)
             if model.prefill_decode is not None:
@@ -329,7 +332,7 @@ def gpu_allocations(tier: TierConfig, prices: PriceTable | None = None) -> list[
     for which in ("base", "peak"):
         free = dict(held) | dict(room)
         # Models bound to one pool or node group first; a class then spreads over what is left.
-        for model in sorted(tier.models, key=lambda m: m.capacity_class is not None):
+        for model in sorted(placed, key=lambda m: m.capacity_class is not None):
             # Prefill pods (prefill/decode models) run at a fixed count, at base and at peak.
             count = replicas(model)[0 if which == "base" else 1] * gpus_per_replica(model)
             count += model.prefill_gpu_demand
@@ -743,8 +746,8 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
 def _prometheus(tier: TierConfig, prices: PriceTable, out: _Lines, allocations: list[GpuAllocation]) -> None:
     prom = tier.observability.prometheus
     seconds = prices.hours_per_month * 3600
-    base_replicas = sum(replicas(m)[0] for m in tier.models)
-    peak_replicas = sum(replicas(m)[1] for m in tier.models)
+    base_replicas = sum(replicas(m)[0] for m in tier.model_parts())
+    peak_replicas = sum(replicas(m)[1] for m in tier.model_parts())
     series_base = VLLM_SERIES_PER_REPLICA * base_replicas
     series_peak = VLLM_SERIES_PER_REPLICA * peak_replicas
     if prom.dcgm_exporter:
@@ -823,7 +826,10 @@ def _bedrock(
     tokens_per_month: float,
     notes: list[str],
 ) -> None:
-    weights = {m.name: replicas(m)[1] * gpus_per_replica(m) + m.prefill_gpu_demand for m in tier.models}
+    weights: dict[str, int] = {}
+    for part in tier.model_parts():  # a model split into shares: its shares' GPUs together
+        gpus = replicas(part)[1] * gpus_per_replica(part) + part.prefill_gpu_demand
+        weights[part.name] = weights.get(part.name, 0) + gpus
     total = sum(weights.values()) or 1
     skipped: list[str] = []
     for model in tier.models:

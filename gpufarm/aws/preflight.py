@@ -302,7 +302,8 @@ def vcpu_demands(tier: TierConfig, info: Mapping[str, InstanceInfo]) -> list[Vcp
         )
     pool_nodes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     pool_largest: dict[str, str] = {}
-    for model in _with_prefill_pods(tier.models):
+    # A model split into shares: each share on its own pool; prefill pods where their model runs.
+    for model in _with_prefill_pods(list(tier.model_parts())):
         targets = placement_of(tier, model)
         remaining = model.max_replicas
         for group in (t for t in targets if isinstance(t, NodeGroupConfig)):
@@ -662,7 +663,7 @@ def _pool_offerings(
     candidates = pool_candidates(pool)
     models = [
         m
-        for m in tier.models
+        for m in tier.model_parts()
         if any(isinstance(t, NodePoolConfig) and t.name == pool.name for t in placement_of(tier, m))
     ]
     problems: list[CheckResult] = []

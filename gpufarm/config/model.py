@@ -637,6 +637,45 @@ class PrefillDecodeConfig(_Model):
         return self.prefill_gpus or model_gpus
 
 
+MAX_SHARES = 5
+"""Shares one model may have: a load balancer's forward action names at most five target groups."""
+
+
+class ModelShareConfig(_Model):
+    """Part of a model's replicas on one pool or capacity class, behind its own weighted target group."""
+
+    name: DnsLabel | None = Field(
+        None,
+        description="Share name, unique within the model; its Deployment and Service are "
+        "`vllm-<model>-<name>` (default: its node_pool or capacity_class).",
+    )
+    node_pool: str | None = Field(
+        None, description="GPU pool or node group the share runs on (set this or capacity_class)."
+    )
+    capacity_class: DnsLabel | None = Field(
+        None, description="Capacity class the share runs on (set this or node_pool)."
+    )
+    replicas: int = Field(1, ge=0, le=100, description="vLLM pods of this share.")
+    gpus: int | None = Field(
+        None,
+        ge=1,
+        description="GPUs per replica on this hardware, vLLM's tensor-parallel size "
+        "(default: the model's gpus).",
+    )
+    weight: int = Field(
+        1,
+        ge=0,
+        le=999,
+        description="Weight of the share's target group in the model's forward action "
+        "(0 sends it no new requests).",
+    )
+
+    @property
+    def share_name(self) -> str:
+        """The share's name: `name`, else its capacity class, else its node pool."""
+        return self.name or self.capacity_class or self.node_pool or ""
+
+
 class ModelConfig(_Model):
     """A model served by vLLM."""
 
@@ -731,6 +770,11 @@ class ModelConfig(_Model):
         description="Bedrock model the gateway falls back to, or 'none' to opt out "
         "(required while fallback is enabled).",
     )
+    shares: list[ModelShareConfig] = Field(
+        [],
+        description="Split the replicas over pools or classes, each share behind its own weighted "
+        "target group (2-5 shares; instead of node_pool, capacity_class and replicas).",
+    )
 
     @property
     def bedrock_target(self) -> BedrockTargetConfig | None:
@@ -750,8 +794,36 @@ class ModelConfig(_Model):
 
     @property
     def max_replicas(self) -> int:
-        """The most replicas the model can run: the autoscaling maximum, else `replicas`."""
+        """The most replicas the model can run: the autoscaling maximum, else `replicas` (its shares' sum)."""
+        if self.shares:
+            return sum(share.replicas for share in self.shares)
         return self.autoscaling.max_replicas if self.autoscaling else self.replicas
+
+    def as_share(self, share: ModelShareConfig) -> ModelConfig:
+        """The model as one of its shares serves it: the share's placement, replicas and GPUs.
+
+        Everything else (weights, vLLM flags, resources, fallback) is the model's. The result
+        has no shares, fixed replicas of one node each and no KV-cache router, as a share's
+        Deployment runs (shares exclude autoscaling, pipeline parallelism and the router).
+        """
+        return self.model_copy(
+            update={
+                "node_pool": share.node_pool,
+                "capacity_class": share.capacity_class,
+                "replicas": share.replicas,
+                "gpus": share.gpus or self.gpus,
+                "shares": [],
+                "autoscaling": None,
+                "pipeline_parallel": 1,
+                "kv_cache_routing": False,
+            }
+        )
+
+    def parts(self) -> list[tuple[str | None, ModelConfig]]:
+        """How the model is deployed: `[(None, self)]`, or `(share name, as_share(share))` per share."""
+        if not self.shares:
+            return [(None, self)]
+        return [(share.share_name, self.as_share(share)) for share in self.shares]
 
     @property
     def max_concurrency(self) -> int:
@@ -1115,6 +1187,10 @@ class TierConfig(_Model):
         for pool in self.node_pools:
             out.setdefault(pool.capacity_class_name, []).append(pool)
         return out
+
+    def model_parts(self) -> list[ModelConfig]:
+        """Every placement that holds GPUs: each model, or each share of one (`ModelConfig.as_share`)."""
+        return [part for model in self.models for _, part in model.parts()]
 
     def pool_of(self, model: ModelConfig) -> NodePoolConfig:
         """The node pool a model runs on (its `node_pool`, or the first pool)."""

@@ -119,7 +119,7 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
         "node_pools[].gpu_limit",
         "at least the sum of `gpus` x `replicas` (`autoscaling.max_replicas` when autoscaled) of "
-        "the models placed on the pool.",
+        "the models and shares placed on the pool.",
     ),
     (
         "models",
@@ -185,7 +185,8 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ),
     (
         "node_groups[].nodes",
-        "hold the GPUs of the models placed on the group (`gpus` x `pipeline_parallel` x replicas).",
+        "hold the GPUs of the models and shares placed on the group (`gpus` x `pipeline_parallel` x "
+        "replicas).",
     ),
     (
         "models[].capacity_class",
@@ -227,6 +228,28 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "`tcp` takes no `efa_image`; `serving.port` is neither 8200 nor 5600 (the decode engine and "
         "NIXL's side channel); `extra_args` sets neither `--kv-transfer-config` nor `--block-size`; "
         "prefill pods count against the model's pool or class like its replicas.",
+    ),
+    (
+        "models[].shares",
+        "2-5 shares, at least one with a `weight` above 0, names unique within the model; not "
+        "together with the model's `node_pool`, `capacity_class`, `autoscaling`, "
+        "`pipeline_parallel` above 1, `kv_cache_routing` or `prefill_decode`.",
+    ),
+    (
+        "models[].shares[].node_pool",
+        "exactly one of `node_pool` and `capacity_class`, naming a pool, node group or class as for "
+        "a model (the same spot, GPU-fit and capacity rules, counted per share).",
+    ),
+    (
+        "models[].shares[].gpus",
+        f"one of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} and no more than one instance of the "
+        "share's pool holds.",
+    ),
+    ("models[].shares[].weight", "`0` when the share's `replicas` is `0`."),
+    (
+        "models[].shares[].name",
+        "the Service `vllm-<model>-<name>` is at most 63 characters and differs from every other "
+        "workload's name, also after removing hyphens.",
     ),
     (
         "karpenter.replicas",

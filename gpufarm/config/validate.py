@@ -18,6 +18,7 @@ from gpufarm.config.model import (
     BEDROCK_MODEL_ID,
     FSX_THROUGHPUT_PER_TIB,
     HF_REPO_ID,
+    MAX_SHARES,
     S3_URI,
     CapacityType,
     EndpointAccess,
@@ -36,6 +37,7 @@ from gpufarm.config.model import (
 )
 from gpufarm.config.sizing import fsx_required_gib, is_valid_fsx_capacity
 from gpufarm.k8s.disagg import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PORT, PD_RESERVED_VLLM_FLAGS
+from gpufarm.k8s.labels import leader_service_name, router_name, workload_name
 from gpufarm.k8s.storage import split_s3_uri
 
 SUPPORTED_KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
@@ -379,7 +381,10 @@ def _models(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 message=f"must be one of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} "
                 f"(the tensor-parallel size), got {model.gpus}",
             )
-        yield from _model_placement(cfg, where, model)
+        if model.shares:
+            yield from _model_shares(cfg, where, model)
+        else:
+            yield from _model_placement(cfg, where, model)
         yield from _model_autoscaling(cfg, where, model)
         for j, arg in enumerate(model.extra_args):
             flag = arg.split("=", 1)[0]
@@ -388,6 +393,7 @@ def _models(cfg: TierConfig) -> Iterator[ConfigIssue]:
                     path=f"{where}.extra_args[{j}]",
                     message=f"must not set {flag} (gpufarm derives it from the model config), got {arg!r}",
                 )
+    yield from _share_names(cfg)
     yield from _capacity_demand(cfg)
 
 
@@ -398,7 +404,16 @@ def _gpus_per_instance(target: NodePoolConfig | NodeGroupConfig) -> int:
 
 
 def placement_of(cfg: TierConfig, model: ModelConfig) -> list[NodePoolConfig | NodeGroupConfig]:
-    """The node groups and pools a model's pods may land on (empty when it names none that exist)."""
+    """The node groups and pools a model's pods may land on (empty when it names none that exist).
+
+    A model with shares lands on those of every share (each once, in the order of the shares).
+    """
+    if model.shares:
+        seen: dict[str, NodePoolConfig | NodeGroupConfig] = {}
+        for _, part in model.parts():
+            for target in placement_of(cfg, part):
+                seen.setdefault(target.name, target)
+        return list(seen.values())
     if model.capacity_class is not None:
         return cfg.capacity_classes().get(model.capacity_class, [])
     wanted = model.node_pool or cfg.node_pools[0].name
@@ -475,15 +490,169 @@ def _model_placement(cfg: TierConfig, where: str, model: ModelConfig) -> Iterato
             )
 
 
+def _model_shares(cfg: TierConfig, where: str, model: ModelConfig) -> Iterator[ConfigIssue]:
+    """A model split into shares: what the model may not set, then each share as a placement."""
+    count = len(model.shares)
+    if not 2 <= count <= MAX_SHARES:
+        yield ConfigIssue(
+            path=f"{where}.shares",
+            message=f"must list 2-{MAX_SHARES} shares (one placement needs no share: set node_pool or "
+            f"capacity_class; a forward action names at most {MAX_SHARES} target groups), got {count}",
+        )
+    for field in ("node_pool", "capacity_class"):
+        if getattr(model, field) is not None:
+            yield ConfigIssue(
+                path=f"{where}.{field}",
+                message="must be empty when shares are set (each share names its own node_pool or "
+                f"capacity_class), got {getattr(model, field)!r}",
+            )
+    if model.autoscaling is not None:
+        yield ConfigIssue(
+            path=f"{where}.autoscaling",
+            message="must be empty when shares are set (each share runs its own fixed `replicas`; "
+            "KEDA scales one Deployment per model), got an autoscaling section",
+        )
+    if model.pipeline_parallel > 1:
+        yield ConfigIssue(
+            path=f"{where}.pipeline_parallel",
+            message="must be 1 when shares are set (a multi-node model runs as one LeaderWorkerSet, "
+            f"which is not split), got {model.pipeline_parallel}",
+        )
+    if model.kv_cache_routing:
+        yield ConfigIssue(
+            path=f"{where}.kv_cache_routing",
+            message="must be false when shares are set (the router chooses among the pods of one "
+            "Service; shares are split by the load balancer's weights), got true",
+        )
+    if model.prefill_decode is not None:
+        yield ConfigIssue(
+            path=f"{where}.prefill_decode",
+            message="must be empty when shares are set (prefill and decode pods sit behind one "
+            "router, not behind the load balancer's weighted target groups), got a prefill_decode "
+            "section",
+        )
+    named: list[str] = []
+    for j, share in enumerate(model.shares):
+        at = f"{where}.shares[{j}]"
+        if share.node_pool is not None and share.capacity_class is not None:
+            yield ConfigIssue(
+                path=f"{at}.capacity_class",
+                message=f"must be empty when node_pool is set (one placement per share), got "
+                f"{share.capacity_class!r} and node_pool {share.node_pool!r}",
+            )
+            continue
+        if share.node_pool is None and share.capacity_class is None:
+            yield ConfigIssue(
+                path=at,
+                message="must set node_pool or capacity_class (where the share's replicas run), got neither",
+            )
+            continue
+        named.append(share.share_name)
+        if share.gpus is not None and share.gpus not in TENSOR_PARALLEL_SIZES:
+            yield ConfigIssue(
+                path=f"{at}.gpus",
+                message=f"must be one of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} "
+                f"(the tensor-parallel size), got {share.gpus}",
+            )
+        if share.replicas == 0 and share.weight > 0:
+            yield ConfigIssue(
+                path=f"{at}.weight",
+                message="must be 0 when replicas is 0 (the load balancer would send the share's part "
+                f"of the requests to a target group without pods), got {share.weight}",
+            )
+        service = workload_name(model.name, share.share_name)
+        if len(service) > SERVICE_NAME_MAX:
+            yield ConfigIssue(
+                path=f"{at}.name",
+                message=f"must keep the share's Service name {service!r} within {SERVICE_NAME_MAX} "
+                f"characters (a Kubernetes Service name), got {share.share_name!r} "
+                f"({len(service)} characters)",
+            )
+        yield from _model_placement(cfg, at, model.as_share(share))
+    yield from _repeats(
+        f"{where}.shares",
+        named,
+        "names must be unique within the model (a share's name defaults to its node_pool or capacity_class)",
+    )
+    if count and not any(share.weight for share in model.shares):
+        yield ConfigIssue(
+            path=f"{where}.shares",
+            message="must give at least one share a weight above 0 (else the load balancer forwards "
+            "the model's requests nowhere), got all 0",
+        )
+
+
+SERVICE_NAME_MAX = 63
+"""Longest Kubernetes Service name (a DNS label)."""
+
+
+def _share_names(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    """Shares' Services must not take another workload's name, nor its construct IDs.
+
+    Construct IDs drop hyphens ('vllm-a-b' of share 'b' of model 'a' and of model 'a-b' both
+    become 'AB'), so names are also compared without them.
+    """
+    names: dict[str, str] = {}
+    keys: dict[str, str] = {}
+    for model in cfg.models:
+        owner = f"model {model.name!r}"
+        keys[model.name.replace("-", "")] = owner
+        if model.shares:
+            continue
+        names[workload_name(model.name)] = owner
+        if model.pipeline_parallel > 1:
+            names[leader_service_name(model.name)] = owner
+        if model.kv_cache_routing:
+            names[router_name(model.name)] = owner
+            names[f"{router_name(model.name)}-envoy"] = owner
+    for i, model in enumerate(cfg.models):
+        seen: set[str] = set()
+        for j, share in enumerate(model.shares):
+            name = share.share_name
+            if not name or name in seen:  # no placement, or a repeat: reported with the shares
+                continue
+            seen.add(name)
+            service = workload_name(model.name, name)
+            key = f"{model.name}{name}".replace("-", "")
+            owner = f"share {name!r} of model {model.name!r}"
+            if service in names:
+                yield ConfigIssue(
+                    path=f"models[{i}].shares[{j}].name",
+                    message=f"must not repeat the Service name {service!r} of {names[service]}, got {name!r}",
+                )
+            elif key in keys:
+                yield ConfigIssue(
+                    path=f"models[{i}].shares[{j}].name",
+                    message=f"must give the share resource names apart from {keys[key]}'s (without "
+                    f"hyphens both are {key!r}, which construct IDs use), got {name!r}",
+                )
+            names.setdefault(service, owner)
+            keys.setdefault(key, owner)
+
+
 def _demand(model: ModelConfig) -> int:
     """GPUs a model may hold at once: per node x nodes per replica x replicas."""
     return model.gpus * model.pipeline_parallel * model.max_replicas + model.prefill_gpu_demand
 
 
+def _placements(cfg: TierConfig) -> list[tuple[str, ModelConfig]]:
+    """(path, model or share view) for each model without shares and each share with one placement."""
+    out: list[tuple[str, ModelConfig]] = []
+    for i, model in enumerate(cfg.models):
+        if not model.shares:
+            out.append((f"models[{i}]", model))
+            continue
+        for j, share in enumerate(model.shares):
+            if (share.node_pool is None) != (share.capacity_class is None):
+                out.append((f"models[{i}].shares[{j}]", model.as_share(share)))
+    return out
+
+
 def _capacity_demand(cfg: TierConfig) -> Iterator[ConfigIssue]:
     used: Counter[str] = Counter()
     by_class: Counter[str] = Counter()
-    for model in cfg.models:
+    placements = _placements(cfg)
+    for _, model in placements:
         if model.capacity_class is not None:
             by_class[model.capacity_class] += _demand(model)
         else:
@@ -504,7 +673,7 @@ def _capacity_demand(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 f"{group.nodes} x {group.instance_type} hold {have}), got {group.nodes}",
             )
     classes = cfg.capacity_classes()
-    for i, model in enumerate(cfg.models):
+    for where, model in placements:
         name = model.capacity_class
         if name is None or name not in classes or by_class[name] == 0:
             continue
@@ -516,7 +685,7 @@ def _capacity_demand(cfg: TierConfig) -> Iterator[ConfigIssue]:
         )
         if by_class[name] > have:
             yield ConfigIssue(
-                path=f"models[{i}].capacity_class",
+                path=f"{where}.capacity_class",
                 message=f"must have room for its models ({by_class[name]} GPUs requested from "
                 f"class {name!r}, whose node groups and pool limits hold {have}), got {name!r}",
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -94,3 +95,46 @@ def access_logs_bucket(scope: Construct, *, retention_days: int, kind: str, kms_
         "when the stack is deleted, versioned, and its logs expire per access_logs.retention_days.",
     )
     return bucket
+
+
+MAX_WEIGHT = 999
+"""Weights of a forward action's target groups are 0-999 (ALB and NLB alike)."""
+MAX_WEIGHTED_GROUPS = 5
+"""Target groups one forward action may name."""
+_GROUP_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def validate_weights(weights: Mapping[str, Mapping[str, int]], models: Sequence[str], *, entry: str) -> None:
+    """Check `{model: {group: weight}}` for a load balancer whose models each have one `entry`.
+
+    `entry` names what forwards to a model's target groups ('listener' on an NLB, 'route' on an
+    ALB). Raises ValueError for an unknown model, no group, more than MAX_WEIGHTED_GROUPS
+    groups, a group name that is not a DNS label, a weight outside 0-MAX_WEIGHT, or all 0.
+    """
+    for name, groups in weights.items():
+        if name not in models:
+            raise ValueError(
+                f"'weights' names model {name!r}, which has no {entry}; models: {', '.join(models)}"
+            )
+        if not groups:
+            raise ValueError(f"'weights' of model {name!r} must name at least one target group, got none")
+        if len(groups) > MAX_WEIGHTED_GROUPS:
+            raise ValueError(
+                f"'weights' of model {name!r} must name at most {MAX_WEIGHTED_GROUPS} target groups "
+                f"(one forward action), got {len(groups)}"
+            )
+        for group, weight in groups.items():
+            if not _GROUP_NAME.match(group) or len(group) > 40:
+                raise ValueError(
+                    f"'weights' of model {name!r}: group names must be lowercase DNS labels (a-z, 0-9, "
+                    f"'-', starting with a letter, at most 40 characters), got {group!r}"
+                )
+            if not 0 <= weight <= MAX_WEIGHT:
+                raise ValueError(
+                    f"'weights' of model {name!r}: group {group!r} must weigh 0-{MAX_WEIGHT}, got {weight}"
+                )
+        if not any(groups.values()):
+            raise ValueError(
+                f"'weights' of model {name!r} must give at least one group a weight above 0 (else the "
+                f"{entry} forwards nowhere), got all 0"
+            )

@@ -33,7 +33,7 @@ from gpufarm.config.model import (
     OidcAuthConfig,
     default_route_priority,
 )
-from gpufarm.constructs._util import access_logs_bucket, construct_id, private_subnets
+from gpufarm.constructs._util import access_logs_bucket, construct_id, private_subnets, validate_weights
 from gpufarm.constructs.waf import InferenceWaf
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, target_group_binding
 
@@ -108,6 +108,13 @@ class InferenceAlb(Construct):
     `deletion_protection` (default false) makes the ELB API refuse to delete the load balancer
     until the attribute is turned off: a stack with termination protection passes true. A
     change that replaces the load balancer (its scheme) then needs the attribute off first.
+
+    `weights` maps a model to `{group: weight}` (0-999, at least one above 0, at most five
+    groups): that model gets one target group per group, construct IDs
+    `<Model>/TargetGroup<Group>` (plus the optimizer's suffix), and its rule forwards to them
+    by weight (for the pods of one model on different GPU pools, each group bound to its own
+    Service). Within a group, least outstanding requests picks the pod. Not for `routed`
+    models. Default: one target group per model.
     """
 
     def __init__(
@@ -126,6 +133,7 @@ class InferenceAlb(Construct):
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
         deletion_protection: bool = False,
         routed: Mapping[str, RouterTarget] | None = None,
+        weights: Mapping[str, Mapping[str, int]] | None = None,
     ) -> None:
         super().__init__(scope, id)
         _validate(config, target_port)
@@ -135,6 +143,14 @@ class InferenceAlb(Construct):
             raise ValueError(
                 "'routed' must be empty with the Target Optimizer enabled (both choose the pod), "
                 f"got {sorted(self.routed)}"
+            )
+        weights = {name: dict(groups) for name, groups in (weights or {}).items()}
+        validate_weights(weights, list(model_names), entry="route")
+        both = sorted(set(weights) & set(self.routed))
+        if both:
+            raise ValueError(
+                f"'weights' must not name a routed model (its router chooses among one target "
+                f"group's pods), got {both[0]!r} in both"
             )
         self.config = config
         optimizer = config.target_optimizer
@@ -203,10 +219,11 @@ class InferenceAlb(Construct):
         self.default_port: int | None = None
         priorities = dict(rule_priorities or {})
         self.target_groups: dict[str, elbv2.CfnTargetGroup] = {}
+        """Model -> its target group, for models without weights."""
+        self.weighted_target_groups: dict[str, dict[str, elbv2.CfnTargetGroup]] = {}
+        """Model -> group -> target group, for models with weights."""
         for name in model_names:
-            self.target_groups[name] = self._model_route(
-                priorities.get(name, default_route_priority(name)), name
-            )
+            self._model_route(priorities.get(name, default_route_priority(name)), name, weights.get(name))
 
     # ----------------------------------------------------------------------- public API
 
@@ -336,45 +353,105 @@ class InferenceAlb(Construct):
         *,
         cluster: eks.ICluster,
         namespace: str,
-        services: dict[str, str],
+        services: Mapping[str, str | Mapping[str, str]],
         api_version: str = AUTO_MODE_TGB_API,
-        after: dict[str, Construct] | None = None,
+        after: Mapping[str, Construct] | None = None,
     ) -> dict[str, eks.KubernetesManifest]:
-        """Register each model's Service pods in its target group with a TargetGroupBinding.
+        """Register each model's Service pods in its target group(s) with TargetGroupBindings.
 
-        `services` maps model name to Service name; `after` maps model name to the construct
-        that creates the Service, so the binding is applied after it. Each binding names the
+        `services` maps model name to Service name or, for a model with weights, to
+        `{group: Service}` (one Service per target group); `after` maps model name to the
+        construct that creates its Service(s), so the bindings are applied after it. Returns the
+        bindings by model, and by `<model>/<group>` for weighted ones. Each binding names the
         Service port :attr:`target_port` (the Service must expose it: `vllm_service` does, given
         the same Target Optimizer config). `api_version`: Auto Mode's `eks.amazonaws.com/v1`
         (default) or the AWS Load Balancer Controller's `elbv2.k8s.aws/v1beta1`.
         """
         bindings: dict[str, eks.KubernetesManifest] = {}
         for name, service in services.items():
+            if name not in self.target_groups and name not in self.weighted_target_groups:
+                models = [*self.target_groups, *self.weighted_target_groups]
+                raise ValueError(
+                    f"bind_services() got model {name!r}, which has no route; models: {', '.join(models)}"
+                )
+            groups = self.weighted_target_groups.get(name)
+            if groups is not None:
+                if isinstance(service, str) or set(service) != set(groups):
+                    given = (
+                        repr(service) if isinstance(service, str) else ", ".join(sorted(service)) or "none"
+                    )
+                    raise ValueError(
+                        f"bind_services() needs a Service per target group of weighted model {name!r} "
+                        f"(groups: {', '.join(sorted(groups))}), got {given}"
+                    )
+                for group in sorted(groups):
+                    bindings[f"{name}/{group}"] = self._binding(
+                        f"Binding{construct_id(name)}{construct_id(group)}{self._revision}",
+                        cluster=cluster,
+                        namespace=namespace,
+                        name=self.binding_name(service[group]),
+                        service=service[group],
+                        port=self.target_port,
+                        target_group=groups[group],
+                        api_version=api_version,
+                        after=(after or {}).get(name),
+                    )
+                continue
+            if not isinstance(service, str):
+                raise ValueError(
+                    f"bind_services() needs one Service name for model {name!r} (it has no weights), "
+                    f"got a mapping of {len(service)}"
+                )
             router = self.routed.get(name)
             # A binding's target group cannot change: a routed model's binding has its own name.
             revision, binding = (
                 ("Routed", f"{service}-routed") if router else (self._revision, self.binding_name(service))
             )
-            manifest = eks.KubernetesManifest(
-                self,
+            bindings[name] = self._binding(
                 f"Binding{construct_id(name)}{revision}",
                 cluster=cluster,
-                overwrite=True,
-                manifest=[
-                    target_group_binding(
-                        name=binding,
-                        namespace=namespace,
-                        service_name=service,
-                        service_port=router.port if router else self.target_port,
-                        target_group_arn=self.target_groups[name].ref,
-                        api_version=api_version,
-                    )
-                ],
+                namespace=namespace,
+                name=binding,
+                service=service,
+                port=router.port if router else self.target_port,
+                target_group=self.target_groups[name],
+                api_version=api_version,
+                after=(after or {}).get(name),
             )
-            if after and name in after:
-                manifest.node.add_dependency(after[name])
-            bindings[name] = manifest
         return bindings
+
+    def _binding(
+        self,
+        id: str,
+        *,
+        cluster: eks.ICluster,
+        namespace: str,
+        name: str,
+        service: str,
+        port: int,
+        target_group: elbv2.CfnTargetGroup,
+        api_version: str,
+        after: Construct | None,
+    ) -> eks.KubernetesManifest:
+        manifest = eks.KubernetesManifest(
+            self,
+            id,
+            cluster=cluster,
+            overwrite=True,
+            manifest=[
+                target_group_binding(
+                    name=name,
+                    namespace=namespace,
+                    service_name=service,
+                    service_port=port,
+                    target_group_arn=target_group.ref,
+                    api_version=api_version,
+                )
+            ],
+        )
+        if after is not None:
+            manifest.node.add_dependency(after)
+        return manifest
 
     # ----------------------------------------------------------------------- internals
 
@@ -475,19 +552,36 @@ class InferenceAlb(Construct):
             target_control_port=target_control_port,
         )
 
-    def _model_route(self, priority: int, name: str) -> elbv2.CfnTargetGroup:
+    def _model_route(self, priority: int, name: str, weights: Mapping[str, int] | None) -> None:
         scope = Construct(self, construct_id(name))
         router = self.routed.get(name)
-        # A target group's port is fixed at creation: routing through a router is a new group.
-        revision = "Routed" if router is not None else self._revision
-        target_group = self._target_group(
-            scope,
-            f"TargetGroup{revision}",
-            port=router.port if router else self.target_port,
-            health_check_path=router.health_check_path if router else HEALTH_CHECK_PATH,
-            health_check_port=str(router.health_check_port) if router else "traffic-port",
-            target_control_port=self.control_port,
-        )
+        actions: list[elbv2.CfnListenerRule.ActionProperty]
+        if weights is not None:
+            groups = {
+                group: self._target_group(
+                    scope,
+                    f"TargetGroup{construct_id(group)}{self._revision}",
+                    port=self.target_port,
+                    health_check_path=HEALTH_CHECK_PATH,
+                    target_control_port=self.control_port,
+                )
+                for group in sorted(weights)
+            }
+            self.weighted_target_groups[name] = groups
+            actions = self._actions(weighted=[(groups[g], weights[g]) for g in sorted(weights)])
+        else:
+            # A target group's port is fixed at creation: routing through a router is a new group.
+            revision = "Routed" if router is not None else self._revision
+            target_group = self._target_group(
+                scope,
+                f"TargetGroup{revision}",
+                port=router.port if router else self.target_port,
+                health_check_path=router.health_check_path if router else HEALTH_CHECK_PATH,
+                health_check_port=str(router.health_check_port) if router else "traffic-port",
+                target_control_port=self.control_port,
+            )
+            self.target_groups[name] = target_group
+            actions = self._actions(target_group)
         prefix = route_prefix(name)
         elbv2.CfnListenerRule(
             scope,
@@ -514,12 +608,16 @@ class InferenceAlb(Construct):
                     ),
                 )
             ],
-            actions=self._actions(target_group),
+            actions=actions,
         )
-        return target_group
 
-    def _actions(self, target_group: elbv2.CfnTargetGroup) -> list[elbv2.CfnListenerRule.ActionProperty]:
-        """Forward to the model's target group, after authentication when configured."""
+    def _actions(
+        self,
+        target_group: elbv2.CfnTargetGroup | None = None,
+        *,
+        weighted: Sequence[tuple[elbv2.CfnTargetGroup, int]] = (),
+    ) -> list[elbv2.CfnListenerRule.ActionProperty]:
+        """Forward to one target group, or to `weighted` ones by weight (after authentication, if any)."""
         action = elbv2.CfnListenerRule.ActionProperty
         cfg = self.config
         if cfg.oidc:
@@ -529,8 +627,31 @@ class InferenceAlb(Construct):
                 type="authenticate-cognito", order=1, authenticate_cognito_config=_cognito(cfg.cognito)
             )
         else:
-            return [action(type="forward", target_group_arn=target_group.ref)]
-        return [auth, action(type="forward", target_group_arn=target_group.ref, order=2)]
+            return [_forward(target_group, weighted, order=None)]
+        return [auth, _forward(target_group, weighted, order=2)]
+
+
+def _forward(
+    target_group: elbv2.CfnTargetGroup | None,
+    weighted: Sequence[tuple[elbv2.CfnTargetGroup, int]],
+    *,
+    order: int | None,
+) -> elbv2.CfnListenerRule.ActionProperty:
+    """A forward action to `target_group`, else to the `weighted` target groups by weight."""
+    if target_group is not None:
+        return elbv2.CfnListenerRule.ActionProperty(
+            type="forward", order=order, target_group_arn=target_group.ref
+        )
+    return elbv2.CfnListenerRule.ActionProperty(
+        type="forward",
+        order=order,
+        forward_config=elbv2.CfnListenerRule.ForwardConfigProperty(
+            target_groups=[
+                elbv2.CfnListenerRule.TargetGroupTupleProperty(target_group_arn=tg.ref, weight=weight)
+                for tg, weight in weighted
+            ]
+        ),
+    )
 
 
 def _action_json(action: elbv2.CfnListenerRule.ActionProperty) -> dict[str, object]:

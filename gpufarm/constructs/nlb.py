@@ -15,7 +15,6 @@ The public API mirrors :class:`InferenceAlb` (``connections``, ``dns_name``, ``t
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from enum import StrEnum
 
@@ -27,19 +26,14 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from gpufarm.config.model import IngressConfig, LoadBalancerScheme
-from gpufarm.constructs._util import access_logs_bucket, construct_id, private_subnets
+from gpufarm.constructs._util import access_logs_bucket, construct_id, private_subnets, validate_weights
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, target_group_binding
 
 HEALTH_CHECK_PATH = "/health"
 TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
 """TLS 1.2 and 1.3 only, as on the ALB."""
-MAX_WEIGHT = 999
-"""Weights of a forward action's target groups are 0-999."""
-MAX_WEIGHTED_GROUPS = 5
-"""Target groups one forward action may name."""
 SECURITY_GROUP_RULES = 60
 """Inbound rules a security group holds by default (VPC quota)."""
-_GROUP_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 class AlpnPolicy(StrEnum):
@@ -569,8 +563,7 @@ def _validate(
             )
         owner[port] = name
         ports[name] = port
-    for name, groups in weights.items():
-        _validate_weights(name, groups, ports)
+    validate_weights(weights, list(ports), entry="listener")
     rules = len(cidrs) * (len(ports) + 1)
     if rules > SECURITY_GROUP_RULES:
         raise ValueError(
@@ -578,30 +571,3 @@ def _validate(
             f"{SECURITY_GROUP_RULES} security-group rules, got {len(cidrs)} x {len(ports) + 1} = {rules}"
         )
     return ports
-
-
-def _validate_weights(name: str, groups: Mapping[str, int], ports: Mapping[str, int]) -> None:
-    if name not in ports:
-        raise ValueError(f"'weights' names model {name!r}, which has no listener; models: {', '.join(ports)}")
-    if not groups:
-        raise ValueError(f"'weights' of model {name!r} must name at least one target group, got none")
-    if len(groups) > MAX_WEIGHTED_GROUPS:
-        raise ValueError(
-            f"'weights' of model {name!r} must name at most {MAX_WEIGHTED_GROUPS} target groups "
-            f"(one forward action), got {len(groups)}"
-        )
-    for group, weight in groups.items():
-        if not _GROUP_NAME.match(group) or len(group) > 40:
-            raise ValueError(
-                f"'weights' of model {name!r}: group names must be lowercase DNS labels (a-z, 0-9, "
-                f"'-', starting with a letter, at most 40 characters), got {group!r}"
-            )
-        if not 0 <= weight <= MAX_WEIGHT:
-            raise ValueError(
-                f"'weights' of model {name!r}: group {group!r} must weigh 0-{MAX_WEIGHT}, got {weight}"
-            )
-    if not any(groups.values()):
-        raise ValueError(
-            f"'weights' of model {name!r} must give at least one group a weight above 0 (else the "
-            "listener forwards nowhere), got all 0"
-        )

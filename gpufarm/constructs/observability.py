@@ -263,6 +263,10 @@ class InferenceAlarms(Construct):
       `config.p99_response_seconds` (time to the first response byte, so long streams count
       only their start).
     * ``unhealthy:<model>``: `UnHealthyHostCount` (maximum) of the target group above 0.
+
+    `target_groups` maps a name to a target group's full name: a model, or `<model>/<share>`
+    for each target group of a model split into weighted shares (its alarms then sit under
+    the construct `<Model>/<Share>` and are keyed ``p99:<model>/<share>``).
     * ``target-control-rejects`` (when `target_optimizer`): `TargetControlRequestRejectCount`
       at least `config.target_5xx_per_minute` per minute. CloudWatch publishes it per load
       balancer (and Availability Zone), not per target group, so there is one such alarm.
@@ -376,7 +380,7 @@ class InferenceAlarms(Construct):
             ],
         )
         for model, target_group in sorted(target_groups.items()):
-            scope_ = Construct(self, construct_id(model))
+            scope_ = self._scope_of(model)
             dims = _dimensions(LoadBalancer=lb, TargetGroup=target_group)
             self.alarms[f"p99:{model}"] = self._alarm(
                 scope_,
@@ -423,7 +427,7 @@ class InferenceAlarms(Construct):
         config = self.config
         for model, target_group in sorted(target_groups.items()):
             self.alarms[f"unhealthy:{model}"] = self._alarm(
-                Construct(self, construct_id(model)),
+                self._scope_of(model),
                 "UnhealthyHosts",
                 description=(
                     f"{model}: at least one vLLM pod failed its /health check for "
@@ -448,6 +452,17 @@ class InferenceAlarms(Construct):
             statistic="Sum",
             dimensions=_dimensions(LoadBalancer=lb),
         )
+
+    def _scope_of(self, key: str) -> Construct:
+        """The scope of a target group's alarms: `<Model>`, or `<Model>/<Share>` for a key 'model/share'.
+
+        Nested rather than joined, so a share's IDs can never equal another model's.
+        """
+        scope: Construct = self
+        for part in key.split("/"):
+            child = scope.node.try_find_child(construct_id(part))
+            scope = child if isinstance(child, Construct) else Construct(scope, construct_id(part))
+        return scope
 
     @staticmethod
     def _query(

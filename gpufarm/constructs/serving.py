@@ -38,14 +38,17 @@ class VllmServing(Construct):
     Renders a namespace and, per model, a Deployment + ClusterIP Service (and a read-only S3
     volume for `s3://` weights). Models reading a gated Hugging Face repo get a service account
     whose Pod Identity role may read exactly the named secrets. A model without `node_pool`
-    runs on `default_pool`.
+    runs on `default_pool`. A model with `shares` gets a Deployment + Service
+    `vllm-<model>-<share>` per share instead (each with the share's placement, replicas and
+    GPUs; :meth:`service_of` with the share names its Service), in the model's one manifest.
 
     `target_optimizer` (enabled) adds the ALB target control agent to every pod and the agent's
     data port to every Service (pass the same config to :class:`InferenceAlb`). `fsx_claim` with
     `fsx_import_path`: `s3://` weights are read from that FSx for Lustre claim (which must exist
     in the namespace), each model at its folder under the import path, and no Mountpoint volume
-    is rendered. `node_selectors` maps a model to the node labels its pods select (default: the
-    Karpenter/Auto Mode NodePool of its pool). Defaults: no agent, Mountpoint volumes.
+    is rendered. `node_selectors` maps a model (`<model>/<share>` for a share) to the node
+    labels its pods select (default: the Karpenter/Auto Mode NodePool of its pool). Defaults: no
+    agent, Mountpoint volumes.
 
     A model with `prefill_decode` gets its decode pods as the model's Deployment (vLLM behind the
     disaggregation sidecar) and a second Deployment `vllm-<model>-prefill` in the same manifest,
@@ -109,33 +112,38 @@ class VllmServing(Construct):
                 docs += k8s_storage.s3_weights_volume(
                     model_name=model.name, namespace=config.namespace, s3_uri=model.weights, region=region
                 )
-            deployment = functools.partial(
-                k8s_serving.vllm_deployment,
-                model,
-                config,
-                pool_name=model.node_pool or default_pool,
-                region=region,
-                termination_grace_seconds=termination_grace_seconds,
-                fsx_claim=fsx_claim if on_fsx else None,
-                fsx_sub_path=sub_paths.get(model.name),
-                node_selector=(node_selectors or {}).get(model.name),
-            )
-            if model.prefill_decode is None:
-                docs.append(deployment(target_optimizer=target_optimizer))
-            else:
-                decode_efa, prefill_efa = (efa_devices or {}).get(model.name, (0, 0))
-                docs.append(deployment(pd_role="decode", efa_devices=decode_efa))
-                docs.append(deployment(pd_role="prefill", efa_devices=prefill_efa))
-            docs.append(k8s_serving.vllm_service(model, config, target_optimizer=target_optimizer))
+            for share, part in model.parts():
+                key = model.name if share is None else f"{model.name}/{share}"
+                deployment = functools.partial(
+                    k8s_serving.vllm_deployment,
+                    part,
+                    config,
+                    pool_name=part.node_pool or default_pool,
+                    region=region,
+                    termination_grace_seconds=termination_grace_seconds,
+                    fsx_claim=fsx_claim if on_fsx else None,
+                    fsx_sub_path=sub_paths.get(model.name),
+                    node_selector=(node_selectors or {}).get(key),
+                    share=share,
+                )
+                if model.prefill_decode is None:
+                    docs.append(deployment(target_optimizer=target_optimizer))
+                else:
+                    decode_efa, prefill_efa = (efa_devices or {}).get(model.name, (0, 0))
+                    docs.append(deployment(pd_role="decode", efa_devices=decode_efa))
+                    docs.append(deployment(pd_role="prefill", efa_devices=prefill_efa))
+                docs.append(
+                    k8s_serving.vllm_service(part, config, target_optimizer=target_optimizer, share=share)
+                )
             manifest = eks.KubernetesManifest(
                 self, f"Model{construct_id(model.name)}", cluster=cluster, manifest=docs, overwrite=True
             )
             manifest.node.add_dependency(self.namespace_manifest)
             self.model_manifests[model.name] = manifest
 
-    def service_of(self, model_name: str) -> str:
-        """Name of the Service in front of a model's pods."""
-        return workload_name(model_name)
+    def service_of(self, model_name: str, share: str | None = None) -> str:
+        """Name of the Service in front of a model's pods (or of one share's)."""
+        return workload_name(model_name, share)
 
 
 def _fsx_sub_paths(

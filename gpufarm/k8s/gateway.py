@@ -4,7 +4,8 @@ Clients call the gateway with a model's client-facing name (`served_model_name`,
 The gateway sends the request to that model's vLLM Service first; when vLLM cannot answer it
 retries within a bounded budget and then sends the request to the Amazon Bedrock model mapped
 to it in config. Which backend served a response is in the response header
-``x-litellm-model-id`` (:data:`BACKEND_HEADER`): ``vllm-<model name>`` or ``bedrock-<model name>``.
+``x-litellm-model-id`` (:data:`BACKEND_HEADER`): ``vllm-<model name>`` (``vllm-<model>-<share>``
+for a model split into shares) or ``bedrock-<model name>``.
 
 Everything here is a pure function of the tier config: same input, same dicts, same text.
 """
@@ -47,7 +48,7 @@ BEDROCK_SUFFIX = "@bedrock"
 Hugging Face repo ids and DNS labels never contain '@', so no served model can collide with it.
 """
 BACKEND_HEADER = "x-litellm-model-id"
-"""Response header naming the deployment that answered: 'vllm-<model>' or 'bedrock-<model>'."""
+"""Response header naming the deployment that answered: 'vllm-<model>[-<share>]' or 'bedrock-<model>'."""
 FALLBACKS_HEADER = "x-litellm-attempted-fallbacks"
 """Response header LiteLLM adds when it fell back: how many fallbacks it attempted."""
 READINESS_PATH = "/health/readiness"
@@ -79,7 +80,8 @@ ALLOWED_FAILS_POLICY_FIELDS = (
 """Failure kinds of a vLLM backend that count towards its cooldown, each kind counted on its own.
 
 LiteLLM exempts a model group with one deployment from cooldown unless the deployment's own
-allowed-fails policy names the failure, and every vLLM group has one deployment (its Service).
+allowed-fails policy names the failure, and a vLLM group has one deployment (its Service) unless
+the model is split into shares (one deployment per share, each with the same policy).
 The policy sits on the vLLM deployments only: a router-wide one would also cool the Bedrock
 deployments down, and Bedrock is the last resort (there is nothing to skip to).
 A refused connection counts as an InternalServerError (LiteLLM 1.102.1 raises hosted_vllm's
@@ -109,9 +111,9 @@ def bedrock_model_name(model: ModelConfig) -> str:
     return f"{model.api_model_name}{BEDROCK_SUFFIX}"
 
 
-def vllm_deployment_id(model: ModelConfig) -> str:
-    """The deployment ID of a model's vLLM backend, as the backend header reports it."""
-    return f"vllm-{model.name}"
+def vllm_deployment_id(model: ModelConfig, share: str | None = None) -> str:
+    """The deployment ID of a model's vLLM backend (or one share's), as the backend header reports it."""
+    return workload_name(model.name, share)
 
 
 def bedrock_deployment_id(model: ModelConfig) -> str:
@@ -119,15 +121,20 @@ def bedrock_deployment_id(model: ModelConfig) -> str:
     return f"bedrock-{model.name}"
 
 
-def vllm_api_base(model: ModelConfig, serving: ServingConfig) -> str:
+def vllm_api_base(model: ModelConfig, serving: ServingConfig, share: str | None = None) -> str:
     """The OpenAI-compatible base URL of a model's vLLM Service, by its cluster DNS name.
 
     A multi-node model (`pipeline_parallel` > 1) is reached through its leaders' Service only:
-    its workers serve no HTTP.
+    its workers serve no HTTP. With `share`, the URL of that share's Service.
     """
     if model.routed:  # through the model's own router (KV-cache-aware or prefill/decode), as the ALB
         return f"http://{router_name(model.name)}.{serving.namespace}.svc.cluster.local:{ROUTER_PORT}/v1"
-    service = workload_name(model.name) if model.pipeline_parallel == 1 else leader_service_name(model.name)
+    if share is not None:
+        service = workload_name(model.name, share)
+    elif model.pipeline_parallel == 1:
+        service = workload_name(model.name)
+    else:
+        service = leader_service_name(model.name)
     return f"http://{service}.{serving.namespace}.svc.cluster.local:{serving.port}/v1"
 
 
@@ -153,21 +160,31 @@ def _check_names(models: list[ModelConfig]) -> None:
         )
 
 
-def _vllm_entry(model: ModelConfig, tier: TierConfig) -> dict[str, Any]:
+def _vllm_entries(model: ModelConfig, tier: TierConfig) -> list[dict[str, Any]]:
+    """The model's vLLM deployments: one, or one per share under the same model name, weighted."""
     fb = tier.fallback
-    return {
-        "model_name": client_model_name(model),
-        "litellm_params": {
+    weights = {share.share_name: share.weight for share in model.shares}
+    entries = []
+    for share, _ in model.parts():
+        params: dict[str, Any] = {
             "model": f"hosted_vllm/{model.api_model_name}",
-            "api_base": vllm_api_base(model, tier.serving),
+            "api_base": vllm_api_base(model, tier.serving, share),
             "timeout": fb.request_timeout_seconds,
             "stream_timeout": fb.stream_timeout_seconds,
-        },
-        "model_info": {
-            "id": vllm_deployment_id(model),
-            "allowed_fails_policy": dict.fromkeys(ALLOWED_FAILS_POLICY_FIELDS, fb.allowed_fails),
-        },
-    }
+        }
+        if share is not None:
+            params["weight"] = weights[share]
+        entries.append(
+            {
+                "model_name": client_model_name(model),
+                "litellm_params": params,
+                "model_info": {
+                    "id": vllm_deployment_id(model, share),
+                    "allowed_fails_policy": dict.fromkeys(ALLOWED_FAILS_POLICY_FIELDS, fb.allowed_fails),
+                },
+            }
+        )
+    return entries
 
 
 def _bedrock_entry(model: ModelConfig, tier: TierConfig, guardrail: tuple[str, str] | None) -> dict[str, Any]:
@@ -213,6 +230,12 @@ def litellm_config(tier: TierConfig, *, guardrail: tuple[str, str] | None = None
     'vllm-<model>' or 'bedrock-<model>', which the proxy returns in the ``x-litellm-model-id``
     response header.
 
+    A model split into shares gets one vLLM deployment per share, all under the model's
+    client-facing name (one model group): each at its share's Service, with id
+    'vllm-<model>-<share>' and the share's `weight` as LiteLLM's `weight`, so the proxy picks a
+    share in the load balancer's ratio. A share at weight 0 is picked only while every other
+    share is in cooldown. The fallback to Bedrock applies to the group, after its retries.
+
     `tier.fallback` sets the retries, timeouts and cooldown. A vLLM deployment goes into
     cooldown (skipped: requests go straight to Bedrock) for `cooldown_seconds` after more than
     `allowed_fails` failures of one kind (timeout, 500, 502, 503, 429), each within
@@ -229,7 +252,7 @@ def litellm_config(tier: TierConfig, *, guardrail: tuple[str, str] | None = None
     model_list: list[dict[str, Any]] = []
     fallbacks: list[dict[str, list[str]]] = []
     for model in models:
-        model_list.append(_vllm_entry(model, tier))
+        model_list.extend(_vllm_entries(model, tier))
         if model.bedrock_target is not None:
             model_list.append(_bedrock_entry(model, tier, guardrail))
             fallbacks.append({client_model_name(model): [bedrock_model_name(model)]})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 PART_OF = "gpufarm"
 MODEL_LABEL = "gpufarm.io/model"
+SHARE_LABEL = "gpufarm.io/share"
+"""Pod label naming the share of a model a pod belongs to (only on models split into shares)."""
 POOL_LABEL = "gpufarm.io/pool"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -32,9 +34,28 @@ def model_selector(model_name: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": "vllm", MODEL_LABEL: model_name}
 
 
-def workload_name(model_name: str) -> str:
-    """Name of a model's Deployment and Service."""
-    return f"vllm-{model_name}"
+def share_selector(model_name: str, share: str) -> dict[str, str]:
+    """Selector matching the pods of one share of a model: the model's selector and the share."""
+    return {**model_selector(model_name), SHARE_LABEL: share}
+
+
+def workload_name(model_name: str, share: str | None = None) -> str:
+    """Name of a model's Deployment and Service, `vllm-<model>` (a share's: `vllm-<model>-<share>`)."""
+    return f"vllm-{model_name}" if share is None else f"vllm-{model_name}-{share}"
+
+
+def leader_service_name(model_name: str) -> str:
+    """Name of the Service in front of a multi-node model's leaders (`vllm-<model>-leader`).
+
+    Not `vllm-<model>`: the LeaderWorkerSet controller gives that name to its headless Service,
+    which resolves to every pod of the model, workers included.
+    """
+    return f"{workload_name(model_name)}-leader"
+
+
+def router_name(model_name: str) -> str:
+    """Name of a model's router Deployment, Service, service account and config maps."""
+    return f"{workload_name(model_name)}-router"
 
 
 def nodepool_name(pool_name: str) -> str:

@@ -30,6 +30,7 @@ from gpufarm.k8s.labels import (
     model_selector,
     workload_name,
 )
+from gpufarm.k8s.labels import leader_service_name as leader_service_name  # re-exported (see labels.py)
 from gpufarm.k8s.serving import (
     AGENT_DATA_PORT_NAME,
     HF_CACHE_DIR,
@@ -150,15 +151,6 @@ _RESERVED_ARGS = (
     "--distributed-executor-backend",
     "--distributed_executor_backend",
 )
-
-
-def leader_service_name(model_name: str) -> str:
-    """Name of the Service in front of a multi-node model's leaders (`vllm-<model>-leader`).
-
-    Not `vllm-<model>`: the LeaderWorkerSet controller gives that name to its headless Service,
-    which resolves to every pod of the model, workers included.
-    """
-    return f"{workload_name(model_name)}-leader"
 
 
 def leader_selector(model_name: str) -> dict[str, str]:

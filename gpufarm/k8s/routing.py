@@ -19,7 +19,8 @@ from typing import Any
 
 from gpufarm.config.model import PrefillDecodeConfig
 from gpufarm.k8s import disagg
-from gpufarm.k8s.labels import MODEL_LABEL, common_labels, model_selector, workload_name
+from gpufarm.k8s.labels import MODEL_LABEL, common_labels, model_selector
+from gpufarm.k8s.labels import router_name as router_name  # re-exported (see labels.py)
 from gpufarm.k8s.lws import leader_selector
 
 EPP_IMAGE = "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0"
@@ -63,11 +64,6 @@ CONFIG_HASH_ANNOTATION = "gpufarm.io/config-hash"
 
 TERMINATION_GRACE_SECONDS = 130
 """The standalone chart's grace period: long enough for in-flight requests through Envoy to finish."""
-
-
-def router_name(model_name: str) -> str:
-    """Name of a model's router Deployment, Service, service account and config maps."""
-    return f"{workload_name(model_name)}-router"
 
 
 def router_selector(model_name: str) -> dict[str, str]:

@@ -14,9 +14,11 @@ from gpufarm.k8s.labels import (
     GPU_TAINT_KEY,
     MODEL_LABEL,
     NODEPOOL_LABEL,
+    SHARE_LABEL,
     common_labels,
     model_selector,
     nodepool_name,
+    share_selector,
     workload_name,
 )
 from gpufarm.k8s.storage import weights_claim_name
@@ -218,11 +220,15 @@ def vllm_deployment(
     node_selector: Mapping[str, str] | None = None,
     pd_role: Literal["prefill", "decode"] | None = None,
     efa_devices: int = 0,
+    share: str | None = None,
 ) -> dict[str, Any]:
-    """The vLLM Deployment for one model (or for one role of a disaggregated model).
+    """The vLLM Deployment for one model, for one share of it, or for one role of a disaggregated model.
 
     Pods run on the NodePool of `pool_name` unless `node_selector` says otherwise (a capacity
-    class, or a reserved node group's label).
+    class, or a reserved node group's label). With `share` (a name of `model.shares`; pass
+    `model.as_share(...)` as `model`, which carries the share's replicas and GPUs) the
+    Deployment is `vllm-<model>-<share>` and its pods carry the `gpufarm.io/share` label next
+    to the model's, which its selector and zone spread match: each share has pods of its own.
 
     Defaults worth knowing: the startup probe allows `startup_timeout_seconds` for download and
     load before liveness starts; rolling updates add a pod before removing one (maxSurge 1,
@@ -256,8 +262,11 @@ def vllm_deployment(
             f"'efa_devices' needs a prefill/decode model with kv_transport 'efa', got {efa_devices}"
         )
     prefill = pd_role == "prefill"
-    name = disagg.prefill_name(model.name) if prefill else workload_name(model.name)
-    selector = disagg.prefill_selector(model.name) if prefill else model_selector(model.name)
+    if prefill:
+        name, selector = disagg.prefill_name(model.name), disagg.prefill_selector(model.name)
+    else:
+        name = workload_name(model.name, share)
+        selector = model_selector(model.name) if share is None else share_selector(model.name, share)
     labels = {**common_labels("vllm-prefill" if prefill else "vllm"), **selector}
     if pd_role is not None:
         labels.update(disagg.role_labels(model.name, pd_role))
@@ -334,7 +343,7 @@ def vllm_deployment(
                 "maxSkew": 1,
                 "topologyKey": "topology.kubernetes.io/zone",
                 "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": {"matchLabels": model_selector(model.name)},
+                "labelSelector": {"matchLabels": selector},
             }
         ]
     else:
@@ -387,9 +396,16 @@ def vllm_deployment(
 
 
 def vllm_service(
-    model: ModelConfig, serving: ServingConfig, *, target_optimizer: TargetOptimizerConfig | None = None
+    model: ModelConfig,
+    serving: ServingConfig,
+    *,
+    target_optimizer: TargetOptimizerConfig | None = None,
+    share: str | None = None,
 ) -> dict[str, Any]:
     """ClusterIP Service in front of a model's pods; the load balancer reaches pods through it.
+
+    With `share`, the Service `vllm-<model>-<share>` selects that share's pods only (its own
+    target group binds it).
 
     Port `http` reaches vLLM (in-cluster clients use it). With the Target Optimizer (enabled), a
     second port `data` reaches the agent's data port: the TargetGroupBinding names it, so the
@@ -403,17 +419,20 @@ def vllm_service(
     if target_optimizer is not None and target_optimizer.enabled:
         port = target_optimizer.data_port
         ports.append({"name": AGENT_DATA_PORT_NAME, "port": port, "targetPort": port, "protocol": "TCP"})
+    labels = {**common_labels("vllm"), MODEL_LABEL: model.name}
+    if share is not None:
+        labels[SHARE_LABEL] = share
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
-            "name": workload_name(model.name),
+            "name": workload_name(model.name, share),
             "namespace": serving.namespace,
-            "labels": {**common_labels("vllm"), MODEL_LABEL: model.name},
+            "labels": labels,
         },
         "spec": {
             "type": "ClusterIP",
-            "selector": model_selector(model.name),
+            "selector": model_selector(model.name) if share is None else share_selector(model.name, share),
             "ports": ports,
         },
     }

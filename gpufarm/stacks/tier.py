@@ -283,7 +283,13 @@ class GpuFarmStack(cdk.Stack):
         optimizer = cfg.ingress.target_optimizer if cfg.ingress.target_optimizer.enabled else None
         single = [m for m in cfg.models if m.pipeline_parallel == 1]
         multi = [m for m in cfg.models if m.pipeline_parallel > 1]
-        selectors = {m.name: s for m in cfg.models if (s := self._node_selector(m)) is not None}
+        # Keyed by model, or `<model>/<share>` for each share of a model split into shares.
+        selectors = {
+            m.name if share is None else f"{m.name}/{share}": selector
+            for m in cfg.models
+            for share, part in m.parts()
+            if (selector := self._node_selector(part)) is not None
+        }
         self.serving = VllmServing(
             self,
             "Serving",
@@ -300,7 +306,15 @@ class GpuFarmStack(cdk.Stack):
             efa_devices={m.name: pd_efa_devices(cfg, m) for m in single if m.prefill_decode is not None},
         )
         self.model_manifests: dict[str, Construct] = dict(self.serving.model_manifests)
-        self.services = {m.name: self.serving.service_of(m.name) for m in single}
+        # A model split into shares has a Service (and a target group) per share.
+        self.services: dict[str, str | dict[str, str]] = {
+            m.name: (
+                {share.share_name: self.serving.service_of(m.name, share.share_name) for share in m.shares}
+                if m.shares
+                else self.serving.service_of(m.name)
+            )
+            for m in single
+        }
         self.multi_node: MultiNodeServing | None = None
         if multi:
             self.multi_node = MultiNodeServing(
@@ -389,6 +403,8 @@ class GpuFarmStack(cdk.Stack):
     def _ingress(self) -> None:
         cfg = self.config
         self.ingress: InferenceAlb | InferenceNlb
+        # A model split into shares: a target group per share, forwarded to by the shares' weights.
+        weights = {m.name: {s.share_name: s.weight for s in m.shares} for m in cfg.models if m.shares}
         if cfg.ingress.kind is LoadBalancerKind.NLB:
             self.ingress = InferenceNlb(
                 self,
@@ -399,6 +415,7 @@ class GpuFarmStack(cdk.Stack):
                 target_port=cfg.serving.port,
                 cluster_name=self.cluster.cluster_name,
                 vpc_cidr=cfg.network.cidr,
+                weights=weights,
                 deletion_protection=cfg.termination_protection,
             )
         else:
@@ -422,6 +439,7 @@ class GpuFarmStack(cdk.Stack):
                 logs_key=self.logs_key,
                 removal_policy=self.removal,
                 deletion_protection=cfg.termination_protection,
+                weights=weights,
             )
         optimizer = cfg.ingress.target_optimizer
         if optimizer.enabled and optimizer.agent_image == TARGET_CONTROL_AGENT_IMAGE:
@@ -514,6 +532,9 @@ class GpuFarmStack(cdk.Stack):
         target_groups = {
             name: tg.attr_target_group_full_name for name, tg in self.ingress.target_groups.items()
         }
+        for name, groups in self.ingress.weighted_target_groups.items():
+            for share, tg in groups.items():
+                target_groups[f"{name}/{share}"] = tg.attr_target_group_full_name
         if self.ingress.default_target_group is not None:
             # The gateway's own target group: its latency includes any fallback to Bedrock.
             target_groups["gateway"] = self.ingress.default_target_group.attr_target_group_full_name

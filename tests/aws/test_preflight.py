@@ -32,7 +32,7 @@ from gpufarm.aws.preflight import (
     vcpu_demands,
 )
 from gpufarm.config import CapacityType, TierConfig, load_preset
-from tests.unit.factories import enterprise_part, make_enterprise, make_tier
+from tests.unit.factories import enterprise_part, make_enterprise, make_tier, share, split
 
 REGION = "us-east-1"
 NOW = datetime(2026, 8, 1, 12, 0, tzinfo=UTC)
@@ -272,6 +272,28 @@ def test_vcpu_demand_follows_placement_and_reserved_node_groups_first(aws: AwsSt
         # qwen3-32b-batch: 4 replicas of 2 GPUs, two per g6e.12xlarge; 16 GPUs are four of them.
         ("pool background", "g6e.12xlarge", on_demand, 48, 2, 4),
         ("pool background", "g6e.12xlarge", spot, 48, 2, 4),
+    ]
+
+
+def test_vcpu_demand_places_each_share_on_its_own_pool(aws: AwsStubs) -> None:
+    # llama-3-3-70b split: 2 x 4 GPUs on class h100 (both on the reserved base node), 1 x 4 on l40s.
+    tier = make_enterprise(split())
+    on_demand, spot = CapacityType.ON_DEMAND, CapacityType.SPOT
+    assert [
+        (d.source, d.instance_type, d.capacity_type, d.vcpus_per_instance, d.instances, d.limit_instances)
+        for d in vcpu_demands(tier, facts(aws, tier))
+    ] == [
+        ("node group h100-base", "p5.48xlarge", on_demand, 192, 1, 1),
+        ("node group h100-multinode", "p5.48xlarge", on_demand, 192, 2, 2),
+        ("pool h100-burst", "p5.48xlarge", on_demand, 192, 0, 3),
+        ("pool background", "g6e.12xlarge", on_demand, 48, 2, 4),
+        ("pool background", "g6e.12xlarge", spot, 48, 2, 4),
+        ("pool l40s", "g6e.12xlarge", on_demand, 48, 1, 4),
+    ]
+    # A third H100 replica no longer fits the base node: one burst node.
+    burst = [d for d in vcpu_demands(make_enterprise(share(0, replicas=3)), facts(aws, tier))]
+    assert [(d.source, d.instances) for d in burst if d.source == "pool h100-burst"] == [
+        ("pool h100-burst", 1)
     ]
 
 

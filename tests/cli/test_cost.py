@@ -12,6 +12,7 @@ from typer.testing import CliRunner, Result
 from gpufarm.cli.main import app
 from gpufarm.config import load_preset
 from gpufarm.pricing import PriceTable, load_prices
+from tests.unit.factories import make_enterprise, split
 
 REPO = Path(__file__).resolve().parents[2]
 H = 730
@@ -126,6 +127,20 @@ def test_assembly_gives_one_estimate_per_gpufarm_stack(tmp_path: Path) -> None:
     )
     doc = document(run("--assembly", str(folder), "--json"))
     assert [e["stack"] for e in doc["estimates"]] == ["gpufarm-poc", "gpufarm-production"]
+
+
+def test_assembly_with_a_model_split_into_shares(tmp_path: Path) -> None:
+    """The tier as a template carries it: each share's GPUs on its own pool's instance type."""
+    tier = make_enterprise(split())
+    folder = write_assembly(tmp_path / "cdk.out", {"gpufarm-enterprise": tier.model_dump(mode="json")})
+    estimate = document(run("--assembly", str(folder), "--json"))["estimates"][0]
+    got = line(estimate, "GPU pool l40s: g6e.12xlarge")
+    assert (got["capacity_type"], got["quantity"], got["monthly_usd"]) == (
+        "on-demand",
+        1,
+        round(10.4926 * H, 2),
+    )
+    assert not [x for x in estimate["lines"] if x["item"].startswith("GPU pool h100-burst")]
 
 
 def test_assembly_follows_nested_assemblies(tmp_path: Path) -> None:

@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pydantic import BaseModel
 
-from gpufarm.config import TierConfig, load_tier_file
+from gpufarm.config import TierConfig, build_tier, load_tier_file, merge
+from gpufarm.config.loader import PRESET_DIR
 from gpufarm.config.reference import CROSS_FIELD_RULES, REGENERATE, field_paths, render_reference
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "config-reference.md"
@@ -91,6 +93,31 @@ def test_readme_tier_file_example_is_valid(tmp_path: Path) -> None:
     tier = load_tier_file(tmp_path / "my.yaml")
     assert tier.stack_name == "gpufarm-team-a"
     assert [m.name for m in tier.models] == ["qwen3-8b", "llama-70b"]
+
+
+def test_enterprise_shares_example_is_valid() -> None:
+    """The split-model example in enterprise.md, with the lists it elides restated from the preset."""
+    blocks = _code_blocks((REFERENCE.parent / "enterprise.md").read_text(encoding="utf-8"), "yaml")
+    # The example reads from the bucket of the page's own tier file; the preset's models from its.
+    (example,) = [
+        yaml.safe_load(b.replace("s3://acme-llm-weights/", "s3://gpufarm-enterprise-models/"))
+        for b in blocks
+        if b.startswith("# shares:")
+    ]
+    document = yaml.safe_load((PRESET_DIR / "enterprise.yaml").read_text(encoding="utf-8"))
+    split = {m["name"]: m for m in example["models"]}
+    tier = build_tier(
+        merge(
+            document,
+            {
+                "node_pools": [*document["node_pools"], *example["node_pools"]],
+                "models": [split.get(m["name"], m) for m in document["models"]],
+            },
+        )
+    )
+    (model,) = [m for m in tier.models if m.shares]
+    parts = [(name, part.replicas, part.gpus) for name, part in model.parts()]
+    assert parts == [("h100", 2, 4), ("l40s", 1, 4)]
 
 
 @pytest.fixture(scope="module")

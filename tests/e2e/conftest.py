@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -319,18 +319,22 @@ def e2e_tier(cooldown_seconds: int = COOLDOWN_SECONDS) -> TierConfig:
     return build_tier(merge(poc_document(), {"fallback": {"cooldown_seconds": cooldown_seconds}}))
 
 
-def to_loopback(config: dict[str, Any], vllm: str) -> dict[str, Any]:
+def to_loopback(
+    config: dict[str, Any], vllm: str, services: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """`config` with every vLLM `api_base` (and any Bedrock runtime endpoint) moved to loopback.
 
     Scheme, host and port change; paths and everything else stay as gpufarm generated them.
+    `services` maps a Service name (the api_base's first host label) to its own stand-in's URL;
+    every other Service goes to `vllm`.
     """
     out = copy.deepcopy(config)
     for entry in out["model_list"]:
         params = entry["litellm_params"]
         if "api_base" in params:
-            params["api_base"] = (
-                urlsplit(params["api_base"])._replace(scheme="http", netloc=urlsplit(vllm).netloc).geturl()
-            )
+            url = urlsplit(params["api_base"])
+            target = (services or {}).get((url.hostname or "").split(".")[0], vllm)
+            params["api_base"] = url._replace(scheme="http", netloc=urlsplit(target).netloc).geturl()
     return out
 
 
@@ -338,7 +342,8 @@ class Gateway(Process):
     """The LiteLLM proxy as a gateway pod runs it, on loopback.
 
     `guardrail` `(identifier, version)`: the config reads it from the pod's environment
-    (`guardrail_env_refs()`), as the construct wires it. Default: no guardrail.
+    (`guardrail_env_refs()`), as the construct wires it. `vllm_services` sends named Services to
+    stand-ins of their own (see :func:`to_loopback`). Default: no guardrail, one vLLM stand-in.
     """
 
     def __init__(
@@ -350,10 +355,11 @@ class Gateway(Process):
         vllm_url: str,
         bedrock_url: str,
         guardrail: tuple[str, str] | None = None,
+        vllm_services: Mapping[str, str] | None = None,
     ) -> None:
         self.tier = tier
         self.config = litellm_config(tier, guardrail=guardrail_env_refs() if guardrail else None)
-        self.loopback_config = to_loopback(self.config, vllm_url)
+        self.loopback_config = to_loopback(self.config, vllm_url, vllm_services)
         config_file = workdir / "config.yaml"
         config_file.write_text(config_yaml(self.loopback_config), encoding="utf-8")
         pod = gateway_deployment(

@@ -94,3 +94,40 @@ def enterprise_part(section: str, index: int, **fields: Any) -> dict[str, Any]:
 def make_enterprise(*parts: dict[str, Any]) -> TierConfig:
     """The enterprise tier with `parts` merged over it, validated like a user file."""
     return build_tier(merge(enterprise_document(), overrides(*parts)))
+
+
+# --------------------------------------------------------------------------- a model split into shares
+
+L40S_POOL: dict[str, Any] = {
+    "name": "l40s",
+    "purpose": "serving",
+    "instance_families": ["g6e"],
+    "instance_types": ["g6e.12xlarge"],
+    "capacity_types": ["on-demand"],
+    "gpu_limit": 16,
+    "root_volume_gib": 500,
+    "consolidate_after": "1h",
+    "expire_after": "720h",
+}
+"""An on-demand L40S pool next to the enterprise preset's H100 class (4 GPUs per instance)."""
+
+SHARES: list[dict[str, Any]] = [
+    {"name": "h100", "capacity_class": "h100", "replicas": 2, "weight": 3},
+    {"name": "l40s", "node_pool": "l40s", "replicas": 1, "weight": 1},
+]
+"""The 70B model: two replicas on the reserved H100 class, one on L40S, 3:1 by weight."""
+
+
+def split(*shares: dict[str, Any], **model_fields: Any) -> dict[str, Any]:
+    """The enterprise tier with the L40S pool and its 70B model (models[1]) split into `shares`."""
+    chosen = [dict(s) for s in shares] if shares else copy.deepcopy(SHARES)
+    pools = [*enterprise_document()["node_pools"], L40S_POOL]
+    fields = {"capacity_class": None, "autoscaling": None, "shares": chosen, **model_fields}
+    return overrides({"node_pools": pools}, enterprise_part("models", 1, **fields))
+
+
+def share(index: int, **fields: Any) -> dict[str, Any]:
+    """SHARES with share `index` changed (a field set to None is dropped)."""
+    out = copy.deepcopy(SHARES)
+    out[index] = {k: v for k, v in {**out[index], **fields}.items() if v is not None}
+    return split(*out)

@@ -261,7 +261,7 @@ INVALID: list[Any] = [
             "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
             "startup_timeout_seconds, route_priority, critical, allow_spot, weights_gib, autoscaling, "
             "target_control_max_concurrency, capacity_class, pipeline_parallel, listener_port, "
-            "kv_cache_routing, prefill_decode, bedrock)"
+            "kv_cache_routing, prefill_decode, bedrock, shares)"
         ],
         id="unknown-key-in-model",
     ),
@@ -978,7 +978,7 @@ def test_build_tier_does_not_coerce_or_raise_pydantic_errors() -> None:
         "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
         "startup_timeout_seconds, route_priority, critical, allow_spot, weights_gib, autoscaling, "
         "target_control_max_concurrency, capacity_class, pipeline_parallel, listener_port, "
-        "kv_cache_routing, prefill_decode, bedrock)"
+        "kv_cache_routing, prefill_decode, bedrock, shares)"
     )
 
 

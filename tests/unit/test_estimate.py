@@ -23,7 +23,7 @@ from gpufarm.estimate import (
 )
 from gpufarm.pricing import PriceNotFoundError, PriceTableError, load_prices
 
-from .factories import make_tier, pool_override, production_document
+from .factories import make_enterprise, make_tier, pool_override, production_document, share, split
 
 PRICES = load_prices()
 H = 730  # hours in the table's month
@@ -389,6 +389,48 @@ def test_enterprise_cost_per_million_tokens(enterprise: CostEstimate) -> None:
 def test_enterprise_gpu_capacity() -> None:
     # Reserved: both node groups (8 + 16); on-demand: one burst p5 at peak; spot: the batch model.
     assert gpu_capacity(load_preset("enterprise")) == {"reserved": 24, "on-demand": 8, "spot": 8}
+
+
+# --------------------------------------------------------------------------- a model split into shares
+
+
+@pytest.fixture(scope="module")
+def split_tier() -> CostEstimate:
+    # The enterprise tier with an L40S pool (g6e.12xlarge only) and llama-3-3-70b split into
+    # 2 x 4 GPUs on class h100 and 1 x 4 GPUs on l40s (fixed replicas: base = peak).
+    return monthly_cost(
+        make_enterprise(split()), reserved_discount=0.3, fallback_share=0.05, tokens_per_month=2e9
+    )
+
+
+def test_a_share_on_its_own_pool_is_costed_on_that_pools_instance_type(split_tier: CostEstimate) -> None:
+    got = line(split_tier, "GPU pool l40s: g6e.12xlarge")
+    assert (got.capacity_type, got.quantity, got.peak_quantity, got.monthly_usd) == (
+        "on-demand",
+        1,
+        1,
+        pytest.approx(10.4926 * H),
+    )
+
+
+def test_a_share_on_a_class_fills_its_reserved_base_first(split_tier: CostEstimate) -> None:
+    # The H100 share's 8 GPUs fit the one reserved h100-base node: no burst instance at all.
+    assert not [i for i in items(split_tier) if i.startswith("GPU pool h100-burst")]
+    assert line(split_tier, "GPU node group h100-base: p5.48xlarge").quantity == 1
+    assert gpu_capacity(make_enterprise(split())) == {"reserved": 24, "on-demand": 4, "spot": 8}
+
+
+def test_a_larger_share_bursts_within_its_class() -> None:
+    # 3 x 4 = 12 GPUs on class h100: 8 on the base node, 4 on one burst p5.48xlarge.
+    got = line(monthly_cost(make_enterprise(share(0, replicas=3))), "GPU pool h100-burst: p5.48xlarge")
+    assert (got.quantity, got.peak_quantity) == (1, 1)
+
+
+def test_share_gpus_weigh_the_models_bedrock_tokens(split_tier: CostEstimate) -> None:
+    # 70B: 2 x 4 + 1 x 4 = 12 of 36 peak GPUs (405B 16, batch 8): 2e9 x 5% x 12/36 x 25% output
+    # = 8.33M tokens at $0.72.
+    got = line(split_tier, "Bedrock fallback llama-3-3-70b: us.meta.llama3-3-70b-instruct-v1:0 output")
+    assert got.monthly_usd == pytest.approx(2e9 * 0.05 * 12 / 36 * 0.25 / 1e6 * 0.72)
 
 
 # --------------------------------------------------------------------------- rules
