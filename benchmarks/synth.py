@@ -2,7 +2,8 @@
 """Synth wall time per tier, for all tiers together and for an empty CDK app, in fresh processes.
 
 Each measurement starts a new Python process (and so a new jsii/Node runtime), as `cdk synth`
-does. Prints medians over --runs and the ratio to the empty app. The goal from DESIGN.md: all
+does. Prints medians over --runs and the ratio to the empty app, with aws-cdk-lib's built-in
+template validation on (the library's default) and off (as gpufarm synthesizes). The goal from DESIGN.md: all
 tiers together within 3x the empty app. Figures are printed, never asserted.
 
     .venv/bin/python benchmarks/synth.py [--runs 3]
@@ -24,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 EMPTY_APP = """
 import aws_cdk as cdk
-app = cdk.App(outdir={outdir!r})
+app = cdk.App(outdir={outdir!r}, builtin_cloud_formation_validation={validation})
 cdk.Stack(app, "Empty")
 app.synth()
 """
@@ -101,8 +102,12 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     from gpufarm.config import preset_names
 
-    empty = _median(EMPTY_APP.format(outdir="__OUTDIR__"), args.runs)
-    rows = [("empty CDK app", empty)]
+    # The empty app as aws-cdk-lib ships it (its built-in template validation on) is DESIGN.md's
+    # measure; the same app with that validation off, as gpufarm synthesizes, is the like-for-like
+    # start-up cost (ADR 0028). Both are printed; the goal is checked against each.
+    empty = _median(EMPTY_APP.format(outdir="__OUTDIR__", validation=True), args.runs)
+    bare = _median(EMPTY_APP.format(outdir="__OUTDIR__", validation=False), args.runs)
+    rows = [("empty CDK app", empty), ("empty, no validation", bare)]
     for name in preset_names():
         code = TIER_APP.format(repo=str(REPO), selection={"tier": name}, outdir="__OUTDIR__")
         rows.append((f"tier {name}", _median(code, args.runs)))
@@ -111,11 +116,12 @@ def main() -> int:
     rows.append(("all tiers together", all_tiers))
 
     print(f"synth wall time, median of {args.runs} fresh-process runs (cdk-nag gate included)")
-    print(f"{'what':<24}{'seconds':>10}{'x empty':>10}")
+    print(f"{'what':<24}{'seconds':>10}{'x empty':>10}{'x no-val.':>11}")
     for label, seconds in rows:
-        print(f"{label:<24}{seconds:>10.2f}{seconds / empty:>10.2f}")
-    goal = "met" if all_tiers <= 3 * empty else "NOT met"
-    print(f"goal: all tiers <= 3x the empty app: {goal} ({all_tiers / empty:.2f}x)")
+        print(f"{label:<24}{seconds:>10.2f}{seconds / empty:>10.2f}{seconds / bare:>11.2f}")
+    for name, base in (("the empty app", empty), ("the empty app without validation", bare)):
+        goal = "met" if all_tiers <= 3 * base else "NOT met"
+        print(f"goal: all tiers <= 3x {name}: {goal} ({all_tiers / base:.2f}x)")
 
     print()
     print("template size (CloudFormation limits: 500 resources, 1 MB; goal: <= 60% of each)")

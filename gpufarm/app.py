@@ -63,11 +63,22 @@ def select(
     return [load_preset(name) for name in preset_names()]
 
 
+def new_app(*, context: Mapping[str, Any] | None = None, outdir: str | None = None) -> cdk.App:
+    """A CDK app as gpufarm synthesizes it: aws-cdk-lib's built-in template validation is off.
+
+    That plugin (a WebAssembly CloudFormation validator, on by default since aws-cdk-lib 2.27x)
+    reports its findings as warnings only and costs about 2 s per synth; cfn-lint, pinned and
+    run by `make synth`, `gpufarm synth` and every tier test, is the gate instead
+    (docs/decisions/0028-builtin-template-validation-off.md).
+    """
+    return cdk.App(context=dict(context or {}), outdir=outdir, builtin_cloud_formation_validation=False)
+
+
 def build_app(
     configs: list[TierConfig], *, context: Mapping[str, Any] | None = None, outdir: str | None = None
 ) -> cdk.App:
     """An app holding one stack per config, with the compliance checks enabled."""
-    return add_tiers(cdk.App(context=dict(context or {}), outdir=outdir), configs)
+    return add_tiers(new_app(context=context, outdir=outdir), configs)
 
 
 def add_tiers(
@@ -90,7 +101,7 @@ def add_tiers(
 
 def main() -> int:
     """Entry point of `app.py` (run by the CDK CLI)."""
-    probe = cdk.App()
+    probe = cdk.App(builtin_cloud_formation_validation=False)
     context = {
         key: probe.node.try_get_context(key)
         for key in ("tier", "tier_file")

@@ -170,11 +170,9 @@ def _step(message: str, done: str) -> Iterator[None]:
 
 def synthesize(configs: list[TierConfig], outdir: Path, context: dict[str, Any]) -> bool:
     """Synthesize `configs` into `outdir` behind the compliance gate; False when the gate failed."""
-    import aws_cdk as cdk
+    from gpufarm.app import add_tiers, new_app
 
-    from gpufarm.app import add_tiers
-
-    app = cdk.App(context=context, outdir=str(outdir))
+    app = new_app(context=context, outdir=str(outdir))
     add_tiers(
         app,
         configs,
