@@ -403,6 +403,22 @@ def _gpus_per_instance(target: NodePoolConfig | NodeGroupConfig) -> int:
     return _pool_max_gpus(target)
 
 
+def _fits_one_instance(
+    targets: list[NodePoolConfig | NodeGroupConfig], path: str, gpus: int
+) -> Iterator[ConfigIssue]:
+    """An issue for the first target whose instances hold fewer GPUs than one pod of `gpus` needs."""
+    for target in targets:
+        most = _gpus_per_instance(target)
+        if gpus > most > 0:
+            kind = "node group" if isinstance(target, NodeGroupConfig) else "pool"
+            yield ConfigIssue(
+                path=path,
+                message=f"must fit on one instance of {kind} {target.name!r} "
+                f"(at most {most} GPU(s) per instance), got {gpus}",
+            )
+            return
+
+
 def placement_of(cfg: TierConfig, model: ModelConfig) -> list[NodePoolConfig | NodeGroupConfig]:
     """The node groups and pools a model's pods may land on (empty when it names none that exist).
 
@@ -452,16 +468,8 @@ def _model_placement(cfg: TierConfig, where: str, model: ModelConfig) -> Iterato
             )
         return
     field = "capacity_class" if model.capacity_class is not None else "node_pool"
-    for target in targets:
-        most = _gpus_per_instance(target)
-        if model.gpus in TENSOR_PARALLEL_SIZES and model.gpus > most > 0:
-            kind = "node group" if isinstance(target, NodeGroupConfig) else "pool"
-            yield ConfigIssue(
-                path=f"{where}.gpus",
-                message=f"must fit on one instance of {kind} {target.name!r} "
-                f"(at most {most} GPU(s) per instance), got {model.gpus}",
-            )
-            break
+    if model.gpus in TENSOR_PARALLEL_SIZES:
+        yield from _fits_one_instance(targets, f"{where}.gpus", model.gpus)
     spot = [t for t in targets if isinstance(t, NodePoolConfig) and CapacityType.SPOT in t.capacity_types]
     if model.critical and not model.allow_spot and spot:
         if model.capacity_class is not None:
@@ -883,16 +891,9 @@ def _prefill_decode(cfg: TierConfig) -> Iterator[ConfigIssue]:
                     f"tensor-parallel sizes), got {pd.prefill_gpus}",
                 )
             else:
-                for target in placement_of(cfg, model):
-                    most = _gpus_per_instance(target)
-                    if pd.prefill_gpus > most > 0:
-                        kind = "node group" if isinstance(target, NodeGroupConfig) else "pool"
-                        yield ConfigIssue(
-                            path=f"{where}.prefill_gpus",
-                            message=f"must fit on one instance of {kind} {target.name!r} "
-                            f"(at most {most} GPU(s) per instance), got {pd.prefill_gpus}",
-                        )
-                        break
+                yield from _fits_one_instance(
+                    placement_of(cfg, model), f"{where}.prefill_gpus", pd.prefill_gpus
+                )
         if pd.kv_transport is KvTransport.EFA:
             if pd.efa_image is None:
                 yield ConfigIssue(
