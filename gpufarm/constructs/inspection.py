@@ -220,8 +220,14 @@ def endpoint_subnet_cidrs(vpc_cidr: str, count: int) -> list[str]:
     ec2.Vpc allocates its subnets from the bottom of the range, so the top stays free unless
     the subnets fill the whole VPC.
     """
-    blocks = list(ipaddress.IPv4Network(vpc_cidr).subnets(new_prefix=ENDPOINT_SUBNET_PREFIX))
-    return [str(b) for b in blocks[len(blocks) - count :]]
+    network = ipaddress.IPv4Network(vpc_cidr)
+    size = 2 ** (32 - ENDPOINT_SUBNET_PREFIX)
+    # Counted down from the top, not listed: a /16 holds 4096 blocks of /28.
+    count = min(count, network.num_addresses // size)
+    top = int(network.broadcast_address) + 1
+    return [
+        str(ipaddress.IPv4Network((top - size * (count - i), ENDPOINT_SUBNET_PREFIX))) for i in range(count)
+    ]
 
 
 class TrafficInspection(Construct):
