@@ -333,9 +333,9 @@ def gpu_allocations(tier: TierConfig, prices: PriceTable | None = None) -> list[
         free = dict(held) | dict(room)
         # Models bound to one pool or node group first; a class then spreads over what is left.
         for model in sorted(placed, key=lambda m: m.capacity_class is not None):
-            # Prefill pods (prefill/decode models) run at a fixed count, at base and at peak.
+            # Prefill pods (prefill/decode models): their fixed count, or their autoscaling bounds.
             count = replicas(model)[0 if which == "base" else 1] * gpus_per_replica(model)
-            count += model.prefill_gpu_demand
+            count += model.prefill_gpus_at(peak=which == "peak")
             targets = placement_of(tier, model)
             ordered = [t for t in targets if isinstance(t, NodeGroupConfig)] + sorted(
                 (t for t in targets if isinstance(t, NodePoolConfig)),

@@ -246,7 +246,7 @@ def _nodes(model: ModelConfig, replicas: int, gpus_per_node: int) -> int:
 def _with_prefill_pods(models: list[ModelConfig]) -> list[ModelConfig]:
     """The models, each prefill/decode model followed by its prefill pods as a model of their own.
 
-    The prefill pods run where the model runs, at `prefill_replicas` x `prefill_gpus`: counting
+    The prefill pods run where the model runs, at most replicas x `prefill_gpus`: counting
     them as one more fixed-size model puts them on the same nodes the quota check counts.
     """
     out: list[ModelConfig] = []
@@ -257,7 +257,7 @@ def _with_prefill_pods(models: list[ModelConfig]) -> list[ModelConfig]:
             update = {
                 "name": f"{model.name}-prefill"[:40],
                 "gpus": pd.prefill_gpus_for(model.gpus),
-                "replicas": pd.prefill_replicas,
+                "replicas": pd.prefill_replica_bounds[1],
                 "autoscaling": None,
                 "prefill_decode": None,
             }

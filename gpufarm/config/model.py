@@ -632,9 +632,22 @@ class PrefillDecodeConfig(_Model):
         description="vLLM image with NIXL's libfabric backend and the EFA libraries (kv_transport 'efa').",
     )
 
+    prefill_autoscaling: ModelAutoscalingConfig | None = Field(
+        None,
+        description="Scale the prefill pods with KEDA on their own vLLM metrics (replaces "
+        "prefill_replicas); empty: prefill_replicas pods.",
+    )
+
     def prefill_gpus_for(self, model_gpus: int) -> int:
         """GPUs of one prefill pod: `prefill_gpus`, else the model's `gpus`."""
         return self.prefill_gpus or model_gpus
+
+    @property
+    def prefill_replica_bounds(self) -> tuple[int, int]:
+        """(fewest, most) prefill pods: the autoscaling bounds, else `prefill_replicas` twice."""
+        if self.prefill_autoscaling is not None:
+            return self.prefill_autoscaling.min_replicas, self.prefill_autoscaling.max_replicas
+        return self.prefill_replicas, self.prefill_replicas
 
 
 MAX_SHARES = 5
@@ -788,9 +801,15 @@ class ModelConfig(_Model):
 
     @property
     def prefill_gpu_demand(self) -> int:
-        """GPUs the model's prefill pods hold (0 without prefill/decode)."""
+        """GPUs the model's prefill pods may hold at most (0 without prefill/decode)."""
+        return self.prefill_gpus_at(peak=True)
+
+    def prefill_gpus_at(self, *, peak: bool) -> int:
+        """GPUs of the model's prefill pods at their fewest (base) or most (`peak`); 0 without them."""
         pd = self.prefill_decode
-        return pd.prefill_replicas * pd.prefill_gpus_for(self.gpus) if pd is not None else 0
+        if pd is None:
+            return 0
+        return pd.prefill_replica_bounds[1 if peak else 0] * pd.prefill_gpus_for(self.gpus)
 
     @property
     def max_replicas(self) -> int:

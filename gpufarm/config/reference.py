@@ -227,7 +227,9 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "placement; `kv_transport` `efa` needs `efa_image` and only EFA node groups under the model, "
         "`tcp` takes no `efa_image`; `serving.port` is neither 8200 nor 5600 (the decode engine and "
         "NIXL's side channel); `extra_args` sets neither `--kv-transfer-config` nor `--block-size`; "
-        "prefill pods count against the model's pool or class like its replicas.",
+        "prefill pods count against the model's pool or class like its replicas; "
+        "`prefill_autoscaling` keeps at least one prefill pod, needs Managed Prometheus and leaves "
+        "`prefill_replicas` unset.",
     ),
     (
         "models[].shares",

@@ -26,6 +26,7 @@ from gpufarm.config.model import (
     KvTransport,
     LoadBalancerKind,
     LoadBalancerScheme,
+    ModelAutoscalingConfig,
     ModelConfig,
     ModelStoreKind,
     NodeGroupConfig,
@@ -701,16 +702,20 @@ def _capacity_demand(cfg: TierConfig) -> Iterator[ConfigIssue]:
 
 
 def _model_autoscaling(cfg: TierConfig, where: str, model: ModelConfig) -> Iterator[ConfigIssue]:
-    scaling = model.autoscaling
-    if scaling is None:
-        return
-    path = f"{where}.autoscaling"
+    if model.autoscaling is not None:
+        yield from _scaling(cfg, f"{where}.autoscaling", model.autoscaling, critical=model.critical)
+
+
+def _scaling(
+    cfg: TierConfig, path: str, scaling: ModelAutoscalingConfig, *, critical: bool
+) -> Iterator[ConfigIssue]:
+    """The rules of one KEDA scaling section at `path` (a model's, or its prefill pods')."""
     if scaling.min_replicas > scaling.max_replicas:
         yield ConfigIssue(
             path=f"{path}.min_replicas",
             message=f"must be at most max_replicas ({scaling.max_replicas}), got {scaling.min_replicas}",
         )
-    if scaling.min_replicas == 0 and model.critical:
+    if scaling.min_replicas == 0 and critical:
         yield ConfigIssue(
             path=f"{path}.min_replicas",
             message="must be at least 1 for a critical model (scale to zero needs critical: false), got 0",
@@ -916,6 +921,21 @@ def _prefill_decode(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 message=f"must be empty with kv_transport 'tcp' (the stock vllm_image carries NIXL), "
                 f"got {pd.efa_image!r}",
             )
+        if pd.prefill_autoscaling is not None:
+            scaling_path = f"{where}.prefill_autoscaling"
+            if "prefill_replicas" in pd.model_fields_set:
+                yield ConfigIssue(
+                    path=f"{where}.prefill_replicas",
+                    message="must be unset when prefill_autoscaling is set (KEDA sizes the prefill "
+                    f"pods between its min and max), got {pd.prefill_replicas}",
+                )
+            if pd.prefill_autoscaling.min_replicas == 0:
+                yield ConfigIssue(
+                    path=f"{scaling_path}.min_replicas",
+                    message="must be at least 1 (the picker sends a long prompt to a prefill pod "
+                    "whenever it disaggregates), got 0",
+                )
+            yield from _scaling(cfg, scaling_path, pd.prefill_autoscaling, critical=False)
         for j, arg in enumerate(model.extra_args):
             flag = arg.split("=", 1)[0]
             if flag in PD_RESERVED_VLLM_FLAGS:

@@ -36,7 +36,9 @@ class KedaAutoscaling(Construct):
     `config.keda_chart_version` (wait for ready pods, 10-minute timeout), and one manifest with
     the TriggerAuthentication and a ScaledObject per autoscaled model in `serving_namespace`,
     applied after the chart (its CRDs) and after each model's Deployment in `after`. Models
-    without `autoscaling` keep their fixed replicas and are skipped.
+    without `autoscaling` keep their fixed replicas and are skipped. A prefill/decode model with
+    `prefill_decode.prefill_autoscaling` also gets a ScaledObject for its prefill Deployment, on
+    its prefill pods' series (key `<model>/prefill` in :attr:`scaled_objects`).
 
     `query_endpoint` is `https://aps-workspaces.<region>.amazonaws.com/workspaces/<workspace id>`,
     not the workspace's `PrometheusEndpoint` attribute (that one ends in `/api/v1/`, and KEDA
@@ -113,7 +115,14 @@ class KedaAutoscaling(Construct):
                 capped=target_optimizer,
             )
             for model in scaled
+            if model.autoscaling is not None
         }
+        # A prefill/decode model's prefill pods, scaled on their own series (key `<model>/prefill`).
+        for model in scaled:
+            if model.prefill_decode is not None and model.prefill_decode.prefill_autoscaling is not None:
+                self.scaled_objects[f"{model.name}/prefill"] = k8s_autoscaling.prefill_scaled_object(
+                    model, namespace=serving_namespace, query_endpoint=query_endpoint, region=region
+                )
         self.manifest = eks.KubernetesManifest(
             self,
             "ScaledObjects",
@@ -144,14 +153,16 @@ def _validate(
         raise ValueError(
             f"'models' must have unique names, got {duplicates[0]!r} {counts[duplicates[0]]} times"
         )
-    scaled = [m for m in models if m.autoscaling is not None]
+    scaled = [m for m in models if m.autoscaling is not None or _scales_prefill(m)]
     if not scaled:
         raise ValueError(
             "'models' must include a model with 'autoscaling' (KEDA would have nothing to scale), "
             f"got none among {[m.name for m in models]}"
         )
     for model in scaled:
-        issues = k8s_autoscaling.model_autoscaling_issues(model)
+        issues = k8s_autoscaling.model_autoscaling_issues(model) if model.autoscaling is not None else []
+        if _scales_prefill(model):
+            issues += k8s_autoscaling.prefill_autoscaling_issues(model)
         if issues:
             raise ValueError(issues[0])
     unknown = sorted(set(after) - {m.name for m in scaled})
@@ -161,6 +172,10 @@ def _validate(
         )
     _validate_workspace(workspace_arn=workspace_arn, query_endpoint=query_endpoint, region=region)
     return scaled
+
+
+def _scales_prefill(model: ModelConfig) -> bool:
+    return model.prefill_decode is not None and model.prefill_decode.prefill_autoscaling is not None
 
 
 def _validate_workspace(*, workspace_arn: str, query_endpoint: str, region: str) -> None:

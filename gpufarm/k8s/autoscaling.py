@@ -11,9 +11,10 @@ and `namespace` (the Kubernetes namespace the managed scraper records for each p
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 from gpufarm.config.model import ModelAutoscalingConfig, ModelConfig
+from gpufarm.k8s.disagg import prefill_name
 from gpufarm.k8s.labels import MODEL_LABEL, common_labels, workload_name
 
 KEDA_API = "keda.sh/v1alpha1"
@@ -85,33 +86,87 @@ def scales_to_zero(model: ModelConfig) -> bool:
     return model.autoscaling is not None and model.autoscaling.min_replicas == 0
 
 
-def series_selector(model: ModelConfig, namespace: str) -> str:
+Role = Literal["prefill", "decode"]
+"""The pods of a prefill/decode model a query reads (the scraper copies their `llm-d.ai/role`)."""
+
+
+def series_selector(model: ModelConfig, namespace: str, *, role: Role | None = None) -> str:
     """The PromQL label matchers of one model's vLLM series: `{namespace="..",model_name=".."}`.
 
-    A prefill/decode model scales its decode pods (the model's Deployment), so its series are
-    narrowed to `role="decode"` (the scraper copies the pods' role label): its prefill pods report
-    the same model name.
+    A prefill/decode model's prefill and decode pods report the same model name, so its series
+    are narrowed to one `role`: `decode` by default (the model's own Deployment), `prefill` for
+    its prefill pods.
     """
-    role = ',role="decode"' if model.prefill_decode is not None else ""
-    return (
-        f"{{namespace={_promql_string(namespace)},model_name={_promql_string(model.api_model_name)}{role}}}"
-    )
+    if role is None and model.prefill_decode is not None:
+        role = "decode"
+    matcher = f",role={_promql_string(role)}" if role else ""
+    served = _promql_string(model.api_model_name)
+    return f"{{namespace={_promql_string(namespace)},model_name={served}{matcher}}}"
 
 
-def queue_query(model: ModelConfig, namespace: str) -> str:
+def queue_query(model: ModelConfig, namespace: str, *, role: Role | None = None) -> str:
     """Requests waiting for a slot, summed over the model's replicas (one element, or none)."""
-    return _one_element(f"sum({QUEUE_METRIC}{series_selector(model, namespace)})", model)
+    return _one_element(f"sum({QUEUE_METRIC}{series_selector(model, namespace, role=role)})", model, role)
 
 
-def kv_cache_query(model: ModelConfig, namespace: str) -> str:
+def kv_cache_query(model: ModelConfig, namespace: str, *, role: Role | None = None) -> str:
     """KV-cache usage (0-1 per replica), summed over the model's replicas."""
-    return _one_element(f"sum({KV_CACHE_METRIC}{series_selector(model, namespace)})", model)
+    return _one_element(f"sum({KV_CACHE_METRIC}{series_selector(model, namespace, role=role)})", model, role)
 
 
 def in_flight_query(model: ModelConfig, namespace: str) -> str:
     """Requests running plus waiting, summed over the model's replicas."""
     selector = series_selector(model, namespace)
-    return _one_element(f"(sum({RUNNING_METRIC}{selector}) + sum({QUEUE_METRIC}{selector}))", model)
+    return _one_element(f"(sum({RUNNING_METRIC}{selector}) + sum({QUEUE_METRIC}{selector}))", model, None)
+
+
+def prefill_autoscaling_issues(model: ModelConfig) -> list[str]:
+    """What keeps a model's prefill pods from being scaled by KEDA, one message per problem."""
+    pd = model.prefill_decode
+    where = f"model {model.name!r}"
+    if pd is None or pd.prefill_autoscaling is None:
+        return [
+            f"{where}: 'prefill_decode.prefill_autoscaling' must be set to scale its prefill pods, got None"
+        ]
+    scaling = pd.prefill_autoscaling
+    issues = []
+    if not 1 <= scaling.min_replicas <= scaling.max_replicas:
+        issues.append(
+            f"{where}: 'prefill_decode.prefill_autoscaling.min_replicas' must be 1 to max_replicas "
+            f"({scaling.max_replicas}), got {scaling.min_replicas}"
+        )
+    if scaling.queue_target is None and scaling.kv_cache_target is None:
+        issues.append(
+            f"{where}: 'prefill_decode.prefill_autoscaling' must set queue_target and/or "
+            "kv_cache_target, got neither"
+        )
+    return issues
+
+
+def prefill_scaled_object(
+    model: ModelConfig, *, namespace: str, query_endpoint: str, region: str
+) -> dict[str, Any]:
+    """The ScaledObject that scales a prefill/decode model's prefill Deployment on its prefill pods.
+
+    As :func:`scaled_object`, with `prefill_decode.prefill_autoscaling` for the bounds and targets
+    and the queries narrowed to `role="prefill"`: waiting requests there are prompts the picker
+    sent to be prefilled. Prefill pods never scale to zero (min_replicas is at least 1).
+    """
+    issues = prefill_autoscaling_issues(model)
+    if issues:
+        raise ValueError("; ".join(issues))
+    pd = model.prefill_decode
+    assert pd is not None and pd.prefill_autoscaling is not None
+    return _scaled_object(
+        model,
+        pd.prefill_autoscaling,
+        name=prefill_name(model.name),
+        role="prefill",
+        namespace=namespace,
+        query_endpoint=query_endpoint,
+        region=region,
+        capped=False,
+    )
 
 
 CAPPED_IN_FLIGHT_SHARE = 0.8
@@ -150,16 +205,38 @@ def scaled_object(
     issues = model_autoscaling_issues(model)
     if issues:
         raise ValueError("; ".join(issues))
-    scaling = model.autoscaling
-    assert scaling is not None
-    name = workload_name(model.name)
+    assert model.autoscaling is not None
+    return _scaled_object(
+        model,
+        model.autoscaling,
+        name=workload_name(model.name),
+        role=None,
+        namespace=namespace,
+        query_endpoint=query_endpoint,
+        region=region,
+        capped=capped,
+    )
+
+
+def _scaled_object(
+    model: ModelConfig,
+    scaling: ModelAutoscalingConfig,
+    *,
+    name: str,
+    role: Role | None,
+    namespace: str,
+    query_endpoint: str,
+    region: str,
+    capped: bool,
+) -> dict[str, Any]:
+    to_zero = scaling.min_replicas == 0
     spec: dict[str, Any] = {
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
         "minReplicaCount": scaling.min_replicas,
         "maxReplicaCount": scaling.max_replicas,
         "pollingInterval": scaling.polling_interval_seconds,
     }
-    if scales_to_zero(model):
+    if to_zero:
         spec["cooldownPeriod"] = scaling.cooldown_seconds
     spec["fallback"] = {
         "failureThreshold": FALLBACK_FAILURE_THRESHOLD,
@@ -168,7 +245,13 @@ def scaled_object(
     }
     spec["advanced"] = {"horizontalPodAutoscalerConfig": {"behavior": hpa_behavior(scaling)}}
     spec["triggers"] = _triggers(
-        model, namespace=namespace, query_endpoint=query_endpoint, region=region, capped=capped
+        model,
+        scaling,
+        role=role,
+        namespace=namespace,
+        query_endpoint=query_endpoint,
+        region=region,
+        capped=capped,
     )
     return {
         "apiVersion": KEDA_API,
@@ -250,19 +333,25 @@ def keda_values(
 
 
 def _triggers(
-    model: ModelConfig, *, namespace: str, query_endpoint: str, region: str, capped: bool
+    model: ModelConfig,
+    scaling: ModelAutoscalingConfig,
+    *,
+    role: Role | None,
+    namespace: str,
+    query_endpoint: str,
+    region: str,
+    capped: bool,
 ) -> list[dict[str, Any]]:
-    scaling = model.autoscaling
-    assert scaling is not None
     wanted: list[tuple[str, str, float]] = []
     if scaling.queue_target is not None:
-        wanted.append(("queue", queue_query(model, namespace), scaling.queue_target))
+        wanted.append(("queue", queue_query(model, namespace, role=role), scaling.queue_target))
     if scaling.kv_cache_target is not None:
-        wanted.append(("kv-cache", kv_cache_query(model, namespace), scaling.kv_cache_target))
+        wanted.append(("kv-cache", kv_cache_query(model, namespace, role=role), scaling.kv_cache_target))
+    to_zero = scaling.min_replicas == 0
     if capped:
         share = max(1, math.floor(model.max_concurrency * CAPPED_IN_FLIGHT_SHARE))
         wanted.append(("in-flight", in_flight_query(model, namespace), share))
-    elif scales_to_zero(model):
+    elif to_zero:
         wanted.append(("in-flight", in_flight_query(model, namespace), model.max_concurrency))
     return [
         {
@@ -275,7 +364,7 @@ def _triggers(
                 "query": query,
                 "threshold": _number(threshold),
                 "activationThreshold": "0",
-                "ignoreNullValues": "true" if scales_to_zero(model) else "false",
+                "ignoreNullValues": "true" if to_zero else "false",
             },
             "authenticationRef": {"name": TRIGGER_AUTHENTICATION, "kind": "TriggerAuthentication"},
         }
@@ -283,9 +372,12 @@ def _triggers(
     ]
 
 
-def _one_element(expression: str, model: ModelConfig) -> str:
-    """A model that can sit at zero replicas has no series then: answer 0 instead of nothing."""
-    return f"{expression} or vector(0)" if scales_to_zero(model) else expression
+def _one_element(expression: str, model: ModelConfig, role: Role | None) -> str:
+    """A model that can sit at zero replicas has no series then: answer 0 instead of nothing.
+
+    Prefill pods never scale to zero, whatever the model's own decode pods do.
+    """
+    return f"{expression} or vector(0)" if role != "prefill" and scales_to_zero(model) else expression
 
 
 def _promql_string(value: str) -> str:

@@ -371,7 +371,7 @@ def vllm_deployment(
     # KEDA owns the replica count of an autoscaled model: leaving it out keeps a re-apply of this
     # manifest from resetting it.
     if pd is not None and prefill:
-        replicas = {"replicas": pd.prefill_replicas}
+        replicas = {} if pd.prefill_autoscaling else {"replicas": pd.prefill_replicas}
     else:
         replicas = {} if model.autoscaling else {"replicas": model.replicas}
     return {

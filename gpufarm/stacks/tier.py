@@ -511,7 +511,12 @@ class GpuFarmStack(cdk.Stack):
             )
             if self.monitoring.dcgm_exporter is not None:
                 self.monitoring.dcgm_exporter.node.add_dependency(self.cluster.system_ready)
-        autoscaled = [m for m in cfg.models if m.autoscaling is not None]
+        autoscaled = [
+            m
+            for m in cfg.models
+            if m.autoscaling is not None
+            or (m.prefill_decode is not None and m.prefill_decode.prefill_autoscaling is not None)
+        ]
         self.autoscaling: KedaAutoscaling | None = None
         if autoscaled and self.monitoring is not None:
             self.autoscaling = KedaAutoscaling(

@@ -14,7 +14,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Template
 from constructs import Construct
 
-from gpufarm.config.model import AutoscalingConfig, ModelAutoscalingConfig, ModelConfig
+from gpufarm.config.model import AutoscalingConfig, ModelAutoscalingConfig, ModelConfig, PrefillDecodeConfig
 from gpufarm.constructs import enable_compliance_checks
 from gpufarm.constructs.autoscaling import KedaAutoscaling
 from gpufarm.k8s.autoscaling import keda_values, scaled_object, trigger_authentication
@@ -399,3 +399,31 @@ def test_keda_passes_cdk_nag(compliant_template: Path) -> None:
 
 def test_keda_template_has_no_cfn_lint_errors(compliant_template: Path) -> None:
     assert cfn_lint_errors(compliant_template) == []
+
+
+def test_prefill_pods_get_their_own_scaled_object_even_when_decode_pods_are_fixed() -> None:
+    split = ModelConfig(
+        name="llama-pd",
+        weights="meta-llama/Llama-3.3-70B-Instruct",
+        gpus=4,
+        replicas=2,  # decode pods fixed
+        prefill_decode=PrefillDecodeConfig(
+            prefill_autoscaling=ModelAutoscalingConfig(min_replicas=1, max_replicas=3, queue_target=2)
+        ),
+    )
+    stack = new_stack("KedaPrefill")
+    keda = KedaAutoscaling(
+        stack,
+        "Autoscaling",
+        cluster=imported_cluster(stack),
+        config=CONFIG,
+        workspace_arn=WORKSPACE_ARN,
+        query_endpoint=ENDPOINT,
+        region=REGION,
+        models=[split, FIXED],
+        serving_namespace=SERVING_NS,
+    )
+    assert sorted(keda.scaled_objects) == ["llama-pd/prefill"]
+    scaled = keda.scaled_objects["llama-pd/prefill"]
+    assert scaled["spec"]["scaleTargetRef"]["name"] == "vllm-llama-pd-prefill"
+    assert 'role="prefill"' in scaled["spec"]["triggers"][0]["metadata"]["query"]

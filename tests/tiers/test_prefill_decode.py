@@ -26,7 +26,10 @@ OTHER = "qwen3-32b-batch"
 def split(production_document: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
     models = [dict(m) for m in production_document["models"]]
     assert models[0]["name"] == MODEL
-    models[0]["prefill_decode"] = {"prefill_replicas": 1, "min_uncached_tokens": 1024}
+    models[0]["prefill_decode"] = {
+        "min_uncached_tokens": 1024,
+        "prefill_autoscaling": {"min_replicas": 1, "max_replicas": 2, "queue_target": 3},
+    }
     config = variant(
         production_document, {"models": models, "ingress": {"target_optimizer": {"enabled": False}}}
     )
@@ -53,7 +56,7 @@ def test_model_runs_decode_pods_behind_the_sidecar_and_separate_prefill_pods(
     prefill = manifest_of(template, "Deployment", disagg.prefill_name(MODEL))
     assert decode["spec"]["template"]["metadata"]["labels"][disagg.ROLE_LABEL] == "decode"
     assert prefill["spec"]["template"]["metadata"]["labels"][disagg.ROLE_LABEL] == "prefill"
-    assert prefill["spec"]["replicas"] == 1
+    assert "replicas" not in prefill["spec"]  # KEDA sizes the prefill pods
     sidecars = [c["name"] for c in decode["spec"]["template"]["spec"].get("initContainers", [])]
     assert disagg.SIDECAR_CONTAINER in sidecars
     # Both roles land where the model does, and prefill pods hold GPUs like decode pods.
@@ -98,11 +101,14 @@ def test_load_balancer_and_gateway_reach_the_router(template: dict[str, Any]) ->
     assert bases[f"vllm-{MODEL}"].startswith(f"http://{router_name(MODEL)}.")
 
 
-def test_keda_scales_the_decode_deployment_on_decode_pods(template: dict[str, Any]) -> None:
-    scaled = manifest_of(template, "ScaledObject", workload_name(MODEL))
-    assert scaled["spec"]["scaleTargetRef"]["name"] == workload_name(MODEL)
-    queries = [t["metadata"]["query"] for t in scaled["spec"]["triggers"]]
-    assert queries and all('role="decode"' in q for q in queries)
+def test_keda_scales_each_role_on_its_own_pods(template: dict[str, Any]) -> None:
+    for target, role in ((workload_name(MODEL), "decode"), (disagg.prefill_name(MODEL), "prefill")):
+        scaled = manifest_of(template, "ScaledObject", target)
+        assert scaled["spec"]["scaleTargetRef"]["name"] == target
+        queries = [t["metadata"]["query"] for t in scaled["spec"]["triggers"]]
+        assert queries and all(f'role="{role}"' in q for q in queries)
+    prefill = manifest_of(template, "ScaledObject", disagg.prefill_name(MODEL))
+    assert (prefill["spec"]["minReplicaCount"], prefill["spec"]["maxReplicaCount"]) == (1, 2)
 
 
 def test_split_variant_passes_the_gates(split: Path) -> None:

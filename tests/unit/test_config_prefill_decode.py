@@ -91,6 +91,20 @@ def test_efa_pods_take_the_nodes_efa_interfaces_in_proportion_to_their_gpus() ->
     assert pd_efa_devices(tier, tier.models[2]) == (0, 0)  # not disaggregated
 
 
+def test_autoscaled_prefill_pods_cost_their_fewest_at_base_and_most_at_peak() -> None:
+    scaling = {"min_replicas": 1, "max_replicas": 3, "queue_target": 4}
+    split = make_enterprise(NO_OPTIMIZER, with_model(1, prefill_decode={"prefill_autoscaling": scaling}))
+    plain = make_enterprise(NO_OPTIMIZER)
+    model = split.models[1]
+    assert (model.prefill_gpus_at(peak=False), model.prefill_gpu_demand) == (1 * 4, 3 * 4)
+
+    def gpus(tier: TierConfig, which: str) -> int:
+        return sum(getattr(a, f"{which}_gpus") for a in gpu_allocations(tier) if a.target.startswith("h100"))
+
+    assert gpus(split, "base") - gpus(plain, "base") == 4
+    assert gpus(split, "peak") - gpus(plain, "peak") == 12
+
+
 INVALID: list[Any] = [
     pytest.param(
         (NO_OPTIMIZER, with_model(1, prefill_decode=pd(), kv_cache_routing=True)),
@@ -212,6 +226,61 @@ INVALID: list[Any] = [
             "'h100', whose node groups and pool limits hold 32), got 'h100'"
         ],
         id="prefill-pods-exceed-the-class",
+    ),
+    pytest.param(
+        (
+            NO_OPTIMIZER,
+            with_model(
+                1,
+                prefill_decode=pd(
+                    prefill_replicas=2, prefill_autoscaling={"min_replicas": 1, "max_replicas": 2}
+                ),
+            ),
+        ),
+        [
+            "models[1].prefill_decode.prefill_replicas: must be unset when prefill_autoscaling is set "
+            "(KEDA sizes the prefill pods between its min and max), got 2"
+        ],
+        id="prefill-replicas-with-prefill-autoscaling",
+    ),
+    pytest.param(
+        (
+            NO_OPTIMIZER,
+            with_model(
+                1,
+                prefill_decode={
+                    "prefill_autoscaling": {"min_replicas": 0, "max_replicas": 2, "queue_target": None}
+                },
+            ),
+        ),
+        [
+            "models[1].prefill_decode.prefill_autoscaling.min_replicas: must be at least 1 (the picker "
+            "sends a long prompt to a prefill pod whenever it disaggregates), got 0",
+            "models[1].prefill_decode.prefill_autoscaling: must set queue_target and/or kv_cache_target "
+            "(the metrics it scales on), got neither",
+        ],
+        id="prefill-autoscaling-to-zero-without-targets",
+    ),
+    pytest.param(
+        (
+            NO_OPTIMIZER,
+            {"observability": {"prometheus": {"enabled": False}}},
+            {
+                "models": [
+                    {
+                        **m,
+                        "autoscaling": None,
+                        **({"prefill_decode": {"prefill_autoscaling": {}}} if i == 1 else {}),
+                    }
+                    for i, m in enumerate(enterprise_document()["models"])
+                ]
+            },
+        ),
+        [
+            "models[1].prefill_decode.prefill_autoscaling: needs observability.prometheus.enabled: true "
+            "(KEDA reads vLLM metrics from Amazon Managed Prometheus), got false"
+        ],
+        id="prefill-autoscaling-without-prometheus",
     ),
     pytest.param(
         (NO_OPTIMIZER, with_model(1, prefill_decode=pd(block_size=24))),

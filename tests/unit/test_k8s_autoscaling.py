@@ -16,6 +16,7 @@ from gpufarm.k8s.autoscaling import (
     keda_values,
     kv_cache_query,
     model_autoscaling_issues,
+    prefill_scaled_object,
     queue_query,
     scaled_object,
     series_selector,
@@ -395,3 +396,71 @@ def test_disaggregated_model_scales_on_its_decode_pods_only() -> None:
         'model_name="meta-llama/Llama-3.3-70B-Instruct",role="decode"})'
     )
     assert render(split)["spec"]["scaleTargetRef"]["name"] == workload_name("llama")
+
+
+PREFILL_SCALED = CRITICAL.model_copy(
+    update={
+        "prefill_decode": PrefillDecodeConfig(
+            prefill_autoscaling=ModelAutoscalingConfig(min_replicas=1, max_replicas=5, queue_target=2)
+        )
+    }
+)
+
+
+def _prefill(model: ModelConfig) -> dict[str, Any]:
+    return prefill_scaled_object(model, namespace="gpufarm", query_endpoint=ENDPOINT, region="us-east-1")
+
+
+def test_prefill_pods_scale_on_their_own_queue() -> None:
+    scaled = _prefill(PREFILL_SCALED)
+    assert scaled["metadata"]["name"] == "vllm-llama-prefill"
+    assert scaled["spec"]["scaleTargetRef"]["name"] == "vllm-llama-prefill"
+    assert (scaled["spec"]["minReplicaCount"], scaled["spec"]["maxReplicaCount"]) == (1, 5)
+    (queue,) = scaled["spec"]["triggers"]
+    assert queue["metadata"]["query"] == (
+        'sum(vllm:num_requests_waiting{namespace="gpufarm",'
+        'model_name="meta-llama/Llama-3.3-70B-Instruct",role="prefill"})'
+    )
+    assert queue["metadata"]["threshold"] == "2"
+    validate_crd(scaled, SCALED_OBJECTS, "v1alpha1")
+
+
+def test_prefill_queries_never_fall_back_to_zero_when_decode_pods_may() -> None:
+    # The decode pods of a non-critical model may park at zero; its prefill pods keep one.
+    parkable = PREFILL_SCALED.model_copy(
+        update={
+            "critical": False,
+            "autoscaling": ModelAutoscalingConfig(min_replicas=0, max_replicas=2, queue_target=5),
+        }
+    )
+    (queue,) = _prefill(parkable)["spec"]["triggers"]
+    assert "vector(0)" not in queue["metadata"]["query"]
+    assert queue["metadata"]["ignoreNullValues"] == "false"
+    assert "cooldownPeriod" not in _prefill(parkable)["spec"]
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        (
+            CRITICAL,
+            "model 'llama': 'prefill_decode.prefill_autoscaling' must be set to scale its prefill "
+            "pods, got None",
+        ),
+        (
+            CRITICAL.model_copy(
+                update={
+                    "prefill_decode": PrefillDecodeConfig(
+                        prefill_autoscaling=ModelAutoscalingConfig(min_replicas=0, max_replicas=2)
+                    )
+                }
+            ),
+            "model 'llama': 'prefill_decode.prefill_autoscaling.min_replicas' must be 1 to max_replicas "
+            "(2), got 0",
+        ),
+    ],
+)
+def test_invalid_prefill_scaling_is_rejected(model: ModelConfig, message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        _prefill(model)
+    assert str(caught.value) == message

@@ -295,3 +295,11 @@ def test_disaggregated_router_cannot_target_leaders() -> None:
 def test_router_objects_are_valid() -> None:
     for doc in _router().values():
         validate_core(doc)
+
+
+def test_autoscaled_prefill_pods_leave_replicas_to_keda() -> None:
+    m = ModelConfig.model_validate(
+        {**model().model_dump(), "prefill_decode": {"prefill_autoscaling": {"max_replicas": 4}}}
+    )
+    assert "replicas" not in deployment("prefill", m)["spec"]
+    assert deployment("decode", m)["spec"]["replicas"] == 3  # the decode pods keep theirs
