@@ -387,13 +387,9 @@ def _models(cfg: TierConfig) -> Iterator[ConfigIssue]:
         else:
             yield from _model_placement(cfg, where, model)
         yield from _model_autoscaling(cfg, where, model)
-        for j, arg in enumerate(model.extra_args):
-            flag = arg.split("=", 1)[0]
-            if flag in RESERVED_VLLM_FLAGS:
-                yield ConfigIssue(
-                    path=f"{where}.extra_args[{j}]",
-                    message=f"must not set {flag} (gpufarm derives it from the model config), got {arg!r}",
-                )
+        yield from _reserved_flags(
+            where, model, RESERVED_VLLM_FLAGS, "(gpufarm derives it from the model config)"
+        )
     yield from _share_names(cfg)
     yield from _capacity_demand(cfg)
 
@@ -402,6 +398,18 @@ def _gpus_per_instance(target: NodePoolConfig | NodeGroupConfig) -> int:
     if isinstance(target, NodeGroupConfig):
         return gpus_in(target.instance_type) or 0
     return _pool_max_gpus(target)
+
+
+def _reserved_flags(
+    where: str, model: ModelConfig, flags: tuple[str, ...], why: str
+) -> Iterator[ConfigIssue]:
+    """An issue per `extra_args` entry (`--flag` or `--flag=value`) that sets one of `flags`."""
+    for j, arg in enumerate(model.extra_args):
+        flag = arg.split("=", 1)[0]
+        if flag in flags:
+            yield ConfigIssue(
+                path=f"{where}.extra_args[{j}]", message=f"must not set {flag} {why}, got {arg!r}"
+            )
 
 
 def _fits_one_instance(
@@ -936,14 +944,12 @@ def _prefill_decode(cfg: TierConfig) -> Iterator[ConfigIssue]:
                     "whenever it disaggregates), got 0",
                 )
             yield from _scaling(cfg, scaling_path, pd.prefill_autoscaling, critical=False)
-        for j, arg in enumerate(model.extra_args):
-            flag = arg.split("=", 1)[0]
-            if flag in PD_RESERVED_VLLM_FLAGS:
-                yield ConfigIssue(
-                    path=f"models[{i}].extra_args[{j}]",
-                    message=f"must not set {flag} on a prefill/decode model (gpufarm derives it from "
-                    f"prefill_decode), got {arg!r}",
-                )
+        yield from _reserved_flags(
+            f"models[{i}]",
+            model,
+            PD_RESERVED_VLLM_FLAGS,
+            "on a prefill/decode model (gpufarm derives it from prefill_decode)",
+        )
 
     if any(m.prefill_decode is not None for m in cfg.models):
         taken = {DECODE_ENGINE_PORT: "the decode pods' vLLM", NIXL_SIDE_CHANNEL_PORT: "NIXL's side channel"}
