@@ -148,12 +148,14 @@ def plugins_config(pd: PrefillDecodeConfig) -> str:
     """The picker's `EndpointPickerConfig` for prefill/decode, as the file it reads.
 
     Two scheduling profiles, each scoring its role's pods on prefix-cache hits (weight 2) and
-    queue depth (weight 1). `disagg-profile-handler` always runs the decode profile and runs the
+    queue depth (weight 1). `disagg-profile-handler` always runs the decode profile, runs the
     prefill profile only when `prefix-based-pd-decider` finds at least `min_uncached_tokens`
-    uncached prompt tokens; `disagg-headers-handler` writes the prefill pod into
-    :data:`PREFILLER_HEADER`. `approx-prefix-cache-producer` builds the prefix index both the
-    scorer and the decider read; its block size must be the engines' (`autoTune` would leave it
-    unset and the decider would never disaggregate).
+    uncached prompt tokens, and writes the prefill pod into :data:`PREFILLER_HEADER` (in v0.9.0
+    it implements PreRequest itself; the separate `disagg-headers-handler` is deprecated:
+    llm-d/llm-d-router@v0.9.0 disagg_headers_handler.go, and upstream's P/D example
+    deploy/config/pd-epp-config.yaml declares no headers handler). `approx-prefix-cache-producer`
+    builds the prefix index both the scorer and the decider read; its block size must be the
+    engines' (`autoTune` would leave it unset and the decider would never disaggregate).
     """
     scorers = [
         {"pluginRef": "max-score-picker"},
@@ -174,7 +176,6 @@ def plugins_config(pd: PrefillDecodeConfig) -> str:
                 },
             },
             {"type": "prefix-cache-scorer"},
-            {"type": "disagg-headers-handler"},
             {"type": "queue-scorer"},
             {"type": "prefill-filter"},
             {"type": "decode-filter"},

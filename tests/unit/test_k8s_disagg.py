@@ -11,10 +11,12 @@ from gpufarm.config.model import ModelConfig, PrefillDecodeConfig, ServingConfig
 from gpufarm.k8s import disagg, routing
 from gpufarm.k8s.labels import EFA_RESOURCE, GPU_RESOURCE, model_selector, workload_name
 from gpufarm.k8s.serving import vllm_deployment
+from tests.conftest import REPO
 
 from .k8s_schema import validate_core
 
 SERVING = ServingConfig()
+UPSTREAM_EPP = REPO.parent / "shared" / "upstream-ref" / "epp-llm-d@v0.9.0.json"
 EFA_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-efa:v0.31.0"
 
 
@@ -254,7 +256,29 @@ def test_picker_disaggregates_only_long_uncached_prompts() -> None:
     # The prefix index must chunk prompts as the engines do, or the decider never fires.
     assert plugins["approx-prefix-cache-producer"]["blockSizeTokens"] == 64
     assert plugins["approx-prefix-cache-producer"]["autoTune"] is False
-    assert "disagg-headers-handler" in plugins
+
+
+def test_picker_follows_upstreams_v0_9_0_pd_example() -> None:
+    # llm-d-router v0.9.0 deprecates `disagg-headers-handler`: `disagg-profile-handler` writes the
+    # prefill header itself (deploy/config/pd-epp-config.yaml declares these plugins, no other).
+    assert [p["type"] for p in _plugins()["plugins"]] == [
+        "approx-prefix-cache-producer",
+        "prefix-cache-scorer",
+        "queue-scorer",
+        "prefill-filter",
+        "decode-filter",
+        "max-score-picker",
+        "prefix-based-pd-decider",
+        "disagg-profile-handler",
+    ]
+
+
+@pytest.mark.skipif(not UPSTREAM_EPP.exists(), reason="../shared/upstream-ref is not beside the repo")
+def test_picker_uses_no_plugin_upstream_deprecates() -> None:
+    upstream = json.loads(UPSTREAM_EPP.read_text())
+    types = {p["type"] for p in _plugins()["plugins"]}
+    assert types <= set(upstream["plugins"])
+    assert not types & set(upstream["deprecated_plugins"])
 
 
 def test_picker_profiles_filter_by_role_and_use_declared_plugins() -> None:
