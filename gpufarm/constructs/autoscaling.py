@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -90,6 +91,7 @@ class KedaAutoscaling(Construct):
             service_account=k8s_autoscaling.OPERATOR_SERVICE_ACCOUNT,
             role_arn=self.role.role_arn,
         )
+        values = k8s_autoscaling.keda_values(node_selector=dict(node_selector) if node_selector else None)
         self.chart = eks.HelmChart(
             self,
             "Chart",
@@ -100,10 +102,17 @@ class KedaAutoscaling(Construct):
             release="keda",
             namespace=config.namespace,
             create_namespace=True,
-            values=k8s_autoscaling.keda_values(node_selector=dict(node_selector) if node_selector else None),
+            values=values,
             wait=True,
             timeout=CHART_TIMEOUT,
         )
+        # The values' nulls delete chart defaults (the CPU limits), but a None inside a map does
+        # not survive the hand-over to aws-cdk-lib: the key would vanish and Helm would keep the
+        # default. The kubectl handler json.loads() this property into the values file, so the
+        # JSON text carries the nulls through (the values hold no tokens).
+        handler = self.chart.node.default_child
+        assert isinstance(handler, Construct) and isinstance(handler.node.default_child, cdk.CfnResource)
+        handler.node.default_child.add_property_override("Values", json.dumps(values))
         # The operator reads its credentials when its pod starts: role, policy and association first.
         self.chart.node.add_dependency(self.pod_identity, self.role)
         self.scaled_objects: dict[str, dict[str, Any]] = {

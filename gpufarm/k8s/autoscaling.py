@@ -298,9 +298,16 @@ def keda_values(
     The operator's service account is named OPERATOR_SERVICE_ACCOUNT, which the Pod Identity
     association targets. Secret access is restricted to KEDA's own namespace: the triggers
     authenticate with Pod Identity, not secrets.
+
+    Limits are memory only: no CPU limit, so a busy operator is not throttled while it has a
+    CPU request to stand on. The chart's defaults carry `limits.cpu: 1` for each pod
+    (kedacore/charts@v2.18.1 keda/values.yaml) and Helm merges maps key by key, so the CPU
+    limit is set to None (null): "If you need to delete a key from the default values, you may
+    override the value of the key to be null, in which case Helm will remove the key from the
+    overridden values merge" (https://helm.sh/docs/chart_template_guide/values_files/#deleting-a-default-key).
     """
-    small = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
-    operator = {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+    small = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": None, "memory": "512Mi"}}
+    operator = {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"cpu": None, "memory": "1Gi"}}
     values: dict[str, Any] = {
         "operator": {"replicaCount": operator_replicas},
         "metricsServer": {"replicaCount": 1},

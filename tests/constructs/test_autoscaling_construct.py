@@ -30,6 +30,7 @@ from tests.constructs.helpers import (
     new_stack,
     resources,
 )
+from tests.helm import chart_available, chart_defaults, helm_merge
 
 HELM_CHART = "Custom::AWSCDK-EKS-HelmChart"
 WORKSPACE_ID = "ws-0123abcd-4567-89ef-0123-456789abcdef"
@@ -37,6 +38,7 @@ WORKSPACE_ARN = f"arn:aws:aps:us-east-1:123456789012:workspace/{WORKSPACE_ID}"
 ENDPOINT = f"https://aps-workspaces.us-east-1.amazonaws.com/workspaces/{WORKSPACE_ID}"
 SERVING_NS = "inference"
 CONFIG = AutoscalingConfig(keda_chart_version="2.18.1", namespace="autoscaler")
+KEDA_CHART = f"keda@{CONFIG.keda_chart_version}"
 
 CRITICAL = ModelConfig(
     name="llama",
@@ -182,6 +184,18 @@ def test_chart_waits_for_ready_pods_with_a_timeout(built: Built) -> None:
 
 def test_chart_values(built: Built) -> None:
     assert json.loads(_resource(built, built.keda.chart)["Properties"]["Values"]) == keda_values()
+
+
+@pytest.mark.skipif(not chart_available(KEDA_CHART), reason="../shared/upstream-ref is not beside the repo")
+def test_deployed_values_delete_the_charts_cpu_limits(built: Built) -> None:
+    # What the kubectl handler hands Helm, merged over the chart's defaults as Helm does.
+    values = json.loads(_resource(built, built.keda.chart)["Properties"]["Values"])
+    rendered = helm_merge(chart_defaults(KEDA_CHART), values)["resources"]
+    assert {pod: set(r["limits"]) for pod, r in rendered.items()} == {
+        "operator": {"memory"},
+        "metricServer": {"memory"},
+        "webhooks": {"memory"},
+    }
 
 
 def test_node_selector_reaches_the_chart_values() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gpufarm.config import ModelConfig, TierConfig, load_preset
-from gpufarm.config.model import ModelAutoscalingConfig, PrefillDecodeConfig
+from gpufarm.config.model import AutoscalingConfig, ModelAutoscalingConfig, PrefillDecodeConfig
 from gpufarm.k8s.autoscaling import (
     FALLBACK_FAILURE_THRESHOLD,
     OPERATOR_SERVICE_ACCOUNT,
@@ -23,10 +23,12 @@ from gpufarm.k8s.autoscaling import (
     trigger_authentication,
 )
 from gpufarm.k8s.labels import MODEL_LABEL, workload_name
+from tests.helm import chart_available, chart_defaults, helm_merge
 
 from .k8s_schema import validate_crd
 
 NS = "gpufarm"
+KEDA_CHART = f"keda@{AutoscalingConfig().keda_chart_version}"
 REGION = "us-east-1"
 ENDPOINT = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123abcd-4567-89ef-0123-456789abcdef"
 SCALED_OBJECTS = "keda.sh_scaledobjects.yaml"
@@ -358,6 +360,20 @@ def test_values_request_resources_for_every_keda_pod() -> None:
     for pod in resources.values():
         assert set(pod["requests"]) == {"cpu", "memory"}
         assert "memory" in pod["limits"]
+
+
+@pytest.mark.skipif(not chart_available(KEDA_CHART), reason="../shared/upstream-ref is not beside the repo")
+def test_rendered_keda_pods_have_memory_limits_only() -> None:
+    # The chart's defaults limit every pod to 1 CPU; Helm merges our limits into them, so the
+    # values must delete the key (null) or the pods keep the chart's CPU limit.
+    defaults = chart_defaults(KEDA_CHART)["resources"]
+    assert all(pod["limits"]["cpu"] == 1 for pod in defaults.values())
+    rendered = helm_merge(chart_defaults(KEDA_CHART), keda_values())["resources"]
+    assert rendered == {
+        "operator": {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+        "metricServer": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+        "webhooks": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+    }
 
 
 def test_values_restrict_secret_access() -> None:
