@@ -72,6 +72,11 @@ _SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool
 
 CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
+        "environment.region",
+        "one with a known Amazon EKS image registry (gpufarm/k8s/registries.py) when a node "
+        "group sets `efa`: the EFA device plugin is pulled from the region's own registry.",
+    ),
+    (
         "environment.availability_zones",
         "every zone belongs to `environment.region` (the region plus one letter); no zone is listed twice.",
     ),

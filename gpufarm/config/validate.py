@@ -39,6 +39,7 @@ from gpufarm.config.model import (
 from gpufarm.config.sizing import fsx_required_gib, is_valid_fsx_capacity
 from gpufarm.k8s.disagg import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PORT, PD_RESERVED_VLLM_FLAGS
 from gpufarm.k8s.labels import leader_service_name, router_name, workload_name
+from gpufarm.k8s.registries import EKS_REGISTRY_ACCOUNTS
 from gpufarm.k8s.storage import split_s3_uri
 
 SUPPORTED_KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
@@ -243,6 +244,14 @@ def _node_groups(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 message=f"must differ from every node pool's name (models name either), got {group.name!r}",
             )
     yield from _unique_ids("node_groups", [g.name for g in cfg.node_groups])
+    region = cfg.environment.region
+    if any(g.efa for g in cfg.node_groups) and region not in EKS_REGISTRY_ACCOUNTS:
+        yield ConfigIssue(
+            path="environment.region",
+            message="must have a known Amazon EKS image registry when a node group sets efa (the "
+            "EFA device plugin is pulled from the region's own registry; see "
+            f"gpufarm/k8s/registries.py), got {region!r}",
+        )
     if cfg.node_groups and cfg.cluster.provisioning is not Provisioning.KARPENTER:
         yield ConfigIssue(
             path="node_groups",

@@ -492,8 +492,10 @@ class EfaDevicePlugin(Construct):
 
     It advertises `vpc.amazonaws.com/efa` on nodes labelled `gpufarm.io/efa: "true"` (reserved
     node groups and Karpenter pools with `efa`), tolerating the GPU taint. The EKS AL2023 and
-    Bottlerocket AMIs ship the EFA host software but not this plugin. Defaults: chart
-    `v0.5.29`, namespace `kube-system`.
+    Bottlerocket AMIs ship the EFA host software but not this plugin. The image is pulled from
+    the EKS registry of the stack's region (the chart's default is us-west-2's); the stack
+    must name its region, one with a known EKS registry. Defaults: chart `v0.5.29`, namespace
+    `kube-system`.
     """
 
     def __init__(
@@ -506,7 +508,13 @@ class EfaDevicePlugin(Construct):
         namespace: str = "kube-system",
     ) -> None:
         super().__init__(scope, id)
-        self.values = efa_device_plugin_values()
+        region = cdk.Stack.of(self).region
+        if cdk.Token.is_unresolved(region):
+            raise ValueError(
+                "EfaDevicePlugin needs a stack with an explicit region (its image is pulled from "
+                "that region's Amazon EKS registry), got an environment-agnostic stack"
+            )
+        self.values = efa_device_plugin_values(region)
         self.chart = eks.HelmChart(
             self,
             "Resource",

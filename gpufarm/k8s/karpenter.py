@@ -17,6 +17,7 @@ from gpufarm.k8s.labels import (
     nodepool_name,
 )
 from gpufarm.k8s.nodepool import gpu_nodepool
+from gpufarm.k8s.registries import eks_registry
 
 KARPENTER_LABEL_DOMAIN = "karpenter.k8s.aws"
 """Prefix of the instance labels Karpenter puts on the nodes it launches."""
@@ -48,6 +49,9 @@ at the 125 MiB/s baseline, for a few dollars a month per node."""
 
 BOTTLEROCKET_OS_VOLUME_GIB = 4
 """Bottlerocket's OS volume (`/dev/xvda`), the size Karpenter gives it by default."""
+
+EFA_DEVICE_PLUGIN_IMAGE = "eks/aws-efa-k8s-device-plugin"
+"""The EFA device plugin's repository within an EKS image registry (the chart's default image)."""
 
 EFA_NETWORK_CARDS: dict[str, int] = {
     "p4d.24xlarge": 4,
@@ -327,7 +331,7 @@ def nvidia_device_plugin_values() -> dict[str, Any]:
     }
 
 
-def efa_device_plugin_values() -> dict[str, Any]:
+def efa_device_plugin_values(region: str) -> dict[str, Any]:
     """Helm values of the `aws-efa-k8s-device-plugin` chart: a DaemonSet on EFA nodes only.
 
     The chart builds its required node affinity from `supportedInstanceLabels` (by default a
@@ -335,8 +339,16 @@ def efa_device_plugin_values() -> dict[str, Any]:
     "true"` label that reserved node groups and `efa` Karpenter pools put on their nodes, so the
     plugin runs exactly where EFA interfaces were attached. It tolerates the `nvidia.com/gpu`
     taint of GPU nodes (the chart adds `CriticalAddonsOnly` itself).
+
+    The image comes from the EKS registry of `region`. The chart's default repository is
+    us-west-2's (`602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin`,
+    aws/eks-charts stable/aws-efa-k8s-device-plugin/values.yaml), which a node elsewhere reaches
+    only across the internet; EKS replicates its images to every region it supports (see
+    :mod:`gpufarm.k8s.registries`). The tag stays the chart's own. Raises ValueError for a
+    region without a known EKS registry.
     """
     return {
+        "image": {"repository": f"{eks_registry(region)}/{EFA_DEVICE_PLUGIN_IMAGE}"},
         "supportedInstanceLabels": {"keys": [EFA_LABEL], "values": ["true"]},
         "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
     }

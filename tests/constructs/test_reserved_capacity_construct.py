@@ -557,7 +557,7 @@ def test_efa_uses_the_security_group_of_a_cluster_that_exposes_it() -> None:
 
 def test_efa_nodes_run_the_efa_device_plugin() -> None:
     labels = node_group_labels(CREATED)
-    selector = efa_device_plugin_values()["supportedInstanceLabels"]
+    selector = efa_device_plugin_values(REGION)["supportedInstanceLabels"]
     assert any(labels.get(key) in selector["values"] for key in selector["keys"])
     assert EFA_LABEL not in node_group_labels(ONE_ODCR)
 
@@ -571,7 +571,32 @@ def test_efa_device_plugin_chart_is_pinned(built: Built) -> None:
     assert chart["Chart"] == "aws-efa-k8s-device-plugin"
     assert chart["Version"] == EFA_DEVICE_PLUGIN_CHART_VERSION == "v0.5.29"
     assert chart["Namespace"] == "kube-system"
-    assert json.loads(chart["Values"]) == efa_device_plugin_values()
+    assert json.loads(chart["Values"]) == efa_device_plugin_values(REGION)
+
+
+@pytest.mark.parametrize(
+    ("region", "repository"),
+    [
+        ("us-east-1", "602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/aws-efa-k8s-device-plugin"),
+        ("af-south-1", "877085696533.dkr.ecr.af-south-1.amazonaws.com/eks/aws-efa-k8s-device-plugin"),
+    ],
+)
+def test_efa_device_plugin_image_is_pulled_in_the_stacks_region(region: str, repository: str) -> None:
+    app = cdk.App(context=cdk_context())
+    stack = cdk.Stack(app, "Efa", env=cdk.Environment(region=region))
+    plugin = EfaDevicePlugin(stack, "EfaDevicePlugin", cluster=imported_cluster(stack))
+    chart = Template.from_stack(stack).to_json()["Resources"][logical_id(plugin.chart)]["Properties"]
+    assert json.loads(chart["Values"])["image"] == {"repository": repository}
+
+
+def test_efa_device_plugin_needs_a_stack_region() -> None:
+    stack = cdk.Stack(cdk.App(context=cdk_context()), "Agnostic")
+    with pytest.raises(ValueError) as caught:
+        EfaDevicePlugin(stack, "EfaDevicePlugin", cluster=imported_cluster(stack))
+    assert str(caught.value) == (
+        "EfaDevicePlugin needs a stack with an explicit region (its image is pulled from that "
+        "region's Amazon EKS registry), got an environment-agnostic stack"
+    )
 
 
 # --------------------------------------------------------------------------- invalid input

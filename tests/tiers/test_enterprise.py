@@ -108,7 +108,11 @@ def test_only_efa_groups_get_efa_interfaces_and_the_device_plugin(
         data = _launch_data(enterprise_template, _node_group(enterprise_template, group.name))
         kinds = {i.get("InterfaceType") for i in data.get("NetworkInterfaces", [])}
         assert bool(kinds & {"efa", "efa-only"}) is group.efa, group.name
-    assert _helm(enterprise_template, "aws-efa-k8s-device-plugin")
+    values = json.loads(_helm(enterprise_template, "aws-efa-k8s-device-plugin")["Values"])
+    # Pulled in the tier's region, not from the chart's us-west-2 default (through NAT).
+    assert values["image"]["repository"] == (
+        f"602401143452.dkr.ecr.{ENTERPRISE.environment.region}.amazonaws.com/eks/aws-efa-k8s-device-plugin"
+    )
 
 
 # ----------------------------------------------------------------------------- the capacity mix

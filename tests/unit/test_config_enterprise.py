@@ -10,7 +10,7 @@ from gpufarm.config import ConfigError, TierConfig, load_preset
 from gpufarm.config.model import CompliancePack, NodeGroupConfig, NodePoolConfig, ReservationKind
 from gpufarm.config.validate import placement_of
 
-from .factories import enterprise_part, make_enterprise, overrides
+from .factories import enterprise_document, enterprise_part, make_enterprise, overrides
 
 NLB_MODELS = {
     "models": [
@@ -20,6 +20,26 @@ NLB_MODELS = {
         )
     ]
 }
+
+
+def in_region(region: str, *, efa: bool = True) -> dict[str, Any]:
+    """The enterprise preset moved to `region`: zones, node groups and certificate follow."""
+    document = enterprise_document()
+    groups = [
+        {
+            **g,
+            "availability_zone": g["availability_zone"].replace("us-east-1", region),
+            "efa": g.get("efa", False) and efa,
+        }
+        for g in document["node_groups"]
+    ]
+    return {
+        "environment": {"region": region, "availability_zones": [f"{region}{z}" for z in "abc"]},
+        "node_groups": groups,
+        "ingress": {"certificate_arn": document["ingress"]["certificate_arn"].replace("us-east-1", region)},
+    }
+
+
 NLB = overrides(
     {"ingress": {"kind": "nlb", "target_optimizer": {"enabled": False}, "waf": {"enabled": False}}},
     {"ingress": {"lcu_reservation": None}},
@@ -298,6 +318,15 @@ INVALID: list[Any] = [
         id="efa-on-a-pool",
     ),
     pytest.param(
+        in_region("us-west-9"),
+        [
+            "environment.region: must have a known Amazon EKS image registry when a node group "
+            "sets efa (the EFA device plugin is pulled from the region's own registry; see "
+            "gpufarm/k8s/registries.py), got 'us-west-9'"
+        ],
+        id="efa-in-a-region-without-a-known-eks-registry",
+    ),
+    pytest.param(
         overrides(NLB, {"ingress": {"slow_start_seconds": 10}}),
         ["ingress.slow_start_seconds: must be 0 (off) or 30-900, got 10"],
         id="nlb-slow-start-out-of-range",
@@ -340,6 +369,8 @@ VALID: list[Any] = [
     ),
     # An NLB has no routing algorithm, so slow start is not refused there (it does not apply).
     pytest.param(overrides(NLB, {"ingress": {"slow_start_seconds": 30}}), id="nlb-slow-start-30"),
+    pytest.param(in_region("us-west-2"), id="efa-in-another-region-with-a-known-registry"),
+    pytest.param(in_region("us-west-9", efa=False), id="no-efa-needs-no-known-registry"),
 ]
 
 

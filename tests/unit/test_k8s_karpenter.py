@@ -10,8 +10,10 @@ import pytest
 from gpufarm.config import CapacityType, NodePoolConfig, TierConfig, load_preset
 from gpufarm.config.loader import preset_names
 from gpufarm.config.model import AmiFamily, PoolPurpose
+from gpufarm.constructs.reserved_capacity import EFA_DEVICE_PLUGIN_CHART, EFA_DEVICE_PLUGIN_CHART_VERSION
 from gpufarm.k8s.karpenter import (
     AMI_FAMILY_LABEL,
+    EFA_DEVICE_PLUGIN_IMAGE,
     EFA_NETWORK_CARDS,
     GPU_MANUFACTURER_LABEL,
     NODEGROUP_LABEL,
@@ -27,8 +29,11 @@ from gpufarm.k8s.karpenter import (
 )
 from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, EFA_LABEL, POOL_LABEL
 from gpufarm.k8s.nodepool import auto_mode_gpu_nodepool
+from tests.helm import chart_available, chart_defaults, helm_merge
 
 from .k8s_schema import crd_errors, nodepool_errors
+
+EFA_CHART = f"{EFA_DEVICE_PLUGIN_CHART}@{EFA_DEVICE_PLUGIN_CHART_VERSION}"
 
 NODECLASS_CRD = "karpenter.k8s.aws_ec2nodeclasses.yaml"
 ROLE = "gpufarm-karpenter-node"
@@ -546,7 +551,7 @@ def test_nodepool_labels_efa_nodes_only() -> None:
 
 def efa_plugin_schedulable_on(labels: dict[str, str]) -> bool:
     """Whether the chart's DaemonSet may land on a node: one affinity term per label key."""
-    selector = efa_device_plugin_values()["supportedInstanceLabels"]
+    selector = efa_device_plugin_values("us-east-1")["supportedInstanceLabels"]
     return any(labels.get(key) in selector["values"] for key in selector["keys"])
 
 
@@ -558,4 +563,37 @@ def test_efa_device_plugin_runs_on_efa_nodes_only() -> None:
 
 def test_efa_device_plugin_tolerates_the_gpu_taint() -> None:
     taints = karpenter_gpu_nodepool(EFA_POOL)["spec"]["template"]["spec"]["taints"]
-    assert all(tolerates(efa_device_plugin_values()["tolerations"], t) for t in taints)
+    assert all(tolerates(efa_device_plugin_values("us-east-1")["tolerations"], t) for t in taints)
+
+
+@pytest.mark.parametrize(
+    ("region", "repository"),
+    [
+        ("us-east-1", "602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/aws-efa-k8s-device-plugin"),
+        ("eu-south-1", "590381155156.dkr.ecr.eu-south-1.amazonaws.com/eks/aws-efa-k8s-device-plugin"),
+        ("cn-north-1", "918309763551.dkr.ecr.cn-north-1.amazonaws.com.cn/eks/aws-efa-k8s-device-plugin"),
+    ],
+)
+def test_efa_device_plugin_image_comes_from_the_regions_eks_registry(region: str, repository: str) -> None:
+    assert efa_device_plugin_values(region)["image"] == {"repository": repository}
+
+
+@pytest.mark.skipif(not chart_available(EFA_CHART), reason="../shared/upstream-ref is not beside the repo")
+def test_efa_device_plugin_keeps_the_charts_tag_and_replaces_its_us_west_2_repository() -> None:
+    defaults = chart_defaults(EFA_CHART)
+    assert defaults["image"]["repository"].startswith("602401143452.dkr.ecr.us-west-2.amazonaws.com/")
+    rendered = helm_merge(defaults, efa_device_plugin_values("us-east-1"))["image"]
+    assert rendered == {
+        "repository": "602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/aws-efa-k8s-device-plugin",
+        "tag": defaults["image"]["tag"],
+    }
+    assert defaults["image"]["repository"].endswith("/" + EFA_DEVICE_PLUGIN_IMAGE)
+
+
+def test_efa_device_plugin_refuses_a_region_without_a_known_registry() -> None:
+    with pytest.raises(ValueError) as caught:
+        efa_device_plugin_values("xx-east-9")
+    assert str(caught.value) == (
+        "'region' must be one with a known Amazon EKS image registry (38 regions, see "
+        "gpufarm/k8s/registries.py), got 'xx-east-9'"
+    )
