@@ -35,7 +35,7 @@ from gpufarm.config.model import (
 )
 from gpufarm.constructs._util import access_logs_bucket, construct_id, private_subnets, validate_weights
 from gpufarm.constructs.waf import InferenceWaf
-from gpufarm.k8s.binding import AUTO_MODE_TGB_API, target_group_binding
+from gpufarm.k8s.binding import AUTO_MODE_TGB_API, TARGET_HEALTHY_THRESHOLD, target_group_binding
 
 HEALTH_CHECK_PATH = "/health"
 TLS_POLICY = elbv2.SslPolicy.RECOMMENDED_TLS
@@ -541,7 +541,7 @@ class InferenceAlb(Construct):
             health_check_protocol="HTTP",
             health_check_interval_seconds=cfg.health_check_interval_seconds,
             health_check_timeout_seconds=5,
-            healthy_threshold_count=2,
+            healthy_threshold_count=TARGET_HEALTHY_THRESHOLD,
             unhealthy_threshold_count=3,
             matcher=elbv2.CfnTargetGroup.MatcherProperty(http_code="200"),
             target_group_attributes=[

@@ -56,6 +56,11 @@ class VllmServing(Construct):
     :class:`gpufarm.constructs.routing.KvCacheRouting` in front of it. `efa_devices` maps such a
     model to the EFA interfaces (decode pod, prefill pod) its pods request when it moves the KV
     cache over EFA (default: none, TCP).
+
+    Rollouts behind a TargetGroupBinding: `readiness_gates` labels the namespace so the AWS Load
+    Balancer Controller gates each new pod's readiness on its target health; where the
+    controller cannot (EKS Auto Mode), `min_ready_seconds` holds each rollout step instead
+    (:func:`gpufarm.k8s.binding.min_ready_seconds`). Defaults: no label, 0.
     """
 
     def __init__(
@@ -74,12 +79,14 @@ class VllmServing(Construct):
         fsx_import_path: str | None = None,
         node_selectors: Mapping[str, Mapping[str, str]] | None = None,
         efa_devices: Mapping[str, tuple[int, int]] | None = None,
+        readiness_gates: bool = False,
+        min_ready_seconds: int = 0,
     ) -> None:
         super().__init__(scope, id)
         sub_paths = _fsx_sub_paths(models, fsx_claim, fsx_import_path)
         self.config = config
         self.namespace = config.namespace
-        namespace_docs = [k8s_serving.namespace(config.namespace)]
+        namespace_docs = [k8s_serving.namespace(config.namespace, readiness_gates=readiness_gates)]
         secrets = sorted({m.hf_token_secret for m in models if m.hf_token_secret})
         self.role: iam.Role | None = None
         if secrets:
@@ -125,6 +132,7 @@ class VllmServing(Construct):
                     fsx_sub_path=sub_paths.get(model.name),
                     node_selector=(node_selectors or {}).get(key),
                     share=share,
+                    min_ready_seconds=min_ready_seconds,
                 )
                 if model.prefill_decode is None:
                     docs.append(deployment(target_optimizer=target_optimizer))

@@ -21,6 +21,7 @@ import yaml
 
 from gpufarm.config.bedrock import call_region
 from gpufarm.config.model import FallbackConfig, ModelConfig, ServingConfig, TierConfig
+from gpufarm.k8s.binding import rollout_min_ready_seconds
 from gpufarm.k8s.labels import POOL_LABEL, common_labels, workload_name
 from gpufarm.k8s.lws import leader_service_name
 from gpufarm.k8s.routing import ROUTER_PORT, router_name
@@ -409,7 +410,9 @@ def gateway_deployment(
     Pods carry :data:`CONFIG_HASH_ANNOTATION` (a config change rolls them), spread over zones
     (best effort) and hosts (required), never land on GPU nodes (no GPU toleration, and a
     required node affinity on nodes without the `gpufarm.io/pool` label), and replace each other
-    one at a time without losing capacity (maxSurge 1, maxUnavailable 0). Readiness is
+    one at a time without losing capacity (maxSurge 1, maxUnavailable 0; on Auto Mode, where no
+    readiness gate waits for target health, each step also waits
+    :func:`gpufarm.k8s.binding.rollout_min_ready_seconds`). Readiness is
     `/health/readiness`, liveness `/health/liveliness`; neither depends on vLLM, so the gateway
     stays in service while the GPUs are gone. Containers run as an unprivileged user on a
     read-only root file system (with a writable `/tmp`).
@@ -513,6 +516,7 @@ def gateway_deployment(
         "spec": {
             "replicas": fb.replicas,
             "revisionHistoryLimit": 3,
+            **({"minReadySeconds": min_ready} if (min_ready := rollout_min_ready_seconds(tier)) else {}),
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "selector": {"matchLabels": SELECTOR},
             "template": {

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from gpufarm.config.model import KvTransport, ModelConfig, ServingConfig, TargetOptimizerConfig
 from gpufarm.k8s import disagg
+from gpufarm.k8s.binding import READINESS_GATE_INJECT_LABEL
 from gpufarm.k8s.labels import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -38,12 +39,20 @@ AGENT_DATA_PORT_NAME = "data"
 AGENT_CONTROL_PORT_NAME = "control"
 
 
-def namespace(name: str) -> dict[str, Any]:
-    """The serving namespace."""
+def namespace(name: str, *, readiness_gates: bool = False) -> dict[str, Any]:
+    """The serving namespace.
+
+    `readiness_gates` labels it so the AWS Load Balancer Controller injects a target-health
+    readiness gate into each new pod that a TargetGroupBinding registers
+    (:data:`gpufarm.k8s.binding.READINESS_GATE_INJECT_LABEL`). Default: no label.
+    """
+    labels = common_labels("serving")
+    if readiness_gates:
+        labels[READINESS_GATE_INJECT_LABEL] = "enabled"
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {"name": name, "labels": common_labels("serving")},
+        "metadata": {"name": name, "labels": labels},
     }
 
 
@@ -221,6 +230,7 @@ def vllm_deployment(
     pd_role: Literal["prefill", "decode"] | None = None,
     efa_devices: int = 0,
     share: str | None = None,
+    min_ready_seconds: int = 0,
 ) -> dict[str, Any]:
     """The vLLM Deployment for one model, for one share of it, or for one role of a disaggregated model.
 
@@ -234,6 +244,9 @@ def vllm_deployment(
     load before liveness starts; rolling updates add a pod before removing one (maxSurge 1,
     maxUnavailable 0) so capacity never dips; pods carry `karpenter.sh/do-not-disrupt` so
     voluntary node disruption waits for them; `/dev/shm` is memory-backed for tensor parallelism.
+    `min_ready_seconds` (default 0) holds each rollout step that long after a new pod is Ready:
+    where no readiness gate ties Ready to target health, it covers the pod's registration and
+    initial health checks (:func:`gpufarm.k8s.binding.min_ready_seconds`).
 
     `target_optimizer` (enabled) adds the target control agent as a native sidecar
     (:func:`target_control_agent`); pod readiness still follows vLLM's `/health`. `fsx_claim`
@@ -382,6 +395,7 @@ def vllm_deployment(
             **replicas,
             "revisionHistoryLimit": 3,
             "progressDeadlineSeconds": model.startup_timeout_seconds + 600,
+            **({"minReadySeconds": min_ready_seconds} if min_ready_seconds else {}),
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "selector": {"matchLabels": selector},
             "template": {

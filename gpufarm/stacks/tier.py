@@ -53,7 +53,7 @@ from gpufarm.constructs._util import cdk_removal_policy, construct_id, private_s
 from gpufarm.constructs.compliance import require_compliance_pack
 from gpufarm.constructs.ingress import RouterTarget
 from gpufarm.constructs.reserved_capacity import node_group_efa_interfaces
-from gpufarm.k8s.binding import AUTO_MODE_TGB_API, LBC_TGB_API
+from gpufarm.k8s.binding import binding_api, readiness_gates, rollout_min_ready_seconds
 from gpufarm.k8s.gateway import READINESS_PATH
 from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, NODEPOOL_LABEL, POOL_LABEL, nodepool_name
 from gpufarm.k8s.routing import ENVOY_READY_PORT, ROUTER_PORT
@@ -125,6 +125,7 @@ class GpuFarmStack(cdk.Stack):
         self.config = config
         self.removal = cdk_removal_policy(config.removal_policy)
         self.auto_mode = config.cluster.provisioning is Provisioning.AUTO_MODE
+        self.binding_api = binding_api(config)
         cdk.Tags.of(self).add("gpufarm:tier", config.name)
         # The tier travels with its template, so `gpufarm cost --assembly` and `gpufarm review`
         # can read what was synthesized without the source file.
@@ -304,6 +305,8 @@ class GpuFarmStack(cdk.Stack):
             fsx_import_path=cfg.model_store.fsx.import_path if fsx else None,
             node_selectors=selectors,
             efa_devices={m.name: pd_efa_devices(cfg, m) for m in single if m.prefill_decode is not None},
+            readiness_gates=readiness_gates(self.binding_api),
+            min_ready_seconds=rollout_min_ready_seconds(cfg),
         )
         self.model_manifests: dict[str, Construct] = dict(self.serving.model_manifests)
         # A model split into shares has a Service (and a target group) per share.
@@ -456,7 +459,7 @@ class GpuFarmStack(cdk.Stack):
             cluster=self.cluster.icluster,
             namespace=cfg.serving.namespace,
             services=dict(self.services),
-            api_version=AUTO_MODE_TGB_API if self.auto_mode else LBC_TGB_API,
+            api_version=self.binding_api,
             after=after,
         )
         all_bindings = list(bindings.values())
@@ -465,7 +468,7 @@ class GpuFarmStack(cdk.Stack):
                 cluster=self.cluster.icluster,
                 namespace=cfg.serving.namespace,
                 service=self.gateway.service_name,
-                api_version=AUTO_MODE_TGB_API if self.auto_mode else LBC_TGB_API,
+                api_version=self.binding_api,
                 after=self.gateway.manifest,
             )
             all_bindings.append(gateway_binding)

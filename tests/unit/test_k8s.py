@@ -23,7 +23,13 @@ from gpufarm.k8s import (
     vllm_service,
     weights_claim_name,
 )
-from gpufarm.k8s.binding import TGB_APIS
+from gpufarm.k8s.binding import (
+    READINESS_GATE_INJECT_LABEL,
+    REGISTRATION_ALLOWANCE_SECONDS,
+    TGB_APIS,
+    min_ready_seconds,
+    readiness_gates,
+)
 from gpufarm.k8s.serving import AGENT_CONTAINER
 from gpufarm.k8s.storage import MOUNTPOINT_DRIVER
 
@@ -172,6 +178,35 @@ def test_namespace() -> None:
     ns = namespace("serving")
     assert (ns["apiVersion"], ns["kind"], ns["metadata"]["name"]) == ("v1", "Namespace", "serving")
     assert ns["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpufarm"
+
+
+def test_namespace_asks_the_load_balancer_controller_for_readiness_gates_only_when_told() -> None:
+    assert READINESS_GATE_INJECT_LABEL not in namespace("serving")["metadata"]["labels"]
+    labels = namespace("serving", readiness_gates=True)["metadata"]["labels"]
+    assert labels[READINESS_GATE_INJECT_LABEL] == "enabled"
+    assert READINESS_GATE_INJECT_LABEL == "elbv2.k8s.aws/pod-readiness-gate-inject"
+
+
+def test_only_the_load_balancer_controller_injects_readiness_gates() -> None:
+    assert readiness_gates(LBC_TGB_API) is True
+    assert readiness_gates(AUTO_MODE_TGB_API) is False
+
+
+@pytest.mark.parametrize(("api_version", "expected"), [(LBC_TGB_API, 0), (AUTO_MODE_TGB_API, 60)])
+def test_rollouts_wait_for_target_health_where_no_readiness_gate_does(
+    api_version: str, expected: int
+) -> None:
+    # Auto Mode: registration allowance (30 s) + 2 healthy checks x 15 s before an old pod goes.
+    assert min_ready_seconds(api_version, 15) == expected
+
+
+def test_rollout_wait_follows_the_health_check_interval() -> None:
+    assert min_ready_seconds(AUTO_MODE_TGB_API, 30) == REGISTRATION_ALLOWANCE_SECONDS + 2 * 30
+
+
+def test_min_ready_seconds_reaches_the_deployment(poc: TierConfig) -> None:
+    assert "minReadySeconds" not in deployment_of(poc)["spec"]
+    assert deployment_of(poc, min_ready_seconds=60)["spec"]["minReadySeconds"] == 60
 
 
 def test_service_account_keeps_its_token_for_pod_identity() -> None:

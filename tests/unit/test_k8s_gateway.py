@@ -392,6 +392,14 @@ def test_rolling_update_never_drops_below_the_replica_count(poc: TierConfig) -> 
     }
 
 
+def test_rollout_waits_for_target_health_only_where_no_readiness_gate_does(
+    poc: TierConfig, production: TierConfig
+) -> None:
+    # poc binds through Auto Mode (no readiness gates); production through the LBC (gates).
+    assert deployment(poc)["spec"]["minReadySeconds"] == 30 + 2 * poc.ingress.health_check_interval_seconds
+    assert "minReadySeconds" not in deployment(production)["spec"]
+
+
 def test_disruption_budget_keeps_all_but_one_pod(production: TierConfig, poc: TierConfig) -> None:
     pdb = of_kind(manifests(production), "PodDisruptionBudget")
     assert pdb["spec"] == {"minAvailable": 2, "selector": {"matchLabels": gw.SELECTOR}}
