@@ -32,6 +32,7 @@ from gpufarm.config.validate import (
     SUPPORTED_KUBERNETES_VERSIONS,
     TENSOR_PARALLEL_SIZES,
 )
+from gpufarm.config.vllm_flags import vllm_flags_version
 
 REGENERATE = "python -m gpufarm.config.reference > docs/config-reference.md"
 """The command that rewrites the reference."""
@@ -281,7 +282,10 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
         "models[].extra_args",
         f"sets none of {', '.join(f'`{f}`' for f in RESERVED_VLLM_FLAGS)} "
-        "(gpufarm derives them from the model config).",
+        "(gpufarm derives them from the model config); while `serving.vllm_image` is tagged "
+        f"`v{vllm_flags_version()}`, every flag is one of that release's `vllm serve` "
+        "(gpufarm/data/vllm_serve_flags.yaml; `--no-<flag>` for a known flag, `_` spelt as `-`, "
+        "`--flag=value` and `--json-flag.key=value` as vLLM reads them).",
     ),
     (
         "ingress.certificate_arn",

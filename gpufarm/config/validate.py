@@ -37,6 +37,7 @@ from gpufarm.config.model import (
     TierConfig,
 )
 from gpufarm.config.sizing import fsx_required_gib, is_valid_fsx_capacity
+from gpufarm.config.vllm_flags import applies_to, flag_args, is_known_flag, nearest_flag, vllm_flags_version
 from gpufarm.k8s.disagg import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PORT, PD_RESERVED_VLLM_FLAGS
 from gpufarm.k8s.labels import leader_service_name, router_name, workload_name
 from gpufarm.k8s.registries import EKS_REGISTRY_ACCOUNTS
@@ -399,6 +400,7 @@ def _models(cfg: TierConfig) -> Iterator[ConfigIssue]:
         yield from _reserved_flags(
             where, model, RESERVED_VLLM_FLAGS, "(gpufarm derives it from the model config)"
         )
+        yield from _unknown_flags(cfg, where, model)
     yield from _share_names(cfg)
     yield from _capacity_demand(cfg)
 
@@ -412,13 +414,35 @@ def _gpus_per_instance(target: NodePoolConfig | NodeGroupConfig) -> int:
 def _reserved_flags(
     where: str, model: ModelConfig, flags: tuple[str, ...], why: str
 ) -> Iterator[ConfigIssue]:
-    """An issue per `extra_args` entry (`--flag` or `--flag=value`) that sets one of `flags`."""
-    for j, arg in enumerate(model.extra_args):
-        flag = arg.split("=", 1)[0]
-        if flag in flags:
+    """An issue per `extra_args` entry that sets one of `flags` (as vLLM reads it: `--flag`,
+    `--flag=value`, `--flag_name`; see :func:`gpufarm.config.vllm_flags.flag_args`)."""
+    for found in flag_args(model.extra_args):
+        if found.flag in flags:
             yield ConfigIssue(
-                path=f"{where}.extra_args[{j}]", message=f"must not set {flag} {why}, got {arg!r}"
+                path=f"{where}.extra_args[{found.index}]",
+                message=f"must not set {found.flag} {why}, got {found.arg!r}",
             )
+
+
+def _unknown_flags(cfg: TierConfig, where: str, model: ModelConfig) -> Iterator[ConfigIssue]:
+    """An issue per `extra_args` flag that `vllm serve` of the pinned release does not have.
+
+    Only while `serving.vllm_image` runs that release (gpufarm/data/vllm_serve_flags.yaml): with
+    another one the list does not apply.
+    """
+    if not applies_to(cfg.serving.vllm_image):
+        return
+    version = vllm_flags_version()
+    for found in flag_args(model.extra_args):
+        if is_known_flag(found.flag):
+            continue
+        near = nearest_flag(found.flag)
+        hint = f" (nearest known flag: {near!r})" if near else ""
+        yield ConfigIssue(
+            path=f"{where}.extra_args[{found.index}]",
+            message=f"must be a flag of vLLM {version}'s `vllm serve`: model {model.name!r} sets "
+            f"{found.flag!r}, which that release does not have{hint}, got {found.arg!r}",
+        )
 
 
 def _fits_one_instance(

@@ -680,6 +680,40 @@ INVALID: list[Any] = [
         id="reserved-vllm-flag-dtype",
     ),
     pytest.param(
+        model_override(extra_args=["--max_model_len=4096"]),
+        [
+            "models[0].extra_args[0]: must not set --max-model-len (gpufarm derives it from the "
+            "model config), got '--max_model_len=4096'"
+        ],
+        id="reserved-vllm-flag-underscore-spelling",
+    ),
+    pytest.param(
+        model_override(extra_args=["--enforce-eager", "--swap-space", "4"]),
+        [
+            "models[0].extra_args[1]: must be a flag of vLLM 0.31.0's `vllm serve`: model 'qwen3-8b' "
+            "sets '--swap-space', which that release does not have, got '--swap-space'"
+        ],
+        id="vllm-flag-removed-swap-space",
+    ),
+    pytest.param(
+        model_override(extra_args=["--disable-log-requests"]),
+        [
+            "models[0].extra_args[0]: must be a flag of vLLM 0.31.0's `vllm serve`: model 'qwen3-8b' "
+            "sets '--disable-log-requests', which that release does not have (nearest known flag: "
+            "'--enable-log-requests'), got '--disable-log-requests'"
+        ],
+        id="vllm-flag-removed-disable-log-requests",
+    ),
+    pytest.param(
+        model_override(extra_args=["--max_num_seq=64"]),
+        [
+            "models[0].extra_args[0]: must be a flag of vLLM 0.31.0's `vllm serve`: model 'qwen3-8b' "
+            "sets '--max-num-seq', which that release does not have (nearest known flag: "
+            "'--max-num-seqs'), got '--max_num_seq=64'"
+        ],
+        id="vllm-flag-typo-in-underscore-spelling",
+    ),
+    pytest.param(
         model_override(replicas=5),
         [
             "node_pools[0].gpu_limit: must cover the GPUs its models request (5 = sum of gpus x "
@@ -880,6 +914,30 @@ VALID: list[Any] = [
         id="image-by-digest",
     ),
     pytest.param(model_override(extra_args=["--enable-prefix-caching"]), id="free-extra-args"),
+    pytest.param(
+        model_override(
+            extra_args=[
+                "--no-enable-prefix-caching",
+                "--max_num_seqs",
+                "64",
+                "--seed",
+                "-1",
+                "-O3",
+                "--compilation-config.cudagraph_mode=FULL",
+                "--speculative-config",
+                '{"method": "ngram"}',
+            ]
+        ),
+        id="vllm-flag-forms-as-vllm-reads-them",
+    ),
+    # The shipped flag list describes vLLM 0.31.0 only: another release is not checked against it.
+    pytest.param(
+        overrides(
+            {"serving": {"vllm_image": "vllm/vllm-openai:v0.32.0"}},
+            model_override(extra_args=["--swap-space", "4"]),
+        ),
+        id="flags-of-another-vllm-release-are-not-checked",
+    ),
     pytest.param(model_override(bedrock="none"), id="fallback-opt-out"),
     pytest.param(
         overrides(model_override(bedrock=None), {"fallback": {"enabled": False}}),
