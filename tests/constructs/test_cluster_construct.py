@@ -18,6 +18,7 @@ from constructs import Dependable
 
 from gpufarm.config import AutoModeBuiltinPool, ClusterConfig, ControlPlaneLog, EndpointAccess
 from gpufarm.config.model import CoreAddon, Provisioning, SystemNodesConfig
+from gpufarm.config.validate import KUBECTL_VERSION, SUPPORTED_KUBERNETES_VERSIONS
 from gpufarm.constructs import InferenceCluster, enable_compliance_checks
 from gpufarm.constructs._util import acknowledge
 from gpufarm.constructs.lb_controller import LBC_CHART_VERSION, UPSTREAM_POLICIES, AwsLoadBalancerController
@@ -78,7 +79,7 @@ def public() -> Built:
         ],
     )
     config = ClusterConfig(
-        kubernetes_version="1.33",
+        kubernetes_version="1.36",
         endpoint_access=EndpointAccess.PUBLIC_AND_PRIVATE,
         public_access_cidrs=["203.0.113.0/24", "198.51.100.0/24"],
         control_plane_logging=[ControlPlaneLog.API, ControlPlaneLog.AUDIT],
@@ -127,8 +128,16 @@ def test_auto_mode_is_on_with_the_builtin_pools_and_node_role(private: Built, pu
 
 
 def test_kubernetes_version_comes_from_config(private: Built, public: Built) -> None:
-    assert _cluster_props(private)["Version"] == "1.34"
-    assert _cluster_props(public)["Version"] == "1.33"
+    assert _cluster_props(private)["Version"] == "1.35"
+    assert _cluster_props(public)["Version"] == "1.36"
+
+
+def test_the_kubectl_provider_runs_the_kubectl_the_version_check_assumes(private: Built) -> None:
+    layers = resources(private.template, "AWS::Lambda::LayerVersion").values()
+    [kubectl] = [str(v["Properties"]["Description"]) for v in layers if "kubectl" in str(v["Properties"])]
+    assert kubectl.startswith(f"/opt/kubectl/kubectl {KUBECTL_VERSION}.")
+    minor = int(KUBECTL_VERSION.split(".")[1])
+    assert tuple(f"1.{m}" for m in (minor - 1, minor, minor + 1)) == SUPPORTED_KUBERNETES_VERSIONS
 
 
 def test_cluster_name_is_passed_through(public: Built) -> None:

@@ -13,7 +13,7 @@ import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Template
-from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
+from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import IConstruct
 
 from gpufarm.config import CapacityType, NodePoolConfig
@@ -588,7 +588,7 @@ def test_device_plugin_chart_is_pinned(built: Built) -> None:
 def test_a_cluster_without_a_known_name_is_rejected() -> None:
     stack = new_stack("Unnamed")
     vpc = new_vpc(stack)
-    cluster = eks.Cluster(stack, "Cluster", version=eks.KubernetesVersion.V1_34, vpc=vpc)
+    cluster = eks.Cluster(stack, "Cluster", version=eks.KubernetesVersion.V1_35, vpc=vpc)
     with pytest.raises(ValueError) as error:
         Karpenter(
             stack,
@@ -612,9 +612,9 @@ def test_a_named_cluster_created_in_the_stack_is_accepted() -> None:
         stack,
         "Cluster",
         cluster_name="gpu",
-        version=eks.KubernetesVersion.V1_34,
+        version=eks.KubernetesVersion.V1_35,
         vpc=vpc,
-        kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV34Layer(stack, "Kubectl")),
+        kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV35Layer(stack, "Kubectl")),
     )
     karpenter = Karpenter(
         stack,
