@@ -19,7 +19,7 @@ from constructs import Dependable
 from gpufarm.config import AutoModeBuiltinPool, ClusterConfig, ControlPlaneLog, EndpointAccess
 from gpufarm.config.model import CoreAddon, Provisioning, SystemNodesConfig
 from gpufarm.config.validate import KUBECTL_VERSION, SUPPORTED_KUBERNETES_VERSIONS
-from gpufarm.constructs import InferenceCluster, enable_compliance_checks
+from gpufarm.constructs import InferenceCluster, enable_compliance_checks, lb_controller
 from gpufarm.constructs._util import acknowledge
 from gpufarm.constructs.lb_controller import LBC_CHART_VERSION, UPSTREAM_POLICIES, AwsLoadBalancerController
 from tests.conftest import cdk_context, cfn_lint_errors
@@ -564,6 +564,44 @@ def test_load_balancer_controller_chart_is_pinned(standard: Standard) -> None:
         "Wait": True,
         "Timeout": "900s",
     }
+
+
+def test_load_balancer_controller_crds_are_their_own_release_installed_first(standard: Standard) -> None:
+    lbc = standard.cluster.load_balancer_controller
+    assert lbc is not None
+    crds = _one(standard.template, HELM_CHART, typing.cast(Any, lbc.crds.chart.node.default_child))
+    props = crds["Properties"]
+    assert (props["Release"], props["Namespace"], props["Wait"]) == (
+        "aws-load-balancer-controller-crds",
+        "kube-system",
+        True,
+    )
+    assert "ChartAssetURL" in props and "Repository" not in props
+    assert lbc.crds.version == LBC_CHART_VERSION
+    assert logical_id(typing.cast(Any, lbc.crds.chart.node.default_child)) in _chart(standard)["DependsOn"]
+
+
+def test_a_load_balancer_controller_version_without_shipped_crds_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A release whose IAM policy were shipped but not its CRDs.
+    monkeypatch.setattr(
+        lb_controller, "UPSTREAM_POLICIES", {**UPSTREAM_POLICIES, "3.2.1": UPSTREAM_POLICIES["3.2.2"]}
+    )
+    stack = cdk.Stack(cdk.App(), "LbcVersion")
+    with pytest.raises(ValueError) as info:
+        AwsLoadBalancerController(
+            stack,
+            "Lbc",
+            cluster=imported_cluster(stack, provider_role=True),
+            vpc_id="vpc-0123456789abcdef0",
+            region=REGION,
+            version="3.2.1",
+        )
+    assert str(info.value) == (
+        "'version' must be '3.2.2', the release whose CRDs gpufarm ships "
+        "(gpufarm/charts/aws-load-balancer-controller-crds), got '3.2.1'"
+    )
 
 
 def test_load_balancer_controller_runs_on_system_nodes_without_imds(standard: Standard) -> None:
