@@ -6,6 +6,7 @@ is synthesized. Exit status: 0 ok, 1 compliance gate failed, 2 invalid input.
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -15,9 +16,12 @@ import aws_cdk as cdk
 
 from gpufarm.config import ConfigError, ConfigIssue, TierConfig, load_preset, load_tier_file, preset_names
 from gpufarm.constructs.compliance import enable_compliance_checks
+from gpufarm.eks_support import support_status, today
 from gpufarm.stacks import GpuFarmStack
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+SUPPORT_WARNING_ID = "gpufarm:kubernetes-support"
+"""ID of the warning a stack gets when its Kubernetes version is in, or near, EKS extended support."""
 
 
 def select_tiers(context: Mapping[str, Any]) -> list[TierConfig]:
@@ -75,10 +79,24 @@ def new_app(*, context: Mapping[str, Any] | None = None, outdir: str | None = No
 
 
 def build_app(
-    configs: list[TierConfig], *, context: Mapping[str, Any] | None = None, outdir: str | None = None
+    configs: list[TierConfig],
+    *,
+    context: Mapping[str, Any] | None = None,
+    outdir: str | None = None,
+    day: dt.date | None = None,
 ) -> cdk.App:
-    """An app holding one stack per config, with the compliance checks enabled."""
-    return add_tiers(new_app(context=context, outdir=outdir), configs)
+    """An app holding one stack per config, with the compliance checks enabled.
+
+    `day` is the date the Kubernetes support warnings judge by (default: today, UTC).
+    """
+    return add_tiers(new_app(context=context, outdir=outdir), configs, day=day)
+
+
+def support_warning(config: TierConfig, day: dt.date | None = None) -> str | None:
+    """The warning for a tier whose Kubernetes version is in EKS extended support on `day`, or
+    leaves standard support within 60 days of it (:mod:`gpufarm.eks_support`); None otherwise.
+    Default `day`: today (UTC)."""
+    return support_status(config.cluster.kubernetes_version, day or today()).warning()
 
 
 def add_tiers(
@@ -86,15 +104,21 @@ def add_tiers(
     configs: list[TierConfig],
     *,
     each: Callable[[TierConfig], AbstractContextManager[object]] | None = None,
+    day: dt.date | None = None,
 ) -> cdk.App:
     """Add one stack per config to `app` and put the compliance gate on it.
 
+    A stack whose Kubernetes version is in, or within 60 days of, EKS extended support gets a
+    warning (:func:`support_warning`, ID :data:`SUPPORT_WARNING_ID`), which `cdk synth` prints.
     `each` wraps the building of each stack (the command line shows progress with it); default:
-    nothing.
+    nothing. `day`: the date the warning judges by (default: today, UTC).
     """
+    day = day or today()
     for config in configs:
         with each(config) if each else nullcontext():
-            GpuFarmStack(app, config=config)
+            stack = GpuFarmStack(app, config=config)
+        if warning := support_warning(config, day):
+            cdk.Annotations.of(stack).add_warning_v2(SUPPORT_WARNING_ID, warning)
     enable_compliance_checks(app)
     return app
 

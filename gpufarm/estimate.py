@@ -33,6 +33,7 @@ line built from one says so in its `note`.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,7 @@ from gpufarm.config.model import (
 )
 from gpufarm.config.sizing import fsx_storage_capacity_gib
 from gpufarm.config.validate import placement_of
+from gpufarm.eks_support import Phase, support_status
 from gpufarm.pricing import PriceNotFoundError, PriceTable, load_prices
 
 CAPACITY_TYPES = ("reserved", "on-demand", "spot")
@@ -430,6 +432,36 @@ def _check_share(name: str, value: float, *, below_one: bool) -> None:
         raise EstimateError(f"{name} must be a share from 0 {bound}, got {value:g}")
 
 
+def _control_plane(
+    tier: TierConfig, prices: PriceTable, out: _Lines, notes: list[str], day: dt.date | None
+) -> None:
+    """The EKS control-plane line, at the extended-support rate when the version is in it on `day`."""
+    version = tier.cluster.kubernetes_version
+    status = support_status(version, day) if day is not None else None
+    rate, note = prices.eks.cluster_per_hour, ""
+    if status is not None and status.phase in (Phase.EXTENDED, Phase.ENDED):
+        rate = prices.eks.extended_support_cluster_per_hour
+        note = (
+            f"Kubernetes {version} in extended support since {status.standard_support_end}: "
+            f"${rate:.2f} instead of ${prices.eks.cluster_per_hour:.2f} per cluster-hour"
+        )
+    elif status is not None and status.phase is Phase.ENDING:
+        note = (
+            f"Kubernetes {version} leaves standard support on {status.standard_support_end}: then "
+            f"${prices.eks.extended_support_cluster_per_hour:.2f} per cluster-hour"
+        )
+    if status is not None and (warning := status.warning()):
+        notes.append(warning)
+    out.add(
+        item="EKS control plane",
+        category="cluster",
+        quantity=1,
+        unit="cluster-month",
+        unit_price=rate * prices.hours_per_month,
+        note=note,
+    )
+
+
 def monthly_cost(
     tier: TierConfig,
     *,
@@ -438,6 +470,7 @@ def monthly_cost(
     fallback_share: float = 0.0,
     tokens_per_month: float | None = None,
     nat_gb_per_month: float = 0.0,
+    day: dt.date | None = None,
 ) -> CostEstimate:
     """The tier's monthly bill from `prices` (default: the shipped table), line by line.
 
@@ -447,7 +480,10 @@ def monthly_cost(
     Bedrock fallback; tokens are spread over the models by their peak GPUs, and a model without
     a Bedrock target pays nothing for its share. `tokens_per_month` (default: none) also gives
     the cost per million tokens; a fallback share above 0 needs it. `nat_gb_per_month` (default 0)
-    is traffic through the NAT gateways. Raises EstimateError for arguments out of range and
+    is traffic through the NAT gateways. `day` (default: none) prices the control plane by the
+    EKS support calendar on that date: a Kubernetes version in extended support bills at
+    `eks.extended_support_cluster_per_hour`, and one within 60 days of it gets a note; with no
+    `day`, the standard-support rate. Raises EstimateError for arguments out of range and
     PriceNotFoundError when the table lacks a price the tier needs.
     """
     _check_share("reserved_discount", reserved_discount, below_one=True)
@@ -472,13 +508,7 @@ def monthly_cost(
             "(use --live --region to price it there)."
         )
 
-    out.add(
-        item="EKS control plane",
-        category="cluster",
-        quantity=1,
-        unit="cluster-month",
-        unit_price=prices.eks.cluster_per_hour * hours,
-    )
+    _control_plane(tier, prices, out, notes, day)
 
     allocations = gpu_allocations(tier, prices)
     ebs_base = 0.0

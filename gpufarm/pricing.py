@@ -64,7 +64,12 @@ class Ec2Prices(_Section):
 class EksPrices(_Section):
     """Amazon EKS."""
 
-    cluster_per_hour: float = Field(ge=0, description="Control plane, $ per cluster-hour.")
+    cluster_per_hour: float = Field(
+        ge=0, description="Control plane in standard support, $ per cluster-hour."
+    )
+    extended_support_cluster_per_hour: float = Field(
+        ge=0, description="Control plane of a Kubernetes version in extended support, $ per cluster-hour."
+    )
     auto_mode_fee_share: float = Field(
         ge=0, lt=1, description="Auto Mode management fee as a share of the on-demand price."
     )

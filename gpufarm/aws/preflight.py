@@ -21,7 +21,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -30,6 +30,8 @@ from gpufarm.config.bedrock import destination_regions, foundation_model_id, pro
 from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in
 from gpufarm.config.model import ModelConfig, NodeGroupConfig, ReservationKind
 from gpufarm.config.validate import placement_of
+from gpufarm.eks_support import WARN_DAYS, support_status
+from gpufarm.pricing import load_prices
 
 # --------------------------------------------------------------------------- results
 
@@ -1061,8 +1063,17 @@ def _profile_row(
 # --------------------------------------------------------------------------- check: kubernetes
 
 
+def _midnight(day: date | None) -> datetime | None:
+    return datetime.combine(day, time(), UTC) if day is not None else None
+
+
 def check_kubernetes_version(tier: TierConfig, *, region: str, eks: Any, now: datetime) -> list[CheckResult]:
-    """EKS offers the configured Kubernetes version in standard support (extended support warns)."""
+    """EKS offers the configured Kubernetes version in standard support, not within 60 days of its
+    end (that, and extended support, warn with the extended-support rate).
+
+    The support dates come from EKS (DescribeClusterVersions); where EKS gives none, from
+    gpufarm's support calendar (:mod:`gpufarm.eks_support`).
+    """
     wanted = tier.cluster.kubernetes_version
     versions: list[dict[str, Any]] = []
     for page in eks.get_paginator("describe_cluster_versions").paginate(includeAll=True):
@@ -1086,17 +1097,23 @@ def check_kubernetes_version(tier: TierConfig, *, region: str, eks: Any, now: da
             )
         ]
     status = str(found.get("versionStatus", ""))
-    standard_end = found.get("endOfStandardSupportDate")
-    extended_end = found.get("endOfExtendedSupportDate")
+    calendar = support_status(wanted, now.date())
+    standard_end = found.get("endOfStandardSupportDate") or _midnight(calendar.standard_support_end)
+    extended_end = found.get("endOfExtendedSupportDate") or _midnight(calendar.extended_support_end)
+    eks_prices = load_prices().eks
+    rates = (
+        f"${eks_prices.extended_support_cluster_per_hour:.2f} instead of "
+        f"${eks_prices.cluster_per_hour:.2f} per cluster hour"
+    )
     if status == "STANDARD_SUPPORT":
-        if isinstance(standard_end, datetime) and standard_end - now < timedelta(days=90):
+        if isinstance(standard_end, datetime) and standard_end - now <= timedelta(days=WARN_DAYS):
             return [
                 CheckResult(
                     check=Check.KUBERNETES,
                     subject=subject,
                     status=Status.WARN,
-                    message=f"standard support ends {_day(standard_end)}; extended support then costs "
-                    "more per cluster hour",
+                    message=f"standard support ends {_day(standard_end)}; "
+                    f"extended support then bills {rates}",
                     fix=f"plan the upgrade; {fix_version}",
                 )
             ]
@@ -1117,7 +1134,7 @@ def check_kubernetes_version(tier: TierConfig, *, region: str, eks: Any, now: da
                 status=Status.WARN,
                 message="in extended support"
                 + (f" until {_day(extended_end)}" if isinstance(extended_end, datetime) else "")
-                + ", billed at a higher rate per cluster hour",
+                + f", billed at {rates}",
                 fix=fix_version,
             )
         ]

@@ -14,6 +14,7 @@ from rich.markup import escape
 from gpufarm.cli._output import bad_input, config_errors, emit_json, errors, progress, table
 from gpufarm.config import TierConfig, load_preset, load_tier_file, preset_names
 from gpufarm.config.model import TIER_METADATA_KEY
+from gpufarm.eks_support import today
 from gpufarm.estimate import CostEstimate, EstimateError, instance_types_of, monthly_cost
 from gpufarm.pricing import PriceNotFoundError, PriceTable, PriceTableError, load_prices
 
@@ -249,6 +250,7 @@ def register(app: typer.Typer) -> None:
                     fallback_share=fallback_share,
                     tokens_per_month=tokens_per_month,
                     nat_gb_per_month=nat_gb_per_month,
+                    day=today(),
                 )
             except (EstimateError, PriceNotFoundError) as exc:
                 bad_input(f"{stack}: {exc}")

@@ -169,8 +169,11 @@ def _step(message: str, done: str) -> Iterator[None]:
 
 
 def synthesize(configs: list[TierConfig], outdir: Path, context: dict[str, Any]) -> bool:
-    """Synthesize `configs` into `outdir` behind the compliance gate; False when the gate failed."""
-    from gpufarm.app import add_tiers, new_app
+    """Synthesize `configs` into `outdir` behind the compliance gate; False when the gate failed.
+
+    Prints a warning for each tier whose Kubernetes version is in, or near, EKS extended support.
+    """
+    from gpufarm.app import add_tiers, new_app, support_warning
 
     app = new_app(context=context, outdir=str(outdir))
     add_tiers(
@@ -178,6 +181,9 @@ def synthesize(configs: list[TierConfig], outdir: Path, context: dict[str, Any])
         configs,
         each=lambda config: _step(f"building {config.stack_name}", f"built {config.stack_name}"),
     )
+    for config in configs:
+        if warning := support_warning(config):
+            errors.print(f"warning: {config.stack_name}: {warning}", markup=False, soft_wrap=True)
     try:
         with _step("synthesizing and running the compliance gate", "synthesized"):
             app.synth()

@@ -391,7 +391,7 @@ class SystemNodesConfig(_Model):
 class ClusterConfig(_Model):
     """The EKS control plane and how nodes are provisioned."""
 
-    kubernetes_version: str = Field("1.34", description="Kubernetes minor version, pinned.")
+    kubernetes_version: str = Field("1.35", description="Kubernetes minor version, pinned.")
     provisioning: Provisioning = Field(Provisioning.AUTO_MODE, description="How GPU nodes are provisioned.")
     auto_mode_builtin_pools: list[AutoModeBuiltinPool] = Field(
         [AutoModeBuiltinPool.SYSTEM, AutoModeBuiltinPool.GENERAL_PURPOSE],

@@ -91,7 +91,7 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
         "cluster.kubernetes_version",
         f"one of {', '.join(f'`{v}`' for v in SUPPORTED_KUBERNETES_VERSIONS)} "
-        "(the bundled kubectl 1.34 and one minor version either side).",
+        "(the bundled kubectl 1.35 and one minor version either side).",
     ),
     (
         "cluster.public_access_cidrs",

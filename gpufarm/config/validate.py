@@ -43,8 +43,11 @@ from gpufarm.k8s.labels import leader_service_name, router_name, workload_name
 from gpufarm.k8s.registries import EKS_REGISTRY_ACCOUNTS
 from gpufarm.k8s.storage import split_s3_uri
 
-SUPPORTED_KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
-"""Cluster versions the bundled kubectl (1.34) can manage: its minor version and one either side."""
+KUBECTL_VERSION = "1.35"
+"""kubectl minor version of the kubectl provider (package aws-cdk.lambda-layer-kubectl-v35)."""
+SUPPORTED_KUBERNETES_VERSIONS = ("1.34", "1.35", "1.36")
+"""Cluster versions the bundled kubectl (1.35) can manage: its minor version and one either side
+(docs/decisions/0006-kubectl-version-skew.md)."""
 
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
 """GPU counts per replica that vLLM's tensor parallelism and GPU instances both allow."""

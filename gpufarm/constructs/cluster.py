@@ -15,7 +15,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
+from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct, DependencyGroup
 
 from gpufarm.config.model import (
@@ -137,11 +137,11 @@ def _system_ami_type(nodes: SystemNodesConfig) -> eks.NodegroupAmiType:
 class InferenceCluster(Construct):
     """An EKS cluster for GPU inference, built on an existing VPC.
 
-    Defaults (from :class:`ClusterConfig`): Kubernetes 1.34, EKS Auto Mode with its `system` and
+    Defaults (from :class:`ClusterConfig`): Kubernetes 1.35, EKS Auto Mode with its `system` and
     `general-purpose` pools for CPU workloads, private API endpoint, every control-plane log
     type, Kubernetes secrets envelope-encrypted with a rotating customer-managed KMS key, nodes
     in the private subnets. The kubectl provider (which applies Kubernetes manifests during
-    deploy) runs in the private subnets with kubectl 1.34, so it reaches a private endpoint.
+    deploy) runs in the private subnets with kubectl 1.35, so it reaches a private endpoint.
     Its log groups (which record every manifest and Helm values it applies) are encrypted with
     `logs_key` when given (default: none, CloudWatch Logs' own encryption); the key must let
     CloudWatch Logs use it.
@@ -230,7 +230,7 @@ class InferenceCluster(Construct):
             cluster_logging=[_LOG_TYPES[t] for t in config.control_plane_logging],
             secrets_encryption_key=self.secrets_key,
             kubectl_provider_options=eks.KubectlProviderOptions(
-                kubectl_layer=KubectlV34Layer(self, "KubectlLayer"),
+                kubectl_layer=KubectlV35Layer(self, "KubectlLayer"),
                 private_subnets=private_subnets(vpc),
             ),
             output_config_command=False,

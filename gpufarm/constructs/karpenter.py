@@ -517,7 +517,10 @@ class Karpenter(Construct):
             release="karpenter",
             namespace=config.namespace,
             create_namespace=True,
-            skip_crds=True,
+            # No `skip_crds`: aws-cdk-lib 2.275's kubectl handler reads SkipCrds but never passes
+            # `--skip-crds` to helm (custom-resource-handlers/dist/aws-eks-v2/kubectl-handler/
+            # helm/__init__.py). The karpenter-crd release installs the CRDs first; the chart's
+            # crds/ then finds them in place, and Helm skips a CRD that exists.
             values=self.values,
             wait=True,
             timeout=cdk.Duration.minutes(10),

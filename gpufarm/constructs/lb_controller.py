@@ -12,10 +12,14 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from gpufarm.constructs._util import acknowledge, pod_identity_role
+from gpufarm.constructs.crd_chart import CrdChart, crd_chart_version
 
 LBC_CHART: Final = "aws-load-balancer-controller"
 LBC_REPOSITORY: Final = "https://aws.github.io/eks-charts"
 LBC_CHART_VERSION: Final = "3.2.2"
+LBC_CRD_CHART: Final = "aws-load-balancer-controller-crds"
+"""The chart gpufarm ships with the CRDs of :data:`LBC_CHART_VERSION` (TargetGroupBinding,
+IngressClassParams, ALBTargetControlConfig)."""
 """Chart 3.2.2 installs controller v3.2.2 (TargetGroupBinding `elbv2.k8s.aws/v1beta1`, Target
 Optimizer support, which needs controller 2.16 or later)."""
 LBC_NAMESPACE: Final = "kube-system"
@@ -258,6 +262,8 @@ class AwsLoadBalancerController(Construct):
     `kube-system/aws-load-balancer-controller`, no mutating webhook for Services of type
     LoadBalancer and no IngressClass (nothing outside the template creates a load balancer),
     `wait` with a 15-minute timeout. `node_selector` (default: none) pins the pods to nodes.
+    The CRDs are installed first as their own Helm release (:attr:`crds`, the chart
+    `aws-load-balancer-controller-crds` shipped with gpufarm), so a version bump upgrades them.
     The region and VPC are passed in so the pods never need the instance metadata service.
     """
 
@@ -312,6 +318,21 @@ class AwsLoadBalancerController(Construct):
             "podDisruptionBudget": {"maxUnavailable": 1},
             "nodeSelector": dict(node_selector or {}),
         }
+        shipped = crd_chart_version(LBC_CRD_CHART)
+        if version != shipped:
+            raise ValueError(
+                f"'version' must be {shipped!r}, the release whose CRDs gpufarm ships "
+                f"(gpufarm/charts/{LBC_CRD_CHART}), got {version!r}"
+            )
+        # The CRDs as their own release, so a version bump upgrades their schemas.
+        self.crds = CrdChart(
+            self,
+            "Crds",
+            cluster=cluster,
+            chart=LBC_CRD_CHART,
+            namespace=LBC_NAMESPACE,
+            create_namespace=False,
+        )
         self.chart = eks.HelmChart(
             self,
             "Resource",
@@ -327,7 +348,7 @@ class AwsLoadBalancerController(Construct):
             timeout=cdk.Duration.minutes(15),
         )
         # Pods get Pod Identity credentials only if the association exists when they start.
-        self.chart.node.add_dependency(self.pod_identity, self.policy)
+        self.chart.node.add_dependency(self.pod_identity, self.policy, self.crds.chart)
         self._acknowledge(version)
 
     def _acknowledge(self, version: str) -> None:

@@ -13,6 +13,7 @@ from constructs import Construct
 
 from gpufarm.config.model import ModelConfig, ServingConfig, TargetOptimizerConfig
 from gpufarm.constructs._util import construct_id, pod_identity_role
+from gpufarm.constructs.crd_chart import CrdChart, crd_chart_version
 from gpufarm.constructs.serving import _fsx_sub_paths, secret_arn
 from gpufarm.k8s import lws as k8s_lws
 from gpufarm.k8s import storage as k8s_storage
@@ -20,15 +21,21 @@ from gpufarm.k8s import storage as k8s_storage
 CHART_TIMEOUT = cdk.Duration.minutes(10)
 """How long Helm waits for the controller pods (and their webhook) to be ready."""
 
+CRD_CHART = "lws-crds"
+"""The chart gpufarm ships with the LeaderWorkerSet CRD of :data:`gpufarm.k8s.lws.LWS_CHART_VERSION`."""
+
 
 class LeaderWorkerSetController(Construct):
     """The LeaderWorkerSet controller (Helm chart `lws` from `oci://registry.k8s.io/lws/charts/lws`), pinned.
 
-    Installs the `leaderworkerset.x-k8s.io` CRD, the controller and its webhooks in `lws-system`
+    Installs the `leaderworkerset.x-k8s.io` CRD as its own Helm release first (:attr:`crds`, a
+    :class:`~gpufarm.constructs.crd_chart.CrdChart` of the chart `lws-crds` shipped with gpufarm,
+    so a version bump upgrades the schema), then the controller and its webhooks in `lws-system`
     (created), two replicas with the image pinned to the chart's release
     (:func:`gpufarm.k8s.lws.lws_controller_values`); Helm waits up to 10 minutes for them.
-    Default `chart_version`: :data:`gpufarm.k8s.lws.LWS_CHART_VERSION`. The control plane must
-    reach the webhook on the controller pods (TCP 9443), as for any admission webhook.
+    Default `chart_version`: :data:`gpufarm.k8s.lws.LWS_CHART_VERSION`, the only one whose CRD
+    gpufarm ships. The control plane must reach the webhook on the controller pods (TCP 9443),
+    as for any admission webhook.
     """
 
     def __init__(
@@ -40,9 +47,16 @@ class LeaderWorkerSetController(Construct):
         chart_version: str = k8s_lws.LWS_CHART_VERSION,
     ) -> None:
         super().__init__(scope, id)
+        shipped = crd_chart_version(CRD_CHART)
+        if chart_version != shipped:
+            raise ValueError(
+                f"'chart_version' must be {shipped!r}, the LWS release whose CRD gpufarm ships "
+                f"(gpufarm/charts/{CRD_CHART}), got {chart_version!r}"
+            )
         self.chart_version = chart_version
         self.namespace = k8s_lws.LWS_NAMESPACE
         self.values = k8s_lws.lws_controller_values(chart_version)
+        self.crds = CrdChart(self, "Crds", cluster=cluster, chart=CRD_CHART, namespace=self.namespace)
         self.chart = eks.HelmChart(
             self,
             "Resource",
@@ -57,6 +71,8 @@ class LeaderWorkerSetController(Construct):
             wait=True,
             timeout=CHART_TIMEOUT,
         )
+        # The chart's own crds/ then finds the CRD in place; Helm skips an existing CRD.
+        self.chart.node.add_dependency(self.crds.chart)
 
 
 class MultiNodeServing(Construct):

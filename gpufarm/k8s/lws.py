@@ -48,8 +48,16 @@ LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWS_CHART = "lws"
 LWS_REPOSITORY = "oci://registry.k8s.io/lws/charts/lws"
 """The controller's Helm chart as the LWS project publishes it (a whole OCI reference for `helm pull`)."""
-LWS_CHART_VERSION = "0.11.0"
-"""The pinned LWS release (chart version; the controller image is tagged `v<version>`)."""
+LWS_CHART_VERSION = "0.10.0"
+"""The pinned LWS release (chart version; the controller image is tagged `v<version>`).
+
+v0.10.0 is the newest release whose publication could be confirmed: the LWS installation guide
+(kubernetes-sigs/lws `site/content/en/docs/installation/_index.md`, https://lws.sigs.k8s.io/docs/installation/)
+installs `oci://registry.k8s.io/lws/charts/lws --version=0.10.0`, the GitHub release
+https://github.com/kubernetes-sigs/lws/releases/tag/v0.10.0 carries `manifests.yaml` and
+`lws-chart-v0.10.0.tgz`, and the chart at that tag (kubernetes-sigs/lws@2161f38, `charts/lws`)
+sets `appVersion: v0.10.0`. No 0.11.0 chart, CRD or `registry.k8s.io/lws/lws:v0.11.0` image
+could be confirmed (see docs/decisions/0029-lws-release-and-crds.md)."""
 LWS_CONTROLLER_IMAGE = "registry.k8s.io/lws/lws"
 LWS_NAMESPACE = "lws-system"
 LWS_CONTROLLER_REPLICAS = 2

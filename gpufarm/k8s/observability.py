@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from gpufarm.k8s.disagg import ROLE_LABEL
-from gpufarm.k8s.labels import GPU_TAINT_KEY, MODEL_LABEL, common_labels
+from gpufarm.k8s.labels import GPU_TAINT_KEY, MODEL_LABEL, POOL_LABEL, common_labels
 
 MIN_SCRAPE_INTERVAL_SECONDS = 30
 """The managed scraper rejects a configuration that scrapes more often than every 30 s."""
@@ -45,7 +45,18 @@ GPU_MANUFACTURER_LABELS = (
     "karpenter.k8s.aws/instance-gpu-manufacturer",
     "eks.amazonaws.com/instance-gpu-manufacturer",
 )
-"""Node labels naming the GPU maker: on self-managed Karpenter nodes, and on EKS Auto Mode nodes."""
+"""Node labels naming the GPU maker: on self-managed Karpenter nodes, and on EKS Auto Mode nodes.
+
+Managed node groups get neither (EKS labels their nodes with the node group, capacity type and
+AMI, not the GPU), so the exporter also runs on every node carrying `gpufarm.io/pool`
+(:data:`DCGM_NODE_LABEL`)."""
+
+DCGM_NODE_LABEL = POOL_LABEL
+"""Node label gpufarm puts on every node of its GPU pools and node groups, in every provisioning
+mode: Auto Mode and Karpenter NodePools (:mod:`gpufarm.k8s.nodepool`, :mod:`gpufarm.k8s.karpenter`)
+and reserved node groups (:func:`gpufarm.constructs.reserved_capacity.node_group_labels`). Every
+GPU family gpufarm accepts (:data:`gpufarm.config.catalog.GPU_FAMILIES`) is NVIDIA's, so such a
+node always has a GPU for the exporter; the system nodes do not carry it."""
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -188,7 +199,9 @@ def dcgm_exporter_values(
 ) -> dict[str, Any]:
     """Helm values for NVIDIA's `dcgm-exporter` chart: a DaemonSet on NVIDIA GPU nodes only.
 
-    Defaults: scheduled on nodes whose `karpenter.k8s.aws/instance-gpu-manufacturer` (Karpenter)
+    Defaults: scheduled on every gpufarm GPU node (label `gpufarm.io/pool`: Auto Mode and
+    Karpenter pools, and the reserved managed node groups, which carry no GPU-manufacturer
+    label), and on any other node whose `karpenter.k8s.aws/instance-gpu-manufacturer` (Karpenter)
     or `eks.amazonaws.com/instance-gpu-manufacturer` (Auto Mode) is `nvidia`; tolerates the
     `nvidia.com/gpu:NoSchedule` taint of GPU pools; requests 100m CPU and 256 MiB, memory capped
     at 1 GiB; ClusterIP Service on 9400; no ServiceMonitor (there is no Prometheus operator: the
@@ -208,12 +221,14 @@ def dcgm_exporter_values(
         "kubernetes": {"enablePodLabels": False},
         "affinity": {
             "nodeAffinity": {
-                # Terms are ORed: a node of either provisioner qualifies.
+                # Terms are ORed: a gpufarm GPU node of any provisioning mode, or an NVIDIA
+                # node that Karpenter or Auto Mode launched for someone else's NodePool.
                 "requiredDuringSchedulingIgnoredDuringExecution": {
                     "nodeSelectorTerms": [
                         {"matchExpressions": [{"key": label, "operator": "In", "values": ["nvidia"]}]}
                         for label in GPU_MANUFACTURER_LABELS
                     ]
+                    + [{"matchExpressions": [{"key": DCGM_NODE_LABEL, "operator": "Exists"}]}]
                 }
             }
         },

@@ -196,7 +196,7 @@ def test_a_passing_account_passes_every_check(aws: AwsStubs) -> None:
     add_quota(aws, G_ON_DEMAND, 64)
     add_profile(aws, POC_PROFILE, ["us-east-1", "us-east-2", "us-west-2"])
     add_versions(
-        aws, version("1.34", "STANDARD_SUPPORT", default=True, standard_end=datetime(2027, 3, 23, tzinfo=UTC))
+        aws, version("1.35", "STANDARD_SUPPORT", default=True, standard_end=datetime(2027, 3, 23, tzinfo=UTC))
     )
     report = run_preflight(load_preset("poc"), region=REGION, session=aws, now=NOW)
     aws.verify()
@@ -223,14 +223,14 @@ def test_a_passing_account_passes_every_check(aws: AwsStubs) -> None:
             "inference profile active in us-east-1, routes meta.llama3-1-8b-instruct-v1:0 to us-east-1, "
             "us-east-2, us-west-2",
         ),
-        (Check.KUBERNETES, "Kubernetes 1.34", "in standard support until 2027-03-23 00:00 UTC"),
+        (Check.KUBERNETES, "Kubernetes 1.35", "in standard support until 2027-03-23 00:00 UTC"),
     ]
 
 
 def test_the_report_serializes_every_row(aws: AwsStubs) -> None:
     add_quota(aws, G_ON_DEMAND, 64)
     add_profile(aws, POC_PROFILE, ["us-east-1"])
-    add_versions(aws, version("1.34", "STANDARD_SUPPORT", default=True))
+    add_versions(aws, version("1.35", "STANDARD_SUPPORT", default=True))
     data = run_preflight(load_preset("poc"), region=REGION, session=aws, now=NOW).to_dict()
     assert (data["ok"], data["region"], data["tier"], len(data["results"])) == (True, REGION, "poc", 5)
     assert data["results"][0] == {
@@ -609,29 +609,62 @@ def kubernetes_rows(aws: AwsStubs, tier: TierConfig) -> dict[str, tuple[Status, 
 
 
 def test_a_kubernetes_version_eks_does_not_offer_fails(aws: AwsStubs) -> None:
-    add_versions(aws, version("1.35", "STANDARD_SUPPORT", default=True), version("1.33", "STANDARD_SUPPORT"))
+    add_versions(aws, version("1.36", "STANDARD_SUPPORT", default=True), version("1.34", "STANDARD_SUPPORT"))
     assert kubernetes_rows(aws, load_preset("poc")) == {
-        "Kubernetes 1.34": (
+        "Kubernetes 1.35": (
             Status.FAIL,
-            "EKS does not offer Kubernetes 1.34 in us-east-1",
-            "set cluster.kubernetes_version to '1.35' (the EKS default)",
+            "EKS does not offer Kubernetes 1.35 in us-east-1",
+            "set cluster.kubernetes_version to '1.36' (the EKS default)",
         )
     }
 
 
 def test_a_kubernetes_version_out_of_support_fails(aws: AwsStubs) -> None:
-    add_versions(aws, version("1.34", "UNSUPPORTED"), version("1.36", "STANDARD_SUPPORT", default=True))
-    assert kubernetes_rows(aws, load_preset("poc"))["Kubernetes 1.34"] == (
+    add_versions(aws, version("1.35", "UNSUPPORTED"), version("1.37", "STANDARD_SUPPORT", default=True))
+    assert kubernetes_rows(aws, load_preset("poc"))["Kubernetes 1.35"] == (
         Status.FAIL,
-        "EKS no longer supports Kubernetes 1.34 (unsupported)",
+        "EKS no longer supports Kubernetes 1.35 (unsupported)",
+        "set cluster.kubernetes_version to '1.37' (the EKS default)",
+    )
+
+
+def test_a_kubernetes_version_in_extended_support_warns_with_the_rate(aws: AwsStubs) -> None:
+    tier = make_tier({"cluster": {"kubernetes_version": "1.34"}})
+    add_versions(aws, version("1.34", "EXTENDED_SUPPORT"), version("1.36", "STANDARD_SUPPORT", default=True))
+    assert kubernetes_rows(aws, tier)["Kubernetes 1.34"] == (
+        Status.WARN,
+        # EKS gave no end date: the support calendar's.
+        "in extended support until 2027-12-02 00:00 UTC, billed at $0.60 instead of $0.10 per cluster hour",
         "set cluster.kubernetes_version to '1.36' (the EKS default)",
     )
 
 
-def test_a_kubernetes_version_in_extended_support_warns(aws: AwsStubs) -> None:
-    add_versions(aws, version("1.34", "EXTENDED_SUPPORT"), version("1.36", "STANDARD_SUPPORT", default=True))
-    status, message, _ = kubernetes_rows(aws, load_preset("poc"))["Kubernetes 1.34"]
-    assert (status, message) == (Status.WARN, "in extended support, billed at a higher rate per cluster hour")
+@pytest.mark.parametrize(("days_left", "status"), [(61, Status.PASS), (60, Status.WARN), (1, Status.WARN)])
+def test_standard_support_ending_within_60_days_warns(aws: AwsStubs, days_left: int, status: Status) -> None:
+    end = NOW + timedelta(days=days_left)
+    add_versions(aws, version("1.35", "STANDARD_SUPPORT", default=True, standard_end=end))
+    row = kubernetes_rows(aws, load_preset("poc"))["Kubernetes 1.35"]
+    if status is Status.PASS:
+        assert row == (Status.PASS, f"in standard support until {end:%Y-%m-%d %H:%M} UTC", "")
+    else:
+        assert row == (
+            Status.WARN,
+            f"standard support ends {end:%Y-%m-%d %H:%M} UTC; extended support then bills $0.60 instead "
+            "of $0.10 per cluster hour",
+            "plan the upgrade; set cluster.kubernetes_version to '1.35' (the EKS default)",
+        )
+
+
+def test_the_support_calendar_gives_the_end_date_eks_leaves_out(aws: AwsStubs) -> None:
+    tier = make_tier({"cluster": {"kubernetes_version": "1.34"}})
+    add_versions(aws, version("1.34", "STANDARD_SUPPORT", default=True))
+    later = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+    rows_ = rows(check_kubernetes_version(tier, region=REGION, eks=aws.client("eks", REGION), now=later))
+    assert rows_["Kubernetes 1.34"][:2] == (
+        Status.WARN,
+        "standard support ends 2026-12-02 00:00 UTC; extended support then bills $0.60 instead of "
+        "$0.10 per cluster hour",
+    )
 
 
 # --------------------------------------------------------------------------- errors
@@ -680,7 +713,7 @@ def test_a_denied_api_turns_its_check_into_a_warning(aws: AwsStubs) -> None:
         "get_service_quota", "AccessDeniedException", "not authorized"
     )
     add_profile(aws, POC_PROFILE, ["us-east-1"])
-    add_versions(aws, version("1.34", "STANDARD_SUPPORT", default=True))
+    add_versions(aws, version("1.35", "STANDARD_SUPPORT", default=True))
     report = run_preflight(load_preset("poc"), region=REGION, session=aws, now=NOW)
     assert rows([r for r in report.results if r.check is Check.QUOTA]) == {
         "permissions": (
@@ -699,7 +732,7 @@ def test_checking_another_region_than_the_tiers_warns(aws: AwsStubs) -> None:
     )
     add_quota(aws, G_ON_DEMAND, 64)
     add_profile(aws, POC_PROFILE, ["us-east-1"])
-    add_versions(aws, version("1.34", "STANDARD_SUPPORT", default=True))
+    add_versions(aws, version("1.35", "STANDARD_SUPPORT", default=True))
     report = run_preflight(tier, region=REGION, session=aws, now=NOW)
     assert rows(report.results)["region"] == (
         Status.WARN,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,12 @@ from tests.unit.factories import make_enterprise, split
 REPO = Path(__file__).resolve().parents[2]
 H = 730
 runner = CliRunner(env={"COLUMNS": "300"})
+
+
+@pytest.fixture(autouse=True)
+def fixed_day(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test prices on one day (1.35 in standard support), so none moves with the calendar."""
+    monkeypatch.setattr("gpufarm.cli.cost.today", lambda: dt.date(2026, 12, 1))
 
 
 def run(*args: str) -> Result:
@@ -114,6 +121,28 @@ def test_tier_file(tmp_path: Path) -> None:
     file.write_text("extends: production\nname: team-a\nnetwork:\n  nat_gateways: 1\n")
     estimate = document(run("--tier-file", str(file), "--json"))["estimates"][0]
     assert (estimate["stack"], line(estimate, "NAT gateways")["quantity"]) == ("gpufarm-team-a", 1)
+
+
+def test_a_tier_in_extended_support_is_priced_at_the_extended_rate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("gpufarm.cli.cost.today", lambda: dt.date(2026, 12, 2))
+    file = tmp_path / "tier.yaml"
+    file.write_text("extends: poc\ncluster:\n  kubernetes_version: '1.34'\n")
+    estimate = document(run("--tier-file", str(file), "--json"))["estimates"][0]
+    control_plane = line(estimate, "EKS control plane")
+    assert (control_plane["unit_price"], control_plane["note"]) == (
+        pytest.approx(0.60 * H),
+        "Kubernetes 1.34 in extended support since 2026-12-02: $0.60 instead of $0.10 per cluster-hour",
+    )
+    assert any(n.startswith("Kubernetes 1.34 is in EKS extended support") for n in estimate["notes"])
+    text = run("--tier-file", str(file))
+    assert "note: Kubernetes 1.34 is in EKS extended support" in said(text.stderr)
+
+
+def test_a_tier_in_standard_support_is_priced_at_the_standard_rate() -> None:
+    estimate = document(run("--tier", "poc", "--json"))["estimates"][0]
+    assert line(estimate, "EKS control plane")["unit_price"] == pytest.approx(0.10 * H)
 
 
 def test_assembly_gives_one_estimate_per_gpufarm_stack(tmp_path: Path) -> None:

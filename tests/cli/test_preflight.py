@@ -178,7 +178,7 @@ def test_end_to_end_against_moto(monkeypatch: pytest.MonkeyPatch) -> None:
         add_profile(aws, POC_PROFILE, ["us-east-1"])
         add_versions(
             aws,
-            version("1.34", "STANDARD_SUPPORT", default=True, standard_end=datetime(2027, 1, 1, tzinfo=UTC)),
+            version("1.35", "STANDARD_SUPPORT", default=True, standard_end=datetime(2027, 1, 1, tzinfo=UTC)),
         )
         monkeypatch.setattr(
             preflight_module,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 from pathlib import Path
@@ -32,9 +33,12 @@ def _messages(result: Result) -> list[str]:
 
 @pytest.fixture(scope="module")
 def poc_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Result, Path]:
-    """`gpufarm synth --tier poc --json` into a fresh folder (the module's one synthesis)."""
+    """`gpufarm synth --tier poc --json` into a fresh folder (the module's one synthesis), on a
+    day when the poc's Kubernetes 1.35 has just entered EKS extended support."""
     out = tmp_path_factory.mktemp("synth") / "cdk.out"
-    return RUNNER.invoke(app, ["synth", "--tier", "poc", "--out", str(out), "--json"]), out
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("gpufarm.app.today", lambda: dt.date(2027, 3, 27))
+        return RUNNER.invoke(app, ["synth", "--tier", "poc", "--out", str(out), "--json"]), out
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +91,15 @@ def test_the_compliance_gate_passed(poc_stack: dict[str, Any]) -> None:
 
 def test_cfn_lint_passed(poc_stack: dict[str, Any]) -> None:
     assert poc_stack["cfn_lint"] == {"status": "passed", "errors": []}
+
+
+def test_a_tier_in_extended_support_is_warned_about_and_still_passes(poc_run: tuple[Result, Path]) -> None:
+    result, _ = poc_run
+    assert result.exit_code == 0
+    [warning] = [line for line in result.stderr.splitlines() if line.startswith("warning: gpufarm-poc: ")]
+    assert warning.startswith(
+        "warning: gpufarm-poc: Kubernetes 1.35 is in EKS extended support (standard support ended 2027-03-27"
+    )
 
 
 def test_progress_is_shown_per_tier_on_stderr(poc_run: tuple[Result, Path]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 from constructs import IConstruct
 
@@ -44,10 +45,22 @@ def new_vpc(stack: cdk.Stack, cidr: str = "10.0.0.0/16") -> ec2.Vpc:
     )
 
 
-def imported_cluster(stack: cdk.Stack) -> eks.ICluster:
-    """An existing cluster with an existing kubectl provider: the stack creates neither."""
+KUBECTL_ROLE_ARN = "arn:aws:iam::123456789012:role/platform-kubectl-provider"
+
+
+def imported_cluster(stack: cdk.Stack, *, provider_role: bool = False) -> eks.ICluster:
+    """An existing cluster with an existing kubectl provider: the stack creates neither.
+
+    `provider_role` gives the provider its (existing, immutable) role, which charts shipped as
+    assets need.
+    """
+    role = (
+        iam.Role.from_role_arn(stack, "KubectlProviderRole", KUBECTL_ROLE_ARN, mutable=False)
+        if provider_role
+        else None
+    )
     provider = eks.KubectlProvider.from_kubectl_provider_attributes(
-        stack, "KubectlProvider", service_token=KUBECTL_SERVICE_TOKEN
+        stack, "KubectlProvider", service_token=KUBECTL_SERVICE_TOKEN, role=role
     )
     return eks.Cluster.from_cluster_attributes(
         stack, "ExistingCluster", cluster_name=CLUSTER_NAME, kubectl_provider=provider

@@ -18,7 +18,8 @@ from constructs import Dependable
 
 from gpufarm.config import AutoModeBuiltinPool, ClusterConfig, ControlPlaneLog, EndpointAccess
 from gpufarm.config.model import CoreAddon, Provisioning, SystemNodesConfig
-from gpufarm.constructs import InferenceCluster, enable_compliance_checks
+from gpufarm.config.validate import KUBECTL_VERSION, SUPPORTED_KUBERNETES_VERSIONS
+from gpufarm.constructs import InferenceCluster, enable_compliance_checks, lb_controller
 from gpufarm.constructs._util import acknowledge
 from gpufarm.constructs.lb_controller import LBC_CHART_VERSION, UPSTREAM_POLICIES, AwsLoadBalancerController
 from tests.conftest import cdk_context, cfn_lint_errors
@@ -78,7 +79,7 @@ def public() -> Built:
         ],
     )
     config = ClusterConfig(
-        kubernetes_version="1.33",
+        kubernetes_version="1.36",
         endpoint_access=EndpointAccess.PUBLIC_AND_PRIVATE,
         public_access_cidrs=["203.0.113.0/24", "198.51.100.0/24"],
         control_plane_logging=[ControlPlaneLog.API, ControlPlaneLog.AUDIT],
@@ -127,8 +128,16 @@ def test_auto_mode_is_on_with_the_builtin_pools_and_node_role(private: Built, pu
 
 
 def test_kubernetes_version_comes_from_config(private: Built, public: Built) -> None:
-    assert _cluster_props(private)["Version"] == "1.34"
-    assert _cluster_props(public)["Version"] == "1.33"
+    assert _cluster_props(private)["Version"] == "1.35"
+    assert _cluster_props(public)["Version"] == "1.36"
+
+
+def test_the_kubectl_provider_runs_the_kubectl_the_version_check_assumes(private: Built) -> None:
+    layers = resources(private.template, "AWS::Lambda::LayerVersion").values()
+    [kubectl] = [str(v["Properties"]["Description"]) for v in layers if "kubectl" in str(v["Properties"])]
+    assert kubectl.startswith(f"/opt/kubectl/kubectl {KUBECTL_VERSION}.")
+    minor = int(KUBECTL_VERSION.split(".")[1])
+    assert tuple(f"1.{m}" for m in (minor - 1, minor, minor + 1)) == SUPPORTED_KUBERNETES_VERSIONS
 
 
 def test_cluster_name_is_passed_through(public: Built) -> None:
@@ -555,6 +564,44 @@ def test_load_balancer_controller_chart_is_pinned(standard: Standard) -> None:
         "Wait": True,
         "Timeout": "900s",
     }
+
+
+def test_load_balancer_controller_crds_are_their_own_release_installed_first(standard: Standard) -> None:
+    lbc = standard.cluster.load_balancer_controller
+    assert lbc is not None
+    crds = _one(standard.template, HELM_CHART, typing.cast(Any, lbc.crds.chart.node.default_child))
+    props = crds["Properties"]
+    assert (props["Release"], props["Namespace"], props["Wait"]) == (
+        "aws-load-balancer-controller-crds",
+        "kube-system",
+        True,
+    )
+    assert "ChartAssetURL" in props and "Repository" not in props
+    assert lbc.crds.version == LBC_CHART_VERSION
+    assert logical_id(typing.cast(Any, lbc.crds.chart.node.default_child)) in _chart(standard)["DependsOn"]
+
+
+def test_a_load_balancer_controller_version_without_shipped_crds_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A release whose IAM policy were shipped but not its CRDs.
+    monkeypatch.setattr(
+        lb_controller, "UPSTREAM_POLICIES", {**UPSTREAM_POLICIES, "3.2.1": UPSTREAM_POLICIES["3.2.2"]}
+    )
+    stack = cdk.Stack(cdk.App(), "LbcVersion")
+    with pytest.raises(ValueError) as info:
+        AwsLoadBalancerController(
+            stack,
+            "Lbc",
+            cluster=imported_cluster(stack, provider_role=True),
+            vpc_id="vpc-0123456789abcdef0",
+            region=REGION,
+            version="3.2.1",
+        )
+    assert str(info.value) == (
+        "'version' must be '3.2.2', the release whose CRDs gpufarm ships "
+        "(gpufarm/charts/aws-load-balancer-controller-crds), got '3.2.1'"
+    )
 
 
 def test_load_balancer_controller_runs_on_system_nodes_without_imds(standard: Standard) -> None:

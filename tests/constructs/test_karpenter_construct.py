@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
+import tarfile
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aws_cdk
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Template
-from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
+from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import IConstruct
 
 from gpufarm.config import CapacityType, NodePoolConfig
@@ -479,7 +481,27 @@ def test_crds_come_from_their_own_chart_at_the_same_version(built: Built) -> Non
     assert crds["Repository"] == "oci://public.ecr.aws/karpenter/karpenter-crd"
     assert crds["Version"] == CONFIG.chart_version
     assert crds["Namespace"] == CONFIG.namespace
-    assert props(built, built.karpenter.chart)["SkipCrds"] is True
+
+
+def _kubectl_handler_helm_source() -> str:
+    """aws-cdk-lib's kubectl handler (aws-eks-v2) as this installation ships it."""
+    bundle = next((Path(aws_cdk.__file__).parent / "_jsii").glob("aws-cdk-lib@*.jsii.tgz"))
+    with tarfile.open(bundle) as tar:
+        member = tar.extractfile(
+            "package/custom-resource-handlers/dist/aws-eks-v2/kubectl-handler/helm/__init__.py"
+        )
+        assert member is not None
+        return member.read().decode()
+
+
+def test_skip_crds_is_not_relied_on_because_the_kubectl_handler_drops_it(built: Built) -> None:
+    source = _kubectl_handler_helm_source()
+    handler = source[source.index("def helm_handler") : source.index("def get_oci_cmd")]
+    # The handler reads SkipCrds, but its `helm upgrade` call never passes it on.
+    assert "skip_crds        = props.get('SkipCrds', False)" in handler
+    [upgrade] = [line for line in handler.splitlines() if "helm('upgrade'" in line]
+    assert "skip_crds" not in upgrade
+    assert "SkipCrds" not in props(built, built.karpenter.chart)
 
 
 def chart_values(built: Built) -> dict[str, Any]:
@@ -588,7 +610,7 @@ def test_device_plugin_chart_is_pinned(built: Built) -> None:
 def test_a_cluster_without_a_known_name_is_rejected() -> None:
     stack = new_stack("Unnamed")
     vpc = new_vpc(stack)
-    cluster = eks.Cluster(stack, "Cluster", version=eks.KubernetesVersion.V1_34, vpc=vpc)
+    cluster = eks.Cluster(stack, "Cluster", version=eks.KubernetesVersion.V1_35, vpc=vpc)
     with pytest.raises(ValueError) as error:
         Karpenter(
             stack,
@@ -612,9 +634,9 @@ def test_a_named_cluster_created_in_the_stack_is_accepted() -> None:
         stack,
         "Cluster",
         cluster_name="gpu",
-        version=eks.KubernetesVersion.V1_34,
+        version=eks.KubernetesVersion.V1_35,
         vpc=vpc,
-        kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV34Layer(stack, "Kubectl")),
+        kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV35Layer(stack, "Kubectl")),
     )
     karpenter = Karpenter(
         stack,

@@ -90,7 +90,7 @@ def _serving(
 def built() -> Built:
     """An FSx model with EFA over 4 interfaces and a gated Hugging Face model on B200 nodes."""
     stack = new_stack("MultiNode")
-    cluster = imported_cluster(stack)
+    cluster = imported_cluster(stack, provider_role=True)
     namespace = _namespace(stack, cluster)
     serving = _serving(
         stack,
@@ -136,23 +136,47 @@ def test_controller_chart_is_lws_from_its_oci_repository_pinned(built: Built) ->
     assert json.loads(props["Values"]) == k8s_lws.lws_controller_values()
 
 
-def test_controller_chart_version_can_be_pinned_elsewhere() -> None:
+def test_a_chart_version_whose_crd_gpufarm_does_not_ship_is_refused() -> None:
     stack = new_stack("LwsPinned")
-    controller = LeaderWorkerSetController(
-        stack, "Lws", cluster=imported_cluster(stack), chart_version="0.10.0"
+    with pytest.raises(ValueError) as info:
+        LeaderWorkerSetController(
+            stack, "Lws", cluster=imported_cluster(stack, provider_role=True), chart_version="0.9.0"
+        )
+    assert str(info.value) == (
+        "'chart_version' must be '0.10.0', the LWS release whose CRD gpufarm ships "
+        "(gpufarm/charts/lws-crds), got '0.9.0'"
     )
-    props = _resource(Template.from_stack(stack), controller.chart)["Properties"]
-    assert props["Version"] == "0.10.0"
-    assert json.loads(props["Values"])["image"]["manager"]["tag"] == "v0.10.0"
+
+
+def test_the_crd_is_its_own_release_installed_before_the_controller(built: Built) -> None:
+    controller = built.serving.controller
+    crds = _resource(built.template, controller.crds.chart)
+    assert "Chart" not in crds["Properties"] and "Repository" not in crds["Properties"]
+    assert crds["Properties"]["ChartAssetURL"]  # the shipped chart, uploaded as an asset
+    assert (crds["Properties"]["Release"], crds["Properties"]["Namespace"]) == ("lws-crds", "lws-system")
+    assert controller.crds.version == k8s_lws.LWS_CHART_VERSION
+    chart = _resource(built.template, controller.chart)
+    assert _resource_id(controller.crds.chart) in chart["DependsOn"]
+
+
+def test_an_imported_provider_without_its_role_cannot_install_the_crd_chart() -> None:
+    stack = new_stack("NoRole")
+    with pytest.raises(ValueError) as info:
+        LeaderWorkerSetController(stack, "Lws", cluster=imported_cluster(stack))
+    assert str(info.value) == (
+        "'cluster' must have a kubectl provider with its role (for an imported provider, "
+        "KubectlProviderAttributes(role=...)): the provider reads the CRD chart 'lws-crds' from "
+        "the CDK asset bucket with it, got a provider without a role"
+    )
 
 
 def test_a_shared_controller_is_not_installed_twice() -> None:
     stack = new_stack("SharedLws")
-    cluster = imported_cluster(stack)
+    cluster = imported_cluster(stack, provider_role=True)
     controller = LeaderWorkerSetController(stack, "Lws", cluster=cluster)
     serving = _serving(stack, cluster, [GATED], controller=controller)
     template = Template.from_stack(stack)
-    template.resource_count_is(HELM_CHART, 1)
+    template.resource_count_is(HELM_CHART, 2)  # the CRD release and the controller's, once each
     assert serving.controller is controller
     depends_on = resources(template, KUBERNETES_RESOURCE)[logical_id(serving.model_manifests["deepseek"])]
     assert _resource_id(controller.chart) in depends_on["DependsOn"]
@@ -195,7 +219,7 @@ def test_gated_model_runs_on_its_own_node_selector_without_efa(built: Built) -> 
 
 def test_s3_model_outside_fsx_gets_its_mountpoint_volume() -> None:
     stack = new_stack("MountpointMultiNode")
-    serving = _serving(stack, imported_cluster(stack), [MOUNTPOINT_MODEL])
+    serving = _serving(stack, imported_cluster(stack, provider_role=True), [MOUNTPOINT_MODEL])
     docs = manifest_of(Template.from_stack(stack), serving.model_manifests["kimi"])
     volume = s3_weights_volume(
         model_name="kimi", namespace="inference", s3_uri=MOUNTPOINT_MODEL.weights, region=REGION
@@ -275,7 +299,7 @@ def test_role_may_read_exactly_the_token_secrets_through_a_managed_policy(built:
 
 def test_without_tokens_there_is_no_role_association_or_service_account() -> None:
     stack = new_stack("OpenMultiNode")
-    serving = _serving(stack, imported_cluster(stack), [FSX_MODEL])
+    serving = _serving(stack, imported_cluster(stack, provider_role=True), [FSX_MODEL])
     template = Template.from_stack(stack)
     assert serving.role is None and serving.service_account_manifest is None
     for type_ in ("AWS::IAM::Role", "AWS::IAM::ManagedPolicy", "AWS::EKS::PodIdentityAssociation"):
@@ -290,7 +314,7 @@ def test_a_small_stack_passes_both_nag_packs_and_cfn_lint(tmp_path: Path) -> Non
     enable_compliance_checks(app)
     stack = cdk.Stack(app, "MultiNodeNag", env=cdk.Environment(region=REGION))
     require_compliance_pack(stack, CompliancePack.NIST_800_53_R5)
-    cluster = imported_cluster(stack)
+    cluster = imported_cluster(stack, provider_role=True)
     _serving(stack, cluster, [FSX_MODEL, GATED], after=_namespace(stack, cluster))
     app.synth()  # raises on any unacknowledged finding
     assert cfn_lint_errors(tmp_path / "MultiNodeNag.template.json") == []
@@ -359,5 +383,5 @@ def test_invalid_input_is_rejected_with_an_exact_message(
 ) -> None:
     stack = new_stack("InvalidMultiNode")
     with pytest.raises(ValueError) as excinfo:
-        _serving(stack, imported_cluster(stack), models, **kwargs)
+        _serving(stack, imported_cluster(stack, provider_role=True), models, **kwargs)
     assert str(excinfo.value) == message

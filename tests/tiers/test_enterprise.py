@@ -38,7 +38,7 @@ def _helm(template: dict[str, Any], chart: str) -> dict[str, Any]:
     (found,) = [
         r["Properties"]
         for r in resources(template, "Custom::AWSCDK-EKS-HelmChart").values()
-        if r["Properties"]["Chart"] == chart
+        if r["Properties"].get("Chart") == chart
     ]
     return found
 

@@ -43,7 +43,7 @@ def _helm(template: dict[str, Any], chart: str) -> dict[str, Any]:
     found = [
         r
         for r in resources(template, "Custom::AWSCDK-EKS-HelmChart").values()
-        if r["Properties"]["Chart"] == chart
+        if r["Properties"].get("Chart") == chart
     ]
     assert len(found) == 1, f"expected one {chart} chart, got {len(found)}"
     return found[0]

@@ -16,8 +16,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO_ROOT.parent / "shared" / "k8s-crds"
 """CRDs of the controllers gpufarm targets; present on the team's machines, absent elsewhere."""
 
-KUBERNETES_VERSION = "1.34"
-"""Schemas of the cluster version the poc preset pins (kubernetes-validate ships 1.34)."""
+KUBERNETES_VERSION = "1.35"
+"""Schemas of the cluster version the poc preset pins (kubernetes-validate ships 1.35)."""
 
 _SCHEMA_KEYWORDS_WITH_SUBSCHEMA = ("items", "additionalProperties", "not")
 _SCHEMA_KEYWORDS_WITH_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf")

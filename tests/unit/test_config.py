@@ -523,7 +523,7 @@ INVALID: list[Any] = [
     # ---- cluster
     pytest.param(
         {"cluster": {"kubernetes_version": "1.29"}},
-        ["cluster.kubernetes_version: must be one of '1.33', '1.34', '1.35', got '1.29'"],
+        ["cluster.kubernetes_version: must be one of '1.34', '1.35', '1.36', got '1.29'"],
         id="unsupported-kubernetes-version",
     ),
     pytest.param(

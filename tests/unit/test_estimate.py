@@ -6,6 +6,7 @@ calling the estimate's own helpers.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from pathlib import Path
 
@@ -156,6 +157,47 @@ def test_missing_prices_file(tmp_path: Path) -> None:
 
 def test_production_control_plane(production: CostEstimate) -> None:
     assert line(production, "EKS control plane").monthly_usd == pytest.approx(0.10 * H)
+
+
+def test_without_a_day_the_control_plane_is_priced_at_the_standard_rate() -> None:
+    # 1.34 is in extended support from 2026-12-02, but no day asks for the calendar.
+    got = line(monthly_cost(make_tier({"cluster": {"kubernetes_version": "1.34"}})), "EKS control plane")
+    assert (got.monthly_usd, got.note) == (pytest.approx(0.10 * H), "")
+
+
+def test_a_version_in_extended_support_bills_the_extended_rate() -> None:
+    tier = make_tier({"cluster": {"kubernetes_version": "1.34"}})
+    estimate = monthly_cost(tier, day=dt.date(2026, 12, 2))
+    got = line(estimate, "EKS control plane")
+    assert (got.unit_price, got.monthly_usd) == (pytest.approx(0.60 * H), pytest.approx(0.60 * H))
+    assert (
+        got.note
+        == "Kubernetes 1.34 in extended support since 2026-12-02: $0.60 instead of $0.10 per cluster-hour"
+    )
+    assert [n for n in estimate.notes if n.startswith("Kubernetes")] == [
+        "Kubernetes 1.34 is in EKS extended support (standard support ended 2026-12-02, extended support "
+        "ends 2027-12-02); the cluster bills at the extended-support rate per cluster hour: set "
+        "cluster.kubernetes_version to a version in standard support and upgrade the cluster"
+    ]
+
+
+def test_a_version_near_extended_support_keeps_the_standard_rate_with_a_note() -> None:
+    estimate = monthly_cost(load_preset("poc"), day=dt.date(2027, 2, 1))  # 1.35: 54 days left
+    got = line(estimate, "EKS control plane")
+    assert (got.monthly_usd, got.note) == (
+        pytest.approx(0.10 * H),
+        "Kubernetes 1.35 leaves standard support on 2027-03-27: then $0.60 per cluster-hour",
+    )
+    assert any(
+        n.startswith("Kubernetes 1.35 leaves EKS standard support on 2027-03-27 (in 54 days)")
+        for n in estimate.notes
+    )
+
+
+def test_a_version_in_standard_support_has_no_note() -> None:
+    estimate = monthly_cost(load_preset("poc"), day=dt.date(2026, 12, 1))
+    assert line(estimate, "EKS control plane").note == ""
+    assert not [n for n in estimate.notes if n.startswith("Kubernetes")]
 
 
 def test_production_serving_pool_base(production: CostEstimate) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -19,7 +20,10 @@ from gpufarm.k8s.lws import (
     EFA_RESOURCE,
     GROUP_KEY_LABEL,
     LEADER_SCRIPT,
+    LWS_CHART,
     LWS_CHART_VERSION,
+    LWS_CONTROLLER_IMAGE,
+    LWS_REPOSITORY,
     RAY_OBJECT_STORE_GIB,
     RAY_PORT,
     SERVICE_ACCOUNT,
@@ -34,7 +38,7 @@ from gpufarm.k8s.lws import (
 )
 from gpufarm.k8s.serving import AGENT_CONTAINER, vllm_args
 
-from .k8s_schema import validate_core, validate_crd
+from .k8s_schema import REPO_ROOT, validate_core, validate_crd
 
 REGION = "us-east-1"
 LWS_CRD = "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
@@ -429,7 +433,53 @@ def test_controller_values_pin_the_image_to_the_chart_release() -> None:
             }
         },
     }
-    assert lws_controller_values("0.10.0")["image"]["manager"]["tag"] == "v0.10.0"
+    assert lws_controller_values("0.9.0")["image"]["manager"]["tag"] == "v0.9.0"
+
+
+# --------------------------------------------------------------------------- the pinned release
+
+UPSTREAM_REF = REPO_ROOT.parent / "shared" / "upstream-ref"
+"""Facts from the upstream releases gpufarm pins; present on the team's machines, absent elsewhere."""
+
+
+def _upstream(name: str) -> dict[str, Any]:
+    if not UPSTREAM_REF.is_dir():
+        pytest.skip(f"{UPSTREAM_REF} is not here")
+    path = UPSTREAM_REF / name
+    assert path.is_file(), f"no upstream data for {name}: the pin names a release nobody has confirmed"
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def _keys(tree: dict[str, Any], prefix: str = "") -> set[str]:
+    out: set[str] = set()
+    for key, value in tree.items():
+        out.add(prefix + key)
+        if isinstance(value, dict) and value:
+            out |= _keys(value, f"{prefix}{key}.")
+    return out
+
+
+def test_the_pinned_lws_chart_is_a_published_release() -> None:
+    chart = _upstream(f"charts/{LWS_CHART}@{LWS_CHART_VERSION}.json")
+    assert (chart["chart"], chart["repository"], chart["version"]) == (
+        LWS_CHART,
+        LWS_REPOSITORY,
+        LWS_CHART_VERSION,
+    )
+
+
+def test_the_controller_image_is_the_release_of_the_pinned_chart() -> None:
+    chart = _upstream(f"charts/{LWS_CHART}@{LWS_CHART_VERSION}.json")
+    manager = lws_controller_values()["image"]["manager"]
+    assert (manager["repository"], manager["tag"]) == (LWS_CONTROLLER_IMAGE, chart["app_version"])
+    assert _keys(lws_controller_values()) <= _keys(chart["values"])
+
+
+def test_the_lws_labels_and_environment_are_those_of_the_pinned_release() -> None:
+    labels = _upstream("labels.json")
+    assert {WORKER_INDEX_LABEL, GROUP_KEY_LABEL} <= set(labels["keys"])
+    assert set(LWS_ENV) == set(labels["lws_env"])
 
 
 # --------------------------------------------------------------------------- the scripts, run

@@ -314,17 +314,88 @@ def test_dcgm_scheduling_and_resources_are_valid_pod_fields() -> None:
 
 
 def test_dcgm_runs_on_nvidia_nodes_of_karpenter_or_auto_mode() -> None:
-    """Node selector terms are ORed: one term per provisioner's GPU-manufacturer label."""
+    """Node selector terms are ORed: one term per provisioner's GPU-manufacturer label, and one
+    for every gpufarm GPU node (managed node groups carry no manufacturer label)."""
     affinity = dcgm_exporter_values()["affinity"]["nodeAffinity"]
     terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [
         {"matchExpressions": [{"key": label, "operator": "In", "values": ["nvidia"]}]}
         for label in GPU_MANUFACTURER_LABELS
-    ]
+    ] + [{"matchExpressions": [{"key": "gpufarm.io/pool", "operator": "Exists"}]}]
     assert set(GPU_MANUFACTURER_LABELS) == {
         "karpenter.k8s.aws/instance-gpu-manufacturer",
         "eks.amazonaws.com/instance-gpu-manufacturer",
     }
+
+
+def _selects(terms: list[dict[str, Any]], labels: dict[str, str]) -> bool:
+    """Whether a node with `labels` satisfies ORed node selector terms, as the scheduler decides."""
+
+    def holds(expr: dict[str, Any]) -> bool:
+        key, op = expr["key"], expr["operator"]
+        if op == "In":
+            return key in labels and labels[key] in expr["values"]
+        if op == "NotIn":
+            return key not in labels or labels[key] not in expr["values"]
+        if op == "Exists":
+            return key in labels
+        if op == "DoesNotExist":
+            return key not in labels
+        raise AssertionError(f"operator {op!r} not modelled")
+
+    return any(all(holds(e) for e in term["matchExpressions"]) for term in terms)
+
+
+def _gpu_node_labels() -> dict[str, dict[str, str]]:
+    """The labels gpufarm gives the GPU nodes of every provisioning mode, from the code that
+    creates the node groups and NodePools, for each preset's GPU capacity.
+
+    Only gpufarm's own labels (and the NodePool name Karpenter adds): the provisioner adds more
+    (instance type, zone, ...), but with only In/Exists terms a node that matches on a subset of
+    its labels matches on all of them, so this is the case that must pass.
+    """
+    from gpufarm.config import load_preset
+    from gpufarm.config.model import NodeGroupAmiType
+    from gpufarm.constructs.reserved_capacity import node_group_labels
+    from gpufarm.k8s.karpenter import karpenter_gpu_nodepool
+    from gpufarm.k8s.nodepool import auto_mode_gpu_nodepool
+
+    def template_labels(nodepool: dict[str, Any]) -> dict[str, str]:
+        labels: dict[str, str] = nodepool["spec"]["template"]["metadata"]["labels"]
+        return {**labels, "karpenter.sh/nodepool": nodepool["metadata"]["name"]}
+
+    nodes: dict[str, dict[str, str]] = {}
+    for pool in load_preset("poc").node_pools:
+        nodes[f"auto mode {pool.name}"] = template_labels(auto_mode_gpu_nodepool(pool))
+    for tier in ("production", "enterprise"):
+        for pool in load_preset(tier).node_pools:
+            nodes[f"karpenter {tier} {pool.name}"] = template_labels(karpenter_gpu_nodepool(pool))
+    groups = load_preset("enterprise").node_groups
+    assert {g.name for g in groups} >= {"h100-base", "h100-multinode"}
+    for group in groups:
+        nodes[f"node group {group.name}"] = node_group_labels(group)
+        bottlerocket = group.model_copy(update={"ami_type": NodeGroupAmiType.BOTTLEROCKET_NVIDIA})
+        nodes[f"node group {group.name} (bottlerocket)"] = node_group_labels(bottlerocket)
+    return nodes
+
+
+def test_dcgm_runs_on_every_gpu_node_of_every_provisioning_mode() -> None:
+    terms = dcgm_exporter_values()["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    nodes = _gpu_node_labels()
+    assert {k.split(" ")[0] for k in nodes} == {"auto", "karpenter", "node"}
+    assert {name: _selects(terms, labels) for name, labels in nodes.items()} == dict.fromkeys(nodes, True)
+
+
+def test_dcgm_stays_off_the_system_nodes() -> None:
+    from gpufarm.constructs.cluster import SYSTEM_NODE_LABEL_KEY, SYSTEM_NODE_LABEL_VALUE
+
+    terms = dcgm_exporter_values()["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert not _selects(terms, {SYSTEM_NODE_LABEL_KEY: SYSTEM_NODE_LABEL_VALUE})
+    assert not _selects(terms, {"karpenter.k8s.aws/instance-gpu-manufacturer": "amd"})
 
 
 def test_dcgm_tolerates_the_gpu_taint() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from gpufarm.config import NodePoolConfig, TierConfig
+from gpufarm.config import NodePoolConfig, TierConfig, load_preset
 from gpufarm.k8s import (
     LBC_TGB_API,
     auto_mode_gpu_nodepool,
@@ -51,7 +51,8 @@ def _ids(manifests: list[dict[str, Any]]) -> list[str]:
 
 
 def test_kubernetes_validate_has_the_pinned_version() -> None:
-    assert kubernetes_validate.validate(namespace("x"), KUBERNETES_VERSION, strict=True) == "1.34"
+    assert load_preset("poc").cluster.kubernetes_version == KUBERNETES_VERSION
+    assert kubernetes_validate.validate(namespace("x"), KUBERNETES_VERSION, strict=True) == "1.35"
 
 
 def test_poc_core_manifests(poc: TierConfig) -> None:
