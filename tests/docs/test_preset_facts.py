@@ -8,6 +8,7 @@ still be found. Whitespace is compared collapsed, so line wrapping is free.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from gpufarm.config import TierConfig, load_preset
-from gpufarm.config.model import NodeGroupConfig
+from gpufarm.config.catalog import gpus_in
+from gpufarm.config.model import FallbackConfig, NodeGroupConfig
 from gpufarm.estimate import gpu_capacity, monthly_cost
 from gpufarm.k8s.lws import vllm_leader_worker_set
 
@@ -133,6 +135,41 @@ def _cost_table() -> list[str]:
     return rows
 
 
+def _gateway_timeout() -> list[str]:
+    default = FallbackConfig.model_fields["request_timeout_seconds"].default
+    poc, production, enterprise = (load_preset(t).fallback.request_timeout_seconds for t in PRESETS)
+    assert poc == default and production == enterprise, "reword the row for the presets' values"
+    return [
+        f"| `fallback.request_timeout_seconds` | {default} "
+        f"(production and enterprise presets: {production}) |"
+    ]
+
+
+def _gateway_replicas() -> list[str]:
+    poc, production, enterprise = (load_preset(t).fallback.replicas for t in PRESETS)
+    assert production == enterprise, "reword the sentence for the presets' values"
+    return [f"({poc} in poc, {production} in the production and enterprise presets; at least 2)"]
+
+
+def _secrets_endpoint() -> list[str]:
+    having = [t for t in PRESETS if "secretsmanager" in load_preset(t).network.interface_endpoints]
+    assert having == ["enterprise"], "reword the sentence for the presets that have the endpoint"
+    return ["includes `secretsmanager` (the enterprise preset does; poc and production do not)"]
+
+
+def _enterprise_on_demand_p_instances() -> list[str]:
+    tier = _enterprise()
+    (burst,) = [p for p in tier.node_pools if p.capacity_class == "h100"]
+    (instance_type,) = burst.instance_types
+    per_node = gpus_in(instance_type) or 0
+    base = sum(g.nodes for g in tier.node_groups)
+    burst_nodes = math.ceil(burst.gpu_limit / per_node)
+    return [
+        f"the preset's base ({base} nodes over {len(tier.node_groups)} node groups) plus a full burst "
+        f"pool ({burst.gpu_limit} GPUs, {burst_nodes} nodes) is {base + burst_nodes} instances"
+    ]
+
+
 FACTS: list[tuple[str, Callable[[], list[str]]]] = [
     ("README.md", _readme_reserved_base),
     ("docs/enterprise.md", _enterprise_table_reserved_base),
@@ -143,6 +180,10 @@ FACTS: list[tuple[str, Callable[[], list[str]]]] = [
     ("docs/fallback.md", _guardrail),
     ("README.md", _every_preset_has_the_gateway),
     ("docs/cli.md", _cost_table),
+    ("docs/fallback.md", _gateway_timeout),
+    ("docs/fallback.md", _gateway_replicas),
+    ("docs/fallback.md", _secrets_endpoint),
+    ("docs/operations.md", _enterprise_on_demand_p_instances),
 ]
 
 
@@ -161,6 +202,10 @@ def test_doc_states_the_preset(doc: str, render: Callable[[], list[str]]) -> Non
         "rolling updates with `maxSurge: 1`, `maxUnavailable: 0` (one spare group's GPUs)",
         "`fallback.guardrail.enabled: true` (off in both presets)",
         "node group `h100-base`: 2 x `p5.48xlarge` in `us-east-1a`",
+        "| `fallback.request_timeout_seconds` | 600 (production preset: 900) |",
+        "`network.interface_endpoints` includes `secretsmanager` (neither preset does)",
+        "the preset's base plus a full burst pool is 5 instances, 960 vCPUs",
+        "a rollout adds a group before removing one and waits for room",
     ],
 )
 def test_statements_that_were_false_are_gone(stale: str) -> None:
