@@ -1,9 +1,10 @@
 """Statements in the docs about the presets, rendered from the presets and the manifests they build.
 
 Each fact is the sentence a doc must contain, written from the loaded preset (or from the
-Kubernetes manifest gpufarm emits for it), not copied from the doc. When a preset changes, the
-sentence changes and the test names the doc to correct; when a doc is edited, the sentence must
-still be found. Whitespace is compared collapsed, so line wrapping is free.
+Kubernetes manifest gpufarm emits for it, or the synthesized template), not copied from the doc.
+When a preset changes, the sentence changes and the test names the doc to correct; when a doc is
+edited, the sentence must still be found. Whitespace is compared collapsed, so line wrapping is
+free. To add one: write a function that renders the sentence and list it in FACTS.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +22,9 @@ from gpufarm.config.catalog import gpus_in
 from gpufarm.config.model import FallbackConfig, NodeGroupConfig
 from gpufarm.estimate import gpu_capacity, monthly_cost
 from gpufarm.k8s.lws import vllm_leader_worker_set
+from tests.tiers.conftest import enterprise_dir, enterprise_template
+
+__all__ = ["enterprise_dir", "enterprise_template"]
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = ("poc", "production", "enterprise")
@@ -170,6 +175,14 @@ def _enterprise_on_demand_p_instances() -> list[str]:
     ]
 
 
+def _plan_keeps_the_first_node_group() -> list[str]:
+    first, *others = _groups()
+    return [
+        f"the preset's first reserved node group (`{first.name}`) alone",
+        *(f"(`{g.name}`) is dropped with the preset's models" for g in others),
+    ]
+
+
 FACTS: list[tuple[str, Callable[[], list[str]]]] = [
     ("README.md", _readme_reserved_base),
     ("docs/enterprise.md", _enterprise_table_reserved_base),
@@ -184,6 +197,7 @@ FACTS: list[tuple[str, Callable[[], list[str]]]] = [
     ("docs/fallback.md", _gateway_replicas),
     ("docs/fallback.md", _secrets_endpoint),
     ("docs/operations.md", _enterprise_on_demand_p_instances),
+    ("docs/cli.md", _plan_keeps_the_first_node_group),
 ]
 
 
@@ -213,3 +227,20 @@ def test_statements_that_were_false_are_gone(stale: str) -> None:
         _doc(n) for n in ("README.md", "docs/enterprise.md", "docs/constructs.md", "docs/fallback.md")
     )
     assert _flat(stale) not in docs
+
+
+def test_the_reserved_base_in_the_docs_is_the_one_the_template_reserves(
+    enterprise_template: dict[str, Any],
+) -> None:
+    """The On-Demand Capacity Reservations of the synthesized enterprise template, as the docs say."""
+    reservations = [
+        r["Properties"]
+        for r in enterprise_template["Resources"].values()
+        if r["Type"] == "AWS::EC2::CapacityReservation"
+    ]
+    (instance_type,) = {r["InstanceType"] for r in reservations}
+    total = sum(r["InstanceCount"] for r in reservations)
+    assert _flat(f"a reserved base of {total} `{instance_type}`") in _doc("README.md")
+    enterprise = _doc("docs/enterprise.md")
+    for r in reservations:
+        assert f"{r['InstanceCount']} x `{r['InstanceType']}` in `{r['AvailabilityZone']}`" in enterprise
