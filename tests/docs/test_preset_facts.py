@@ -183,6 +183,16 @@ def _plan_keeps_the_first_node_group() -> list[str]:
     ]
 
 
+def _production_system_nodes() -> list[str]:
+    nodes = load_preset("production").cluster.system_nodes
+    types = "`/`".join(nodes.instance_types)
+    return [
+        f"A managed node group `SystemNodes` runs the platform's own pods: {nodes.min_size} to "
+        f"{nodes.max_size} nodes, desired {nodes.desired_size}, of `{types}` on-demand with AL2023, "
+        f"{nodes.disk_gib} GiB encrypted gp3"
+    ]
+
+
 FACTS: list[tuple[str, Callable[[], list[str]]]] = [
     ("README.md", _readme_reserved_base),
     ("docs/enterprise.md", _enterprise_table_reserved_base),
@@ -198,6 +208,7 @@ FACTS: list[tuple[str, Callable[[], list[str]]]] = [
     ("docs/fallback.md", _secrets_endpoint),
     ("docs/operations.md", _enterprise_on_demand_p_instances),
     ("docs/cli.md", _plan_keeps_the_first_node_group),
+    ("docs/production.md", _production_system_nodes),
 ]
 
 
