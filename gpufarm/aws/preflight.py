@@ -1290,7 +1290,7 @@ def _largest(counts: list[Count], what: str, scope: str) -> tuple[int, str]:
         return 0, f"the template creates no {scope}"
     top = max(counts, key=lambda c: c.count)
     others = f" (the most of {len(counts)} {scope}s)" if len(counts) > 1 else ""
-    return top.count, f"{top.count} {what} on {top.scope}{others}"
+    return top.count, f"{what} on {top.scope}{others}"
 
 
 def network_quota_checks(
@@ -1313,7 +1313,7 @@ def network_quota_checks(
                 limit=_limit(ELASTIC_IPS, quotas),
                 in_use=in_use,
                 needed=needed,
-                detail=f"{needed} AWS::EC2::EIP (one per NAT gateway, one per AZ of an internet-facing NLB)",
+                detail="AWS::EC2::EIP resources (one per NAT gateway, one per AZ of an internet-facing NLB)",
                 release="release Elastic IPs the account no longer uses",
             )
         ]
@@ -1328,7 +1328,7 @@ def network_quota_checks(
                 limit=_limit(VPCS, quotas),
                 in_use=in_use,
                 needed=needed,
-                detail=f"{needed} AWS::EC2::VPC",
+                detail="AWS::EC2::VPC resources",
                 release="delete VPCs the account no longer uses",
             )
         ]
@@ -1355,7 +1355,7 @@ def network_quota_checks(
                 limit=_limit(TARGET_GROUPS, quotas),
                 in_use=in_use,
                 needed=needed,
-                detail=f"{needed} ALB and NLB target groups",
+                detail="ALB and NLB target groups",
                 release="delete target groups the account no longer uses",
             )
         ]

@@ -333,8 +333,8 @@ def test_a_small_template_passes_every_network_quota(
         "check": "network-quota",
         "subject": "EC2-VPC Elastic IPs (L-0263D0A3)",
         "status": "pass",
-        "message": "limit 5, in use 0, needed 1: 1 AWS::EC2::EIP (one per NAT gateway, one per AZ of an "
-        "internet-facing NLB)",
+        "message": "limit 5, in use 0, needed 1: AWS::EC2::EIP resources (one per NAT gateway, one per "
+        "AZ of an internet-facing NLB)",
         "fix": "",
         "quota": {"name": "EC2-VPC Elastic IPs", "code": "L-0263D0A3", "limit": 5, "in_use": 0, "needed": 1},
     }
@@ -361,7 +361,7 @@ def test_elastic_ips_in_use_count_against_the_quota(
     row = check(session, _template(_vpc_with(0, eips=3)))["EC2-VPC Elastic IPs"]
     assert (row.status, row.message, row.fix) == (
         Status.FAIL,
-        "limit 5, in use 3, needed 3: 3 AWS::EC2::EIP (one per NAT gateway, one per AZ of an "
+        "limit 5, in use 3, needed 3: AWS::EC2::EIP resources (one per NAT gateway, one per AZ of an "
         "internet-facing NLB)",
         "request an increase to at least 6: aws service-quotas request-service-quota-increase "
         "--service-code ec2 --quota-code L-0263D0A3 --desired-value 6 --region us-east-1; or release "
@@ -379,7 +379,7 @@ def test_vpcs_in_use_count_against_the_quota(
     row = check(session, template)["VPCs per Region"]
     assert (row.status, row.message, row.fix) == (
         Status.FAIL,
-        "limit 5, in use 5, needed 2: 2 AWS::EC2::VPC",
+        "limit 5, in use 5, needed 2: AWS::EC2::VPC resources",
         "request an increase to at least 7: aws service-quotas request-service-quota-increase --service-code "
         "vpc --quota-code L-F678F1CE --desired-value 7 --region us-east-1; or delete VPCs the account no "
         "longer uses",
@@ -392,7 +392,7 @@ def test_interface_endpoints_over_the_quota_fail(
     row = check(session, _template(_vpc_with(51)))["Interface and Gateway Load Balancer endpoints per VPC"]
     assert (row.status, row.message, row.fix) == (
         Status.FAIL,
-        "limit 50, in use 0, needed 51: 51 endpoints on Vpc",
+        "limit 50, in use 0, needed 51: endpoints on Vpc",
         "request an increase to at least 51: aws service-quotas request-service-quota-increase "
         "--service-code vpc --quota-code L-29B6F2EB --desired-value 51 --region us-east-1",
     )
@@ -409,7 +409,7 @@ def test_target_groups_in_use_count_against_the_region_quota(
     row = check(session, SMALL)["Target Groups per Region"]
     assert (row.status, row.message, row.fix) == (
         Status.FAIL,
-        "limit 3, in use 2, needed 2: 2 ALB and NLB target groups",
+        "limit 3, in use 2, needed 2: ALB and NLB target groups",
         "request an increase to at least 4: aws service-quotas request-service-quota-increase --service-code "
         "elasticloadbalancing --quota-code L-B22855CB --desired-value 4 --region us-east-1; or delete target "
         "groups the account no longer uses",
@@ -426,7 +426,7 @@ def test_more_target_groups_than_one_alb_takes_fail(
     assert (row.subject, row.status, row.message, row.fix) == (
         "Target Groups per Application Load Balancer (fixed)",
         Status.FAIL,
-        "limit 100, in use 0, needed 101: 101 target groups on Alb",
+        "limit 100, in use 0, needed 101: target groups on Alb",
         "this quota cannot be raised (https://docs.aws.amazon.com/elasticloadbalancing/latest/application/"
         "load-balancer-limits.html); serve fewer models and shares behind one load balancer",
     )
@@ -439,7 +439,7 @@ def test_listener_rules_over_an_applied_quota_fail(
     row = check(session, _template(_alb(target_groups=2, rules=3)))["Rules per Application Load Balancer"]
     assert (row.status, row.message, row.fix) == (
         Status.FAIL,
-        "limit 2, in use 0, needed 3: 3 listener rules on Alb",
+        "limit 2, in use 0, needed 3: listener rules on Alb",
         "request an increase to at least 3: aws service-quotas request-service-quota-increase --service-code "
         "elasticloadbalancing --quota-code L-7EED9B64 --desired-value 3 --region us-east-1",
     )
@@ -452,7 +452,7 @@ def test_security_group_rules_over_the_quota_fail_on_either_side(
     row = check(session, template)["Inbound or outbound rules per security group"]
     assert (row.status, row.message, row.fix) == (
         Status.FAIL,
-        "limit 60, in use 0, needed 61: 61 outbound rules on Wide (the most of 2 security groups)",
+        "limit 60, in use 0, needed 61: outbound rules on Wide (the most of 2 security groups)",
         "request an increase to at least 61: aws service-quotas request-service-quota-increase "
         "--service-code vpc --quota-code L-0EA8095F --desired-value 61 --region us-east-1",
     )
@@ -464,7 +464,7 @@ def test_security_groups_per_interface_over_the_quota_fail(
     row = check(session, _template(_launch_template(6)))["Security groups per network interface"]
     assert (row.status, row.message, row.fix) == (
         Status.FAIL,
-        "limit 5, in use 0, needed 6: 6 security groups on NodeTemplate",
+        "limit 5, in use 0, needed 6: security groups on NodeTemplate",
         "request an increase to at least 6: aws service-quotas request-service-quota-increase --service-code "
         "vpc --quota-code L-2AFB9258 --desired-value 6 --region us-east-1",
     )

@@ -251,40 +251,44 @@ def test_a_passing_account_passes_every_check(aws: AwsStubs) -> None:
         (
             Check.NETWORK_QUOTA,
             "EC2-VPC Elastic IPs (L-0263D0A3)",
-            "limit 5, in use 0, needed 1: 1 AWS::EC2::EIP (one per NAT gateway, one per AZ of an "
+            "limit 5, in use 0, needed 1: AWS::EC2::EIP resources (one per NAT gateway, one per AZ of an "
             "internet-facing NLB)",
         ),
         # moto's account has its default VPC.
-        (Check.NETWORK_QUOTA, "VPCs per Region (L-F678F1CE)", "limit 5, in use 1, needed 1: 1 AWS::EC2::VPC"),
+        (
+            Check.NETWORK_QUOTA,
+            "VPCs per Region (L-F678F1CE)",
+            "limit 5, in use 1, needed 1: AWS::EC2::VPC resources",
+        ),
         (
             Check.NETWORK_QUOTA,
             "Interface and Gateway Load Balancer endpoints per VPC (L-29B6F2EB)",
-            "limit 50, in use 0, needed 3: 3 endpoints on Vpc",
+            "limit 50, in use 0, needed 3: endpoints on Vpc",
         ),
         (
             Check.NETWORK_QUOTA,
             "Target Groups per Region (L-B22855CB)",
-            "limit 3000, in use 0, needed 2: 2 ALB and NLB target groups",
+            "limit 3000, in use 0, needed 2: ALB and NLB target groups",
         ),
         (
             Check.NETWORK_QUOTA,
             "Target Groups per Application Load Balancer (fixed)",
-            "limit 100, in use 0, needed 2: 2 target groups on Alb",
+            "limit 100, in use 0, needed 2: target groups on Alb",
         ),
         (
             Check.NETWORK_QUOTA,
             "Rules per Application Load Balancer (L-7EED9B64)",
-            "limit 100, in use 0, needed 1: 1 listener rules on Alb",
+            "limit 100, in use 0, needed 1: listener rules on Alb",
         ),
         (
             Check.NETWORK_QUOTA,
             "Inbound or outbound rules per security group (L-0EA8095F)",
-            "limit 60, in use 0, needed 2: 2 inbound rules on Sg0",
+            "limit 60, in use 0, needed 2: inbound rules on Sg0",
         ),
         (
             Check.NETWORK_QUOTA,
             "Security groups per network interface (L-2AFB9258)",
-            "limit 5, in use 0, needed 2: 2 security groups on NodeTemplate",
+            "limit 5, in use 0, needed 2: security groups on NodeTemplate",
         ),
     ]
 

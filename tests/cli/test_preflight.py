@@ -250,7 +250,7 @@ def test_end_to_end_against_moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
         "check": "network-quota",
         "subject": "Security groups per network interface (L-2AFB9258)",
         "status": "pass",
-        "message": "limit 5, in use 0, needed 2: 2 security groups on NodeTemplate",
+        "message": "limit 5, in use 0, needed 2: security groups on NodeTemplate",
         "fix": "",
         "quota": {
             "name": "Security groups per network interface",
