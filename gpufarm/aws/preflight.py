@@ -1294,13 +1294,14 @@ def _largest(counts: list[Count], what: str, scope: str) -> tuple[int, str]:
 
 
 def network_quota_checks(
-    template: Mapping[str, Any], *, region: str, quotas: Any, ec2: Any, elbv2: Any
+    template: Mapping[str, Any], *, region: str, quotas: Any, ec2: Any, elbv2: Any, account: str | None = None
 ) -> list[tuple[AccountQuota, Callable[[], list[CheckResult]]]]:
     """One check per network quota: what `template` creates against the account's quota and use.
 
     Elastic IPs, VPCs and target groups per region also count what the account already has
     (`DescribeAddresses`, `DescribeVpcs`, `DescribeTargetGroups`); the other quotas apply to each
-    new VPC, load balancer, security group or network interface, which starts empty.
+    new VPC, load balancer, security group or network interface, which starts empty. With
+    `account`, VPCs that other accounts share with it are not counted as its own.
     """
 
     def elastic_ips() -> list[CheckResult]:
@@ -1320,7 +1321,12 @@ def network_quota_checks(
 
     def vpcs() -> list[CheckResult]:
         needed = network_demand.vpcs(template)
-        in_use = sum(len(p.get("Vpcs", [])) for p in ec2.get_paginator("describe_vpcs").paginate())
+        in_use = sum(
+            1
+            for page in ec2.get_paginator("describe_vpcs").paginate()
+            for vpc in page.get("Vpcs", [])
+            if account is None or vpc.get("OwnerId", account) == account
+        )
         return [
             _quota_row(
                 VPCS,
@@ -1423,11 +1429,14 @@ def network_quota_checks(
 
 
 def check_network_quotas(
-    template: Mapping[str, Any], *, region: str, quotas: Any, ec2: Any, elbv2: Any
+    template: Mapping[str, Any], *, region: str, quotas: Any, ec2: Any, elbv2: Any, account: str | None = None
 ) -> list[CheckResult]:
     """Every network quota row; an AWS error other than credentials turns that quota into a warning."""
     rows: list[CheckResult] = []
-    for quota, run in network_quota_checks(template, region=region, quotas=quotas, ec2=ec2, elbv2=elbv2):
+    checks = network_quota_checks(
+        template, region=region, quotas=quotas, ec2=ec2, elbv2=elbv2, account=account
+    )
+    for quota, run in checks:
         found = _guarded(Check.NETWORK_QUOTA, run)
         rows += [
             r
@@ -1535,6 +1544,11 @@ def run_preflight(
         results.append(no_template_row(tier))
     else:
         results += check_network_quotas(
-            template, region=region, quotas=client("service-quotas"), ec2=ec2, elbv2=client("elbv2")
+            template,
+            region=region,
+            quotas=client("service-quotas"),
+            ec2=ec2,
+            elbv2=client("elbv2"),
+            account=account,
         )
     return PreflightReport(tier=tier.name, region=region, account=account, results=tuple(results))

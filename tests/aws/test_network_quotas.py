@@ -22,11 +22,13 @@ from gpufarm.aws import network_demand
 from gpufarm.aws.network_demand import Count
 from gpufarm.aws.preflight import (
     NETWORK_QUOTAS,
+    VPCS,
     Check,
     CheckResult,
     QuotaFigures,
     Status,
     check_network_quotas,
+    network_quota_checks,
     no_template_row,
 )
 from gpufarm.config import load_preset
@@ -383,6 +385,35 @@ def test_vpcs_in_use_count_against_the_quota(
         "request an increase to at least 7: aws service-quotas request-service-quota-increase --service-code "
         "vpc --quota-code L-F678F1CE --desired-value 7 --region us-east-1; or delete VPCs the account no "
         "longer uses",
+    )
+
+
+def test_vpcs_shared_by_other_accounts_are_not_the_accounts_own(session: boto3.Session) -> None:
+    page = {
+        "Vpcs": [
+            {"VpcId": "vpc-1", "OwnerId": "123456789012"},
+            {"VpcId": "vpc-2", "OwnerId": "123456789012"},
+            {"VpcId": "vpc-3", "OwnerId": "210987654321"},
+        ]
+    }
+    ec2 = boto3.client("ec2", region_name=REGION)
+    stub = Stubber(ec2)
+    stub.add_response("describe_vpcs", page, {})
+    stub.activate()
+    checks = dict(
+        network_quota_checks(
+            SMALL,
+            region=REGION,
+            quotas=session.client("service-quotas", region_name=REGION),
+            ec2=ec2,
+            elbv2=session.client("elbv2", region_name=REGION),
+            account="123456789012",
+        )
+    )
+    (row,) = checks[VPCS]()
+    assert (row.status, row.quota) == (
+        Status.PASS,
+        QuotaFigures(name="VPCs per Region", code="L-F678F1CE", limit=5, in_use=2, needed=1),
     )
 
 
