@@ -1301,7 +1301,8 @@ def network_quota_checks(
     Elastic IPs, VPCs and target groups per region also count what the account already has
     (`DescribeAddresses`, `DescribeVpcs`, `DescribeTargetGroups`); the other quotas apply to each
     new VPC, load balancer, security group or network interface, which starts empty. With
-    `account`, VPCs that other accounts share with it are not counted as its own.
+    `account`, VPCs that other accounts share with it are not counted as its own (assumed to count
+    against their owner's quota; the Amazon VPC quotas page does not say).
     """
 
     def elastic_ips() -> list[CheckResult]:
