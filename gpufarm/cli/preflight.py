@@ -6,8 +6,9 @@ run (no credentials), 2 on bad input.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import TypeAdapter, ValidationError
@@ -49,6 +50,22 @@ def check_region(region: str) -> str:
         bad_input(f"--region must be an AWS region name such as 'us-east-1', got {region!r}")
 
 
+def load_template(path: Path) -> dict[str, Any]:
+    """The CloudFormation template in `path` (exit 2 when it cannot be read or is not a template)."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        bad_input(f"--template {path}: cannot read the file: {exc.strerror or exc}")
+    except json.JSONDecodeError as exc:
+        bad_input(f"--template {path}: not JSON ({exc.msg} at line {exc.lineno})")
+    if not isinstance(document, dict) or not isinstance(document.get("Resources"), dict):
+        bad_input(
+            f"--template {path}: must be a synthesized CloudFormation template with a 'Resources' "
+            "mapping (such as cdk.out/gpufarm-poc.template.json)"
+        )
+    return document
+
+
 def register(app: typer.Typer) -> None:
     """Add the `preflight` command to the app."""
 
@@ -61,6 +78,14 @@ def register(app: typer.Typer) -> None:
         tier_file: Annotated[
             Path | None, typer.Option("--tier-file", help="A tier YAML file.", dir_okay=False)
         ] = None,
+        template_file: Annotated[
+            Path | None,
+            typer.Option(
+                "--template",
+                help="The tier's synthesized template (from gpufarm synth): checks the network quotas.",
+                dir_okay=False,
+            ),
+        ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
     ) -> None:
         """Check the account can run a tier: quotas, offerings, reservations, Bedrock, Kubernetes."""
@@ -68,9 +93,10 @@ def register(app: typer.Typer) -> None:
 
         config = select_tier(tier, tier_file)
         region = check_region(region)
+        template = load_template(template_file) if template_file is not None else None
         try:
             with progress(f"Checking {config.name} in {region}", quiet=as_json):
-                report = run_preflight(config, region=region)
+                report = run_preflight(config, region=region, template=template)
         except PreflightError as exc:
             errors.print(f"preflight could not run: {exc}", markup=False)
             raise typer.Exit(EXIT_CHECK_FAILED) from None

@@ -27,11 +27,13 @@ from gpufarm.aws.preflight import (
     describe_instance_types,
     describe_offerings,
     instance_types_of,
+    no_template_row,
     quota_for,
     run_preflight,
     vcpu_demands,
 )
 from gpufarm.config import CapacityType, TierConfig, load_preset
+from tests.aws.test_network_quotas import SMALL
 from tests.unit.factories import enterprise_part, make_enterprise, make_tier, share, split
 
 REGION = "us-east-1"
@@ -111,6 +113,27 @@ def add_quota(aws: AwsStubs, code: str, value: float) -> None:
         {"Quota": {"ServiceCode": "ec2", "QuotaCode": code, "Value": value}},
         {"ServiceCode": "ec2", "QuotaCode": code},
     )
+
+
+NETWORK_QUOTA_VALUES = [
+    ("ec2", "L-0263D0A3", 5.0),
+    ("vpc", "L-F678F1CE", 5.0),
+    ("vpc", "L-29B6F2EB", 50.0),
+    ("elasticloadbalancing", "L-B22855CB", 3000.0),
+    ("elasticloadbalancing", "L-7EED9B64", 100.0),
+    ("vpc", "L-0EA8095F", 60.0),
+    ("vpc", "L-2AFB9258", 5.0),
+]
+"""The network quotas preflight reads from Service Quotas, in order, at the AWS defaults."""
+
+
+def add_network_quotas(aws: AwsStubs) -> None:
+    for service, code, value in NETWORK_QUOTA_VALUES:
+        aws.stub("service-quotas").add_response(
+            "get_service_quota",
+            {"Quota": {"ServiceCode": service, "QuotaCode": code, "Value": value}},
+            {"ServiceCode": service, "QuotaCode": code},
+        )
 
 
 def add_profile(aws: AwsStubs, profile_id: str, regions: list[str], *, status: str = "ACTIVE") -> None:
@@ -198,12 +221,13 @@ def test_a_passing_account_passes_every_check(aws: AwsStubs) -> None:
     add_versions(
         aws, version("1.35", "STANDARD_SUPPORT", default=True, standard_end=datetime(2027, 3, 23, tzinfo=UTC))
     )
-    report = run_preflight(load_preset("poc"), region=REGION, session=aws, now=NOW)
+    add_network_quotas(aws)
+    report = run_preflight(load_preset("poc"), region=REGION, session=aws, now=NOW, template=SMALL)
     aws.verify()
     assert (report.account, report.failed, report.counts()) == (
         "123456789012",
         False,
-        {"pass": 5, "warn": 0, "fail": 0},
+        {"pass": 13, "warn": 0, "fail": 0},
     )
     assert [(r.check, r.subject, r.message) for r in report.results] == [
         (
@@ -224,7 +248,62 @@ def test_a_passing_account_passes_every_check(aws: AwsStubs) -> None:
             "us-east-2, us-west-2",
         ),
         (Check.KUBERNETES, "Kubernetes 1.35", "in standard support until 2027-03-23 00:00 UTC"),
+        (
+            Check.NETWORK_QUOTA,
+            "EC2-VPC Elastic IPs (L-0263D0A3)",
+            "limit 5, in use 0, needed 1: AWS::EC2::EIP resources (one per NAT gateway, one per AZ of an "
+            "internet-facing NLB)",
+        ),
+        # moto's account has its default VPC.
+        (
+            Check.NETWORK_QUOTA,
+            "VPCs per Region (L-F678F1CE)",
+            "limit 5, in use 1, needed 1: AWS::EC2::VPC resources",
+        ),
+        (
+            Check.NETWORK_QUOTA,
+            "Interface and Gateway Load Balancer endpoints per VPC (L-29B6F2EB)",
+            "limit 50, in use 0, needed 3: endpoints on Vpc",
+        ),
+        (
+            Check.NETWORK_QUOTA,
+            "Target Groups per Region (L-B22855CB)",
+            "limit 3000, in use 0, needed 2: ALB and NLB target groups",
+        ),
+        (
+            Check.NETWORK_QUOTA,
+            "Target Groups per Application Load Balancer (fixed)",
+            "limit 100, in use 0, needed 2: target groups on Alb",
+        ),
+        (
+            Check.NETWORK_QUOTA,
+            "Rules per Application Load Balancer (L-7EED9B64)",
+            "limit 100, in use 0, needed 1: listener rules on Alb",
+        ),
+        (
+            Check.NETWORK_QUOTA,
+            "Inbound or outbound rules per security group (L-0EA8095F)",
+            "limit 60, in use 0, needed 2: inbound rules on Sg0",
+        ),
+        (
+            Check.NETWORK_QUOTA,
+            "Security groups per network interface (L-2AFB9258)",
+            "limit 5, in use 0, needed 2: security groups on NodeTemplate",
+        ),
     ]
+
+
+def test_without_a_template_the_network_quotas_are_one_warning(aws: AwsStubs) -> None:
+    add_quota(aws, G_ON_DEMAND, 64)
+    add_profile(aws, POC_PROFILE, ["us-east-1"])
+    add_versions(aws, version("1.34", "STANDARD_SUPPORT", default=True))
+    report = run_preflight(load_preset("poc"), region=REGION, session=aws, now=NOW)
+    aws.verify()
+    assert (report.failed, report.counts(), report.results[-1]) == (
+        False,
+        {"pass": 5, "warn": 1, "fail": 0},
+        no_template_row(load_preset("poc")),
+    )
 
 
 def test_the_report_serializes_every_row(aws: AwsStubs) -> None:
@@ -232,7 +311,7 @@ def test_the_report_serializes_every_row(aws: AwsStubs) -> None:
     add_profile(aws, POC_PROFILE, ["us-east-1"])
     add_versions(aws, version("1.35", "STANDARD_SUPPORT", default=True))
     data = run_preflight(load_preset("poc"), region=REGION, session=aws, now=NOW).to_dict()
-    assert (data["ok"], data["region"], data["tier"], len(data["results"])) == (True, REGION, "poc", 5)
+    assert (data["ok"], data["region"], data["tier"], len(data["results"])) == (True, REGION, "poc", 6)
     assert data["results"][0] == {
         "check": "vcpu-quota",
         "subject": "Running On-Demand G and VT instances (L-DB2E81BA)",

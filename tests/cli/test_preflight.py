@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner, Result
@@ -49,9 +50,13 @@ class CannedChecks:
     def __init__(self) -> None:
         self.outcome: PreflightReport | Exception = report_with(Status.PASS, Status.WARN)
         self.calls: list[tuple[str, str]] = []
+        self.templates: list[dict[str, Any] | None] = []
 
-    def __call__(self, tier: TierConfig, *, region: str) -> PreflightReport:
+    def __call__(
+        self, tier: TierConfig, *, region: str, template: dict[str, Any] | None = None
+    ) -> PreflightReport:
         self.calls.append((tier.name, region))
+        self.templates.append(template)
         if isinstance(self.outcome, Exception):
             raise self.outcome
         return self.outcome
@@ -119,6 +124,48 @@ def test_a_tier_file_is_loaded(checks: CannedChecks, tmp_path: Path) -> None:
     assert (result.exit_code, checks.calls) == (0, [("mine", "eu-west-1")])
 
 
+def test_a_template_is_handed_to_the_checks(checks: CannedChecks, tmp_path: Path) -> None:
+    template = {"Resources": {"Vpc": {"Type": "AWS::EC2::VPC", "Properties": {}}}}
+    (tmp_path / "t.json").write_text(json.dumps(template))
+    result = run("--tier", "poc", "--region", "us-east-1", "--template", str(tmp_path / "t.json"))
+    assert (result.exit_code, checks.templates) == (0, [template])
+
+
+def test_without_a_template_the_checks_get_none(checks: CannedChecks) -> None:
+    result = run("--tier", "poc", "--region", "us-east-1")
+    assert (result.exit_code, checks.templates) == (0, [None])
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "--template {path}: cannot read the file: No such file or directory"),
+        (
+            "{not json",
+            "--template {path}: not JSON (Expecting property name enclosed in double quotes at line 1)",
+        ),
+        (
+            '{"AWSTemplateFormatVersion": "2010-09-09"}',
+            "--template {path}: must be a synthesized CloudFormation template with a 'Resources' mapping "
+            "(such as cdk.out/gpufarm-poc.template.json)",
+        ),
+        (
+            "[]",
+            "--template {path}: must be a synthesized CloudFormation template with a 'Resources' mapping "
+            "(such as cdk.out/gpufarm-poc.template.json)",
+        ),
+    ],
+)
+def test_a_bad_template_exits_2(
+    checks: CannedChecks, tmp_path: Path, content: str | None, message: str
+) -> None:
+    path = tmp_path / "template.json"
+    if content is not None:
+        path.write_text(content)
+    result = run("--tier", "poc", "--region", "us-east-1", "--template", str(path))
+    assert (result.exit_code, said(result.stderr), checks.calls) == (2, message.format(path=path), [])
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -149,16 +196,18 @@ def test_bad_input_exits_2_with_its_message(checks: CannedChecks, args: list[str
     assert (result.exit_code, said(result.stderr), checks.calls) == (2, message, [])
 
 
-def test_end_to_end_against_moto(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_end_to_end_against_moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The command with the real checks: moto and stubs from the AWS tests stand in for the account."""
     from datetime import UTC, datetime
 
     from moto import mock_aws
 
+    from tests.aws.test_network_quotas import SMALL
     from tests.aws.test_preflight import (
         NOW,
         POC_PROFILE,
         AwsStubs,
+        add_network_quotas,
         add_profile,
         add_quota,
         add_versions,
@@ -180,14 +229,34 @@ def test_end_to_end_against_moto(monkeypatch: pytest.MonkeyPatch) -> None:
             aws,
             version("1.35", "STANDARD_SUPPORT", default=True, standard_end=datetime(2027, 1, 1, tzinfo=UTC)),
         )
+        add_network_quotas(aws)
         monkeypatch.setattr(
             preflight_module,
             "run_preflight",
-            lambda tier, *, region: real(tier, region=region, session=aws, now=NOW),
+            lambda tier, *, region, template: real(
+                tier, region=region, session=aws, now=NOW, template=template
+            ),
         )
-        result = run("--tier", "poc", "--region", "us-east-1", "--json")
+        (tmp_path / "poc.json").write_text(json.dumps(SMALL))
+        result = run(
+            "--tier", "poc", "--region", "us-east-1", "--json", "--template", str(tmp_path / "poc.json")
+        )
     data = json.loads(result.stdout)
-    assert (result.exit_code, data["ok"], data["counts"]) == (1, False, {"pass": 4, "warn": 0, "fail": 1})
+    assert (result.exit_code, data["ok"], data["counts"]) == (1, False, {"pass": 12, "warn": 0, "fail": 1})
     assert data["results"][0]["message"] == (
         "4 vCPUs, but the models at their most replicas need 8 (pool l40s: 1 x g6e.2xlarge)"
     )
+    assert data["results"][-1] == {
+        "check": "network-quota",
+        "subject": "Security groups per network interface (L-2AFB9258)",
+        "status": "pass",
+        "message": "limit 5, in use 0, needed 2: security groups on NodeTemplate",
+        "fix": "",
+        "quota": {
+            "name": "Security groups per network interface",
+            "code": "L-2AFB9258",
+            "limit": 5,
+            "in_use": 0,
+            "needed": 2,
+        },
+    }
