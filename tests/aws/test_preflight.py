@@ -296,7 +296,7 @@ def test_a_passing_account_passes_every_check(aws: AwsStubs) -> None:
 def test_without_a_template_the_network_quotas_are_one_warning(aws: AwsStubs) -> None:
     add_quota(aws, G_ON_DEMAND, 64)
     add_profile(aws, POC_PROFILE, ["us-east-1"])
-    add_versions(aws, version("1.34", "STANDARD_SUPPORT", default=True))
+    add_versions(aws, version("1.35", "STANDARD_SUPPORT", default=True))
     report = run_preflight(load_preset("poc"), region=REGION, session=aws, now=NOW)
     aws.verify()
     assert (report.failed, report.counts(), report.results[-1]) == (
