@@ -161,7 +161,8 @@ def test_tokens_resolve_to_values_the_crds_accept(production_template: dict[str,
     assert ids == ["sg-0123456789abcdef0"]
     nodeclass["spec"]["securityGroupSelectorTerms"][1]["id"] = "<GetAtt:Cluster.ClusterSecurityGroupId>"
     assert custom_object_errors(nodeclass) == [
-        "spec.securityGroupSelectorTerms.1.id: '<GetAtt:Cluster.ClusterSecurityGroupId>' does not match 'sg-[0-9a-z]+'"
+        "spec.securityGroupSelectorTerms.1.id: "
+        "'<GetAtt:Cluster.ClusterSecurityGroupId>' does not match 'sg-[0-9a-z]+'"
     ]
 
 
@@ -182,7 +183,8 @@ def pending(template: dict[str, Any]) -> list[str]:
     out = []
     if charts.get("lws") == "0.11.0" == lws.LWS_CHART_VERSION:
         out += [
-            f"lws 0.11.0: no upstream reference data for this pin: {REF_DIR}/charts/lws@0.11.0.json is missing",
+            "lws 0.11.0: no upstream reference data for this pin: "
+            f"{REF_DIR}/charts/lws@0.11.0.json is missing",
             "labels.json holds leaderworkerset.sigs.k8s.io labels of lws 0.10.0, "
             "the stack pins lws 0.11.0: no label data for the pinned release",
             "image registry.k8s.io/lws/lws:v0.11.0: tag 'v0.11.0' of registry.k8s.io/lws/lws "
