@@ -276,7 +276,8 @@ def test_unknown_keda_metadata_is_reported() -> None:
     auth["spec"]["podIdentity"]["provider"] = "aws-ek"
     name = so["metadata"]["name"]
     assert keda_issues(so, KEDA) == [
-        f"keda {KEDA}: ScaledObject/{name} unknown prometheus metadata 'serverAdress' (nearest known: 'serverAddress')"
+        f"keda {KEDA}: ScaledObject/{name} unknown prometheus metadata 'serverAdress' "
+        "(nearest known: 'serverAddress')"
     ]
     assert keda_issues(auth, KEDA) == [
         f"keda {KEDA}: TriggerAuthentication/gpufarm-amp podIdentity provider 'aws-ek' "
@@ -300,7 +301,8 @@ def test_unknown_and_disabled_series_are_reported() -> None:
     disabled = load("dcgm-exporter@4.6.0-metrics.json")["commented_counters"][0]
     assert dcgm_metric_issues(["DCGM_FI_DEV_GPU_UTILIZATION", disabled], "4.6.0") == [
         f"dcgm-exporter 4.6.0: {disabled} is commented out in default-counters.csv (not exported)",
-        "dcgm-exporter 4.6.0: unknown metric 'DCGM_FI_DEV_GPU_UTILIZATION' (nearest known: 'DCGM_FI_DEV_GPU_UTIL')",
+        "dcgm-exporter 4.6.0: unknown metric 'DCGM_FI_DEV_GPU_UTILIZATION' "
+        "(nearest known: 'DCGM_FI_DEV_GPU_UTIL')",
     ]
     assert vllm_metric_issues(
         ["vllm:e2e_request_latency_seconds_bucket", "vllm:num_request_waiting"], VLLM
@@ -335,7 +337,8 @@ def test_vendor_labels_are_checked() -> None:
         "label 'eks.amazonaws.com/instance-gpu-nam' is not defined by eks.amazonaws.com "
         "(nearest known: 'eks.amazonaws.com/instance-gpu-name')",
         "label 'example.com/zone' has a domain that is neither gpufarm's nor a known vendor's",
-        "label 'karpenter.sh/capacity-typ' is not defined by karpenter.sh (nearest known: 'karpenter.sh/capacity-type')",
+        "label 'karpenter.sh/capacity-typ' is not defined by karpenter.sh "
+        "(nearest known: 'karpenter.sh/capacity-type')",
     ]
 
 
