@@ -21,7 +21,15 @@ from tests.tiers.conftest import synthesize, variant
 from tests.tiers.helpers import helm_releases, resolved_manifests
 from tests.unit.factories import make_enterprise, overrides, split
 from tests.unit.k8s_schema import crd_dir, crd_of, custom_object_errors
-from tests.unit.upstream_ref import REF_DIR, manifest_issues, ref_dir
+from tests.unit.upstream_ref import (
+    REF_DIR,
+    containers,
+    image_tag,
+    manifest_issues,
+    pod_specs,
+    ref_dir,
+    runs_vllm_serve,
+)
 
 CORE_GROUPS = {
     "v1",
@@ -210,3 +218,49 @@ def test_everything_handed_upstream_is_known_to_the_pinned_release(
     template = request.getfixturevalue(name)
     issues = manifest_issues(resolved_manifests(template), helm_releases(template), json.dumps(template))
     assert sorted(issues) == sorted(pending(template))
+
+
+EXPECTED_UPSTREAM = {
+    "poc_template": {"vllm", "litellm"},
+    "production_template": {"vllm", "litellm", "keda"},
+    "enterprise_template": {"vllm", "litellm", "keda"},
+    "prefill_decode": {"vllm", "litellm", "keda", "llm-d picker", "llm-d sidecar", "envoy"},
+    "kv_routing": {"vllm", "litellm", "keda", "gaie picker", "envoy"},
+    "shares_alb": {"vllm", "litellm", "keda"},
+    "shares_nlb": {"vllm", "litellm", "keda"},
+    "enterprise_nlb": {"vllm", "litellm", "keda"},
+}
+"""What each template must hand to an upstream component, so the check above is never vacuous
+(a renamed image or a changed entrypoint would otherwise leave it nothing to check)."""
+
+
+def _components(template: dict[str, Any]) -> set[str]:
+    found = set()
+    for manifest in resolved_manifests(template):
+        if manifest["kind"] == "ScaledObject":
+            found.add("keda")
+        for pod in pod_specs(manifest):
+            for container in containers(pod):
+                repository = image_tag(container["image"])[0]
+                if runs_vllm_serve(container) and container.get("args"):
+                    found.add("vllm")
+                found |= {
+                    label
+                    for label, repo in COMPONENT_IMAGES.items()
+                    if repository == repo and (container.get("args") or label == "llm-d sidecar")
+                }
+    return found
+
+
+COMPONENT_IMAGES = {
+    "litellm": "ghcr.io/berriai/litellm",
+    "gaie picker": "registry.k8s.io/gateway-api-inference-extension/epp",
+    "llm-d picker": "ghcr.io/llm-d/llm-d-router-endpoint-picker",
+    "llm-d sidecar": "ghcr.io/llm-d/llm-d-router-disagg-sidecar",
+    "envoy": "docker.io/envoyproxy/envoy",
+}
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_the_upstream_check_sees_each_component(name: str, request: pytest.FixtureRequest) -> None:
+    assert _components(request.getfixturevalue(name)) == EXPECTED_UPSTREAM[name]
