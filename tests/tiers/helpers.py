@@ -84,3 +84,71 @@ def model_target_groups(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     gateway = default_target_group(template)
     groups = resources(template, "AWS::ElasticLoadBalancingV2::TargetGroup")
     return {k: v for k, v in groups.items() if k != gateway}
+
+
+TOKEN_VALUES: dict[tuple[str, str], str] = {
+    ("AWS::URLSuffix", ""): "amazonaws.com",
+    ("AWS::Region", ""): "us-east-1",
+    ("AWS::AccountId", ""): "123456789012",
+    ("AWS::Partition", ""): "aws",
+    ("AWS::EKS::Cluster", ""): "gpufarm",
+    ("AWS::EKS::Cluster", "ClusterSecurityGroupId"): "sg-0123456789abcdef0",
+    ("AWS::EC2::VPC", ""): "vpc-0123456789abcdef0",
+    ("AWS::IAM::Role", ""): "gpufarm-node-role",
+    ("AWS::SQS::Queue", "QueueName"): "gpufarm-interruption",
+    ("AWS::ElasticLoadBalancingV2::TargetGroup", ""): (
+        "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/vllm/0123456789abcdef"
+    ),
+    ("AWS::FSx::FileSystem", ""): "fs-0123456789abcdef0",
+    ("AWS::FSx::FileSystem", "DNSName"): "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+    ("AWS::FSx::FileSystem", "LustreMountName"): "abcdefgh",
+    ("AWS::APS::Workspace", "WorkspaceId"): "ws-01234567-89ab-cdef-0123-456789abcdef",
+    (
+        "AWS::Bedrock::Guardrail",
+        "GuardrailArn",
+    ): "arn:aws:bedrock:us-east-1:123456789012:guardrail/abcdefghijkl",
+    ("AWS::Bedrock::GuardrailVersion", "Version"): "1",
+}
+"""(resource type or pseudo parameter, attribute; '' for Ref) -> a value of the shape CloudFormation
+resolves it to (the formats of the CloudFormation return values), for checks that need real values
+where the template holds a token."""
+
+
+def resolve(value: Any, template: dict[str, Any]) -> str:
+    """A template string property with each token replaced by a value of its resolved shape."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        return sep.join(resolve(p, template) for p in parts)
+    if isinstance(value, dict) and ("Ref" in value or "Fn::GetAtt" in value):
+        logical_id, attribute = (value["Ref"], "") if "Ref" in value else value["Fn::GetAtt"]
+        type_name = (
+            template["Resources"][logical_id]["Type"] if logical_id in template["Resources"] else logical_id
+        )
+        assert (type_name, attribute) in TOKEN_VALUES, f"no sample value for {type_name} {attribute or 'Ref'}"
+        return TOKEN_VALUES[(type_name, attribute)]
+    raise AssertionError(f"unexpected token in manifest: {value!r}")
+
+
+def resolved_manifests(template: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every Kubernetes object the stack applies, with tokens replaced by values of their shape."""
+    out: list[dict[str, Any]] = []
+    for resource in resources(template, KUBERNETES_RESOURCE).values():
+        out += json.loads(resolve(resource["Properties"]["Manifest"], template))
+    return out
+
+
+HELM_CHART = "Custom::AWSCDK-EKS-HelmChart"
+
+
+def helm_releases(template: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(chart, version, values) of every Helm release the stack installs; tokens resolved."""
+    return sorted(
+        (
+            p["Chart"],
+            p["Version"],
+            json.loads(resolve(p["Values"], template)) if "Values" in p else {},
+        )
+        for p in (r["Properties"] for r in resources(template, HELM_CHART).values())
+    )
