@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import ipaddress
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +22,6 @@ from gpufarm.deploy_rules.shapes import (
 )
 
 VPC = "AWS::EC2::VPC"
-VPC_CIDR = "AWS::EC2::VPCCidrBlock"
 SUBNET = "AWS::EC2::Subnet"
 SECURITY_GROUP = "AWS::EC2::SecurityGroup"
 INGRESS = "AWS::EC2::SecurityGroupIngress"
@@ -65,49 +63,8 @@ def _prefix_between(low: int, high: int) -> Any:
     return check
 
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
-def _vpc_blocks(vpc_id: str, template: Template) -> list[Network] | None:
-    """The literal IPv4 blocks of a VPC of this template (primary and secondary), if all are known."""
-    vpc = template.get(vpc_id)
-    if vpc is None or vpc.type != VPC:
-        return None
-    primary = network(vpc.prop("CidrBlock"))
-    if primary is None:
-        return None
-    blocks = [primary]
-    for extra in template.of_type(VPC_CIDR):
-        if ref_target(extra.prop("VpcId")) == vpc_id:
-            block = network(extra.prop("CidrBlock"))
-            if block is None and is_set(extra.prop("CidrBlock")):
-                return None
-            if block is not None:
-                blocks.append(block)
-    return blocks
-
-
-def _subnet_in_vpc(resource: Resource, template: Template) -> Iterator[str]:
-    # CreateSubnet: the subnet's IPv4 block is "the same as a VPC's IPv4 CIDR block, or a subset".
-    block, vpc_id = network(resource.prop("CidrBlock")), ref_target(resource.prop("VpcId"))
-    blocks = _vpc_blocks(vpc_id, template) if vpc_id else None
-    if block is None or blocks is None:
-        return
-    if not any(block.version == b.version and block.subnet_of(b) for b in blocks):  # type: ignore[arg-type]
-        yield f"CidrBlock {block} is outside the VPC's blocks ({', '.join(map(str, blocks))})"
-
-
-def _subnet_overlap(resource: Resource, template: Template) -> Iterator[str]:
-    # CreateSubnet: "A subnet CIDR block must not overlap the CIDR block of an existing subnet in the VPC."
-    block, vpc = network(resource.prop("CidrBlock")), ref_target(resource.prop("VpcId"))
-    if block is None or vpc is None:
-        return
-    for other in template.of_type(SUBNET):
-        if other.logical_id == resource.logical_id:
-            return
-        theirs = network(other.prop("CidrBlock"))
-        if ref_target(other.prop("VpcId")) == vpc and theirs is not None and block.overlaps(theirs):
-            yield f"CidrBlock {block} overlaps {other.logical_id}'s {theirs} in the same VPC"
+# A subnet outside its VPC's block, or overlapping a sibling, is left to cfn-lint: E3059 and
+# E3060 already report both when the VPC and its subnets are in one template.
 
 
 # --- security groups ----------------------------------------------------------------------
@@ -447,24 +404,6 @@ RULES: tuple[Rule, ...] = (
         check=_prefix_between(16, 28),
         bad=_vpc_and_subnets("10.0.0.0/29"),
         good=_vpc_and_subnets("10.0.0.0/28"),
-    ),
-    Rule(
-        id="EC2-SUBNET-IN-VPC",
-        resource_type=SUBNET,
-        title="A subnet's block lies inside one of its VPC's blocks",
-        doc_url=_API + "API_CreateSubnet.html",
-        check=_subnet_in_vpc,
-        bad=_vpc_and_subnets("10.1.0.0/24"),
-        good=_vpc_and_subnets("10.0.255.0/24"),
-    ),
-    Rule(
-        id="EC2-SUBNET-OVERLAP",
-        resource_type=SUBNET,
-        title="Subnets of one VPC do not overlap",
-        doc_url=_API + "API_CreateSubnet.html",
-        check=_subnet_overlap,
-        bad=_vpc_and_subnets("10.0.0.0/23", "10.0.1.0/24"),
-        good=_vpc_and_subnets("10.0.0.0/23", "10.0.2.0/24"),
     ),
     Rule(
         id="EC2-SG-RULE-DESCRIPTION",

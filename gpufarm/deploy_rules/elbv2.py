@@ -242,6 +242,13 @@ def _rule(priority: int = 10, paths: tuple[str, ...] = ("/m/*",), **props: Any) 
     }
 
 
+def _two_conditions(hosts: int) -> list[dict[str, Any]]:
+    return [
+        {"Field": "path-pattern", "PathPatternConfig": {"Values": ["/a/*", "/b/*", "/c/*"]}},
+        {"Field": "host-header", "HostHeaderConfig": {"Values": [f"h{i}.example.com" for i in range(hosts)]}},
+    ]
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         id="ELBV2-TG-LOR-SLOW-START",
@@ -415,7 +422,8 @@ RULES: tuple[Rule, ...] = (
         title="A rule has at most 5 condition values and 5 wildcards (a fixed quota)",
         doc_url=_ALB_GUIDE + "load-balancer-limits.html",
         check=_rule_condition_quota,
-        bad={"Rule": _rule(paths=("/a/*", "/b/*", "/c/*", "/d/*", "/e/*", "/f/*"))},
-        good={"Rule": _rule(paths=("/a/*", "/b/*", "/c/*", "/d/*", "/e/*"))},
+        # cfn-lint caps one condition at 5 values (E3032); the quota counts all conditions.
+        bad={"Rule": _rule(paths=("/a/*", "/b/*", "/c/*"), Conditions=_two_conditions(3))},
+        good={"Rule": _rule(paths=("/a/*", "/b/*", "/c/*"), Conditions=_two_conditions(2))},
     ),
 )
