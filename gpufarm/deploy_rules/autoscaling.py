@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpufarm.deploy_rules.rule import Resource, Rule, Template, literal_int, literal_str
-from gpufarm.deploy_rules.shapes import is_set
+from gpufarm.deploy_rules.rule import Resource, Rule, Template, literal_str
+from gpufarm.deploy_rules.shapes import is_set, size_order_problems
 
 GROUP = "AWS::AutoScaling::AutoScalingGroup"
 POLICY = "AWS::AutoScaling::ScalingPolicy"
@@ -17,13 +17,7 @@ _API = "https://docs.aws.amazon.com/autoscaling/ec2/APIReference/"
 def _sizes(resource: Resource, _: Template) -> Iterator[str]:
     # CreateAutoScalingGroup, DesiredCapacity: "This number must be greater than or equal to the
     # minimum size of the group and less than or equal to the maximum size of the group."
-    low, want, high = (literal_int(resource.prop(k)) for k in ("MinSize", "DesiredCapacity", "MaxSize"))
-    if low is not None and high is not None and low > high:
-        yield f"MinSize {low} is above MaxSize {high}"
-    if want is not None and low is not None and want < low:
-        yield f"DesiredCapacity {want} is below MinSize {low}"
-    if want is not None and high is not None and want > high:
-        yield f"DesiredCapacity {want} is above MaxSize {high}"
+    yield from size_order_problems(resource.properties, ("MinSize", "DesiredCapacity", "MaxSize"))
 
 
 # PutScalingPolicy: TargetTrackingConfiguration "Required if the policy type is

@@ -379,6 +379,37 @@ def _tag_rule(rule_id: str, resource_type: str, title: str, **props: Any) -> Rul
     )
 
 
+def _sg_rules(
+    prefix: str,
+    resource_type: str,
+    example: Any,
+    descriptions: tuple[str, str],
+    ports: tuple[tuple[int, int], tuple[int, int]],
+) -> tuple[Rule, Rule]:
+    """The description and port-range rules of a security group (inline rules) or of one rule."""
+    (bad_from, bad_to), (good_from, good_to) = ports
+    return (
+        Rule(
+            id=f"{prefix}-RULE-DESCRIPTION",
+            resource_type=resource_type,
+            title="Rule descriptions: up to 255 characters from a-z A-Z 0-9 space ._-:/()#,@[]+=;{}!$*",
+            doc_url=_API + "API_IpRange.html",
+            check=_sg_rule_descriptions,
+            bad=example(Description=descriptions[0]),
+            good=example(Description=descriptions[1]),
+        ),
+        Rule(
+            id=f"{prefix}-RULE-PORTS",
+            resource_type=resource_type,
+            title="tcp/udp rules: ports 0-65535, FromPort no higher than ToPort",
+            doc_url=_API + "API_IpPermission.html",
+            check=_sg_rule_ports,
+            bad=example(FromPort=bad_from, ToPort=bad_to),
+            good=example(FromPort=good_from, ToPort=good_to),
+        ),
+    )
+
+
 _TAGS_TITLE = "At most 50 tags, keys up to 128 and values up to 256 characters, no aws: prefix"
 _CAPACITY_BLOCK = {"InstanceMarketOptions": {"MarketType": "capacity-block"}}
 
@@ -405,59 +436,12 @@ RULES: tuple[Rule, ...] = (
         bad=_vpc_and_subnets("10.0.0.0/29"),
         good=_vpc_and_subnets("10.0.0.0/28"),
     ),
-    Rule(
-        id="EC2-SG-RULE-DESCRIPTION",
-        resource_type=SECURITY_GROUP,
-        title="Inline rule descriptions: up to 255 characters from a-z A-Z 0-9 space ._-:/()#,@[]+=;{}!$*",
-        doc_url=_API + "API_IpRange.html",
-        check=_sg_rule_descriptions,
-        bad=_sg(Description="vLLM & router"),
-        good=_sg(Description="vLLM and router"),
+    *_sg_rules(
+        "EC2-SG", SECURITY_GROUP, _sg, ("vLLM & router", "vLLM and router"), ((8080, 8000), (8000, 8080))
     ),
-    Rule(
-        id="EC2-SG-RULE-PORTS",
-        resource_type=SECURITY_GROUP,
-        title="Inline tcp/udp rules: ports 0-65535, FromPort no higher than ToPort",
-        doc_url=_API + "API_IpPermission.html",
-        check=_sg_rule_ports,
-        bad=_sg(FromPort=8080, ToPort=8000),
-        good=_sg(FromPort=8000, ToPort=8080),
-    ),
-    Rule(
-        id="EC2-SGI-DESCRIPTION",
-        resource_type=INGRESS,
-        title="Rule description: up to 255 characters from a-z A-Z 0-9 space ._-:/()#,@[]+=;{}!$*",
-        doc_url=_API + "API_IpRange.html",
-        check=_sg_rule_descriptions,
-        bad=_ingress(Description="Lustre <988>"),
-        good=_ingress(Description="Lustre (988)"),
-    ),
-    Rule(
-        id="EC2-SGI-PORTS",
-        resource_type=INGRESS,
-        title="tcp/udp rule: ports 0-65535, FromPort no higher than ToPort",
-        doc_url=_API + "API_IpPermission.html",
-        check=_sg_rule_ports,
-        bad=_ingress(FromPort=1023, ToPort=1018),
-        good=_ingress(FromPort=1018, ToPort=1023),
-    ),
-    Rule(
-        id="EC2-SGE-DESCRIPTION",
-        resource_type=EGRESS,
-        title="Rule description: up to 255 characters from a-z A-Z 0-9 space ._-:/()#,@[]+=;{}!$*",
-        doc_url=_API + "API_IpRange.html",
-        check=_sg_rule_descriptions,
-        bad=_egress(Description="HTTPS to S3 & ECR"),
-        good=_egress(Description="HTTPS to S3 and ECR"),
-    ),
-    Rule(
-        id="EC2-SGE-PORTS",
-        resource_type=EGRESS,
-        title="tcp/udp rule: ports 0-65535, FromPort no higher than ToPort",
-        doc_url=_API + "API_IpPermission.html",
-        check=_sg_rule_ports,
-        bad=_egress(FromPort=443, ToPort=70000),
-        good=_egress(FromPort=443, ToPort=443),
+    *_sg_rules("EC2-SGI", INGRESS, _ingress, ("Lustre <988>", "Lustre (988)"), ((1023, 1018), (1018, 1023))),
+    *_sg_rules(
+        "EC2-SGE", EGRESS, _egress, ("HTTPS to S3 & ECR", "HTTPS to S3 and ECR"), ((443, 70000), (443, 443))
     ),
     _tag_rule("EC2-EIP-TAGS", EIP, _TAGS_TITLE, Domain="vpc"),
     _tag_rule("EC2-IGW-TAGS", INTERNET_GATEWAY, _TAGS_TITLE),

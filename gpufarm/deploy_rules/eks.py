@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from gpufarm.deploy_rules.rule import Resource, Rule, Template, literal_int, literal_str, ref_target
-from gpufarm.deploy_rules.shapes import is_set, items, name_check
+from gpufarm.deploy_rules.shapes import is_set, items, name_check, size_order_problems
 
 CLUSTER = "AWS::EKS::Cluster"
 NODEGROUP = "AWS::EKS::Nodegroup"
@@ -34,15 +34,10 @@ def _scaling(resource: Resource, _: Template) -> Iterator[str]:
     config = resource.prop("ScalingConfig")
     if not isinstance(config, dict):
         return
-    low, want, high = (literal_int(config.get(k)) for k in ("MinSize", "DesiredSize", "MaxSize"))
+    high = literal_int(config.get("MaxSize"))
     if high is not None and high < 1:
         yield f"MaxSize {high}: a node group scales to at least 1 node"
-    if low is not None and high is not None and low > high:
-        yield f"MinSize {low} is above MaxSize {high}"
-    if want is not None and low is not None and want < low:
-        yield f"DesiredSize {want} is below MinSize {low}"
-    if want is not None and high is not None and want > high:
-        yield f"DesiredSize {want} is above MaxSize {high}"
+    yield from size_order_problems(config, ("MinSize", "DesiredSize", "MaxSize"))
 
 
 def _launch_template_data(resource: Resource, template: Template) -> dict[str, Any] | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from gpufarm.deploy_rules.rule import Check, Resource, Template, is_unresolved, literal_int, literal_str
@@ -107,6 +107,20 @@ def tags_check(resource: Resource, _: Template) -> Iterator[str]:
             yield f"tag key {k!r}: the aws: prefix is reserved for AWS"
         if k is not None and v is not None and len(v) > TAG_VALUE_MAX:
             yield f"tag {k!r} has a value of {len(v)} characters; at most {TAG_VALUE_MAX}"
+
+
+def size_order_problems(sizes: Any, names: tuple[str, str, str]) -> Iterator[str]:
+    """A group's (minimum, desired, maximum) sizes, read from `sizes` under `names`: in order."""
+    if not isinstance(sizes, Mapping):
+        return
+    low_name, want_name, high_name = names
+    low, want, high = (literal_int(sizes.get(k)) for k in names)
+    if low is not None and high is not None and low > high:
+        yield f"{low_name} {low} is above {high_name} {high}"
+    if want is not None and low is not None and want < low:
+        yield f"{want_name} {want} is below {low_name} {low}"
+    if want is not None and high is not None and want > high:
+        yield f"{want_name} {want} is above {high_name} {high}"
 
 
 def port_range_problems(rule: Any, where: str) -> Iterator[str]:

