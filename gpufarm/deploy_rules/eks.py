@@ -100,29 +100,42 @@ def _label_key_problem(key: str) -> str | None:
     return None
 
 
-def _labels_and_taints(resource: Resource, _: Template) -> Iterator[str]:
-    # Kubernetes labels: the name is 63 characters or less, beginning and ending with an
-    # alphanumeric, with dashes, underscores, dots between; an optional DNS-subdomain prefix;
-    # the value likewise (or empty). EKS: "Maximum of 50 taints per node group".
+def _label_problems(key: str, value: str | None, *, what: str, empty_value: bool) -> Iterator[str]:
+    # EKS API: a label key and value, and a taint key, are 1-63 characters *in all* (the prefix
+    # counts); a taint value 0-63. Kubernetes (kubernetes.io, "Labels and Selectors", syntax and
+    # character set): an optional DNS-subdomain prefix and a name of alphanumerics, '-', '_',
+    # '.', beginning and ending alphanumeric; a value likewise, or empty.
+    if not 1 <= len(key) <= 63:
+        yield f"{what} key {key!r} is {len(key)} characters; EKS takes 1 to 63 (prefix included)"
+    elif problem := _label_key_problem(key):
+        yield f"{what} key {key!r}: {problem}"
+    if value is None:
+        return
+    if len(value) > 63 or (not value and not empty_value):
+        yield f"{what} {key}={value!r}: EKS takes a value of {0 if empty_value else 1} to 63 characters"
+    elif not _LABEL_VALUE.fullmatch(value):
+        yield f"{what} {key}={value!r}: {_VALUE_RULE}"
+
+
+def _labels(resource: Resource, _: Template) -> Iterator[str]:
     labels = resource.prop("Labels")
     if isinstance(labels, dict):
         for key, value in labels.items():
-            problem = _label_key_problem(str(key))
-            if problem:
-                yield f"label key {key!r}: {problem}"
-            text = literal_str(value)
-            if text is not None and (len(text) > 63 or not _LABEL_VALUE.fullmatch(text)):
-                yield f"label {key}={text!r}: {_VALUE_RULE}"
+            yield from _label_problems(str(key), literal_str(value), what="label", empty_value=False)
+
+
+def _taints(resource: Resource, _: Template) -> Iterator[str]:
+    # The 50-taint cap per node group is stated by the Terraform and Pulumi EKS providers'
+    # node-group docs ("Maximum of 50 taints per node group"); the EKS API reference lists no
+    # array limit on its own page.
     taints = items(resource.prop("Taints"))
     if len(taints) > TAINTS_MAX:
         yield f"{len(taints)} taints; a node group takes at most {TAINTS_MAX}"
     for taint in taints:
         key = literal_str(taint.get("Key")) if isinstance(taint, dict) else None
-        value = literal_str(taint.get("Value")) if isinstance(taint, dict) else None
-        if key is not None and (problem := _label_key_problem(key)):
-            yield f"taint key {key!r}: {problem}"
-        if value is not None and (len(value) > 63 or not _LABEL_VALUE.fullmatch(value)):
-            yield f"taint {key}={value!r}: the value is not a valid label value"
+        if key is not None:
+            value = literal_str(taint.get("Value"))
+            yield from _label_problems(key, value, what="taint", empty_value=True)
 
 
 def _configuration_values(resource: Resource, _: Template) -> Iterator[str]:
@@ -272,16 +285,22 @@ RULES: tuple[Rule, ...] = (
         good=_with_template(_BLOCK, CapacityType="CAPACITY_BLOCK"),
     ),
     Rule(
-        id="EKS-NODEGROUP-LABELS-TAINTS",
+        id="EKS-NODEGROUP-LABELS",
         resource_type=NODEGROUP,
-        title="Node labels and taints are valid Kubernetes keys and values; at most 50 taints",
-        doc_url=_GUIDE + "node-taints-managed-node-groups.html",
-        check=_labels_and_taints,
+        title="Node labels: keys and values of 1-63 characters, valid Kubernetes label syntax",
+        doc_url=_API + "API_UpdateLabelsPayload.html",
+        check=_labels,
         bad=_nodegroup(Labels={"gpufarm.io/pool": "h100 base"}),
-        good=_nodegroup(
-            Labels={"gpufarm.io/pool": "h100-base"},
-            Taints=[{"Key": "nvidia.com/gpu", "Value": "true", "Effect": "NO_SCHEDULE"}],
-        ),
+        good=_nodegroup(Labels={"gpufarm.io/pool": "h100-base"}),
+    ),
+    Rule(
+        id="EKS-NODEGROUP-TAINTS",
+        resource_type=NODEGROUP,
+        title="Node taints: at most 50, keys of 1-63 and values of 0-63 characters, label syntax",
+        doc_url=_API + "API_Taint.html",
+        check=_taints,
+        bad=_nodegroup(Taints=[{"Key": "nvidia.com/gpu", "Value": "true!", "Effect": "NO_SCHEDULE"}]),
+        good=_nodegroup(Taints=[{"Key": "nvidia.com/gpu", "Value": "true", "Effect": "NO_SCHEDULE"}]),
     ),
     Rule(
         id="EKS-ADDON-CONFIGURATION",

@@ -262,32 +262,49 @@ def test_instance_types_in_both_places() -> None:
 
 
 @pytest.mark.parametrize(
-    ("labels", "taints", "messages"),
+    ("labels", "messages"),
     [
-        ({"gpufarm.io/pool": "h100-base", "plain": ""}, [], []),
-        ({"Gpufarm.IO/pool": "x"}, [], ["label key 'Gpufarm.IO/pool': its prefix is not a DNS subdomain"]),
+        ({"gpufarm.io/pool": "h100-base", "plain": "x"}, []),
+        ({"plain": ""}, ["label plain='': EKS takes a value of 1 to 63 characters"]),
+        ({"Gpufarm.IO/pool": "x"}, ["label key 'Gpufarm.IO/pool': its prefix is not a DNS subdomain"]),
         (
-            {"gpufarm.io/" + "p" * 64: "x"},
-            [],
+            {"gpufarm.io/" + "p" * 53: "x"},
+            [f"label key {'gpufarm.io/' + 'p' * 53!r} is 64 characters; EKS takes 1 to 63 (prefix included)"],
+        ),
+        (
+            {"pool": "h100_"},
             [
-                f"label key {'gpufarm.io/' + 'p' * 64!r}: its name is not 1-63 alphanumerics, "
-                "'-', '_' or '.', starting and ending alphanumeric"
+                "label pool='h100_': a value is at most 63 alphanumerics, '-', '_' or '.', "
+                "starting and ending alphanumeric"
+            ],
+        ),
+        ({"pool": {"Ref": "Pool"}}, []),
+    ],
+)
+def test_node_labels(labels: dict[str, Any], messages: list[str]) -> None:
+    assert _messages(_nodegroup(Labels=labels), "EKS-NODEGROUP-LABELS") == messages
+
+
+@pytest.mark.parametrize(
+    ("taints", "messages"),
+    [
+        ([{"Key": "nvidia.com/gpu", "Value": "", "Effect": "NO_SCHEDULE"}], []),
+        ([{"Key": "dedicated", "Effect": "NO_SCHEDULE"}], []),
+        (
+            [{"Key": "nvidia.com/gpu", "Value": "-x", "Effect": "NO_SCHEDULE"}],
+            [
+                "taint nvidia.com/gpu='-x': a value is at most 63 alphanumerics, '-', '_' or '.', "
+                "starting and ending alphanumeric"
             ],
         ),
         (
-            {},
-            [{"Key": "nvidia.com/gpu", "Value": "-x", "Effect": "NO_SCHEDULE"}],
-            ["taint nvidia.com/gpu='-x': the value is not a valid label value"],
-        ),
-        (
-            {},
             [{"Key": f"k{i}", "Effect": "NO_SCHEDULE"} for i in range(51)],
             ["51 taints; a node group takes at most 50"],
         ),
     ],
 )
-def test_labels_and_taints(labels: dict[str, str], taints: list[dict[str, str]], messages: list[str]) -> None:
-    assert _messages(_nodegroup(Labels=labels, Taints=taints), "EKS-NODEGROUP-LABELS-TAINTS") == messages
+def test_node_taints(taints: list[dict[str, str]], messages: list[str]) -> None:
+    assert _messages(_nodegroup(Taints=taints), "EKS-NODEGROUP-TAINTS") == messages
 
 
 def test_addon_configuration_that_is_not_yaml() -> None:
