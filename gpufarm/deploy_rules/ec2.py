@@ -247,8 +247,9 @@ def _user_data_size(resource: Resource, _: Template) -> Iterator[str]:
 
 
 def _capacity_block_market(resource: Resource, _: Template) -> Iterator[str]:
-    # Capacity Blocks: launch with market type capacity-block *and* the Capacity Block's
-    # reservation ID as the capacity reservation target.
+    # EC2 user guide, Capacity Blocks: in the launch template "set MarketType to capacity-block"
+    # and, "to target the Capacity Block reservation, for CapacityReservationID, specify the
+    # Capacity Block reservation ID".
     data = resource.prop("LaunchTemplateData")
     if not isinstance(data, dict):
         return
@@ -536,7 +537,9 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         # CreateVpcEndpointServiceConfiguration takes NetworkLoadBalancerArns or
-        # GatewayLoadBalancerArns: a service is backed by one kind of load balancer.
+        # GatewayLoadBalancerArns ("the Network Load Balancers or Gateway Load Balancers for your
+        # service"). That the API refuses both at once is inferred from the service's single
+        # type (Interface or GatewayLoadBalancer), not quoted; at least one is required.
         id="EC2-VPCES-ONE-LOAD-BALANCER-KIND",
         resource_type=ENDPOINT_SERVICE,
         title="An endpoint service is backed by Network or Gateway Load Balancers, not both",
@@ -588,7 +591,7 @@ RULES: tuple[Rule, ...] = (
         id="EC2-LT-CAPACITY-BLOCK",
         resource_type=LAUNCH_TEMPLATE,
         title="Market type capacity-block names the Capacity Block's reservation",
-        doc_url="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html",
+        doc_url="https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html",
         check=_capacity_block_market,
         bad=_launch_template(**_CAPACITY_BLOCK),
         good=_launch_template(

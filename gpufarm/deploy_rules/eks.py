@@ -65,8 +65,9 @@ def _launch_template_conflicts(resource: Resource, template: Template) -> Iterat
 
 
 def _capacity_block(resource: Resource, template: Template) -> Iterator[str]:
-    # Capacity Blocks for managed node groups: CapacityType CAPACITY_BLOCK with a launch template
-    # whose market type is capacity-block and which targets the Capacity Block reservation.
+    # EKS user guide, Capacity Blocks for managed node groups: "Managed node groups with
+    # Capacity Blocks can only be created with custom launch templates", whose LaunchTemplateData
+    # sets InstanceMarketOptions.MarketType "capacity-block" and targets the reservation.
     if literal_str(resource.prop("CapacityType")) != "CAPACITY_BLOCK":
         return
     if not is_set(resource.prop("LaunchTemplate")):

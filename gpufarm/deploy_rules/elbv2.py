@@ -59,8 +59,9 @@ def _attribute_range(key: str, low: int, high: int, *, off: int | None = None) -
 
 
 def _target_control_port(resource: Resource, _: Template) -> Iterator[str]:
-    # Target optimizer: TargetControlPort applies only to Application Load Balancer target
-    # groups (protocol HTTP or HTTPS) whose target type is instance or ip.
+    # Target optimizer: the target control port is "only applicable for Application Load Balancer
+    # target groups when targetType is instance or ip" (the providers' wording of the ALB guide's
+    # target-optimizer section; ../shared/AWS-FACTS.md says the same).
     if resource.prop("TargetControlPort") is None:
         return
     protocol = literal_str(resource.prop("Protocol"))
@@ -72,7 +73,9 @@ def _target_control_port(resource: Resource, _: Template) -> Iterator[str]:
 
 
 def _anomaly_mitigation(resource: Resource, _: Template) -> Iterator[str]:
-    # Automatic target weights: anomaly mitigation is only supported by weighted_random.
+    # Automatic target weights: "Target anomaly mitigation is only supported by the
+    # weighted_random load balancing algorithm type" (the wording the Terraform AWS provider
+    # carries from the ELB documentation).
     attributes = key_values(resource.prop("TargetGroupAttributes"))
     mitigation = literal_str(attributes.get("load_balancing.algorithm.anomaly_mitigation"))
     algorithm = literal_str(attributes.get("load_balancing.algorithm.type")) or "round_robin"
