@@ -184,8 +184,13 @@ _ENDPOINT_PROPERTIES = {
 }
 
 
+_ENDPOINT_KINDS = {"Gateway", "Interface", "GatewayLoadBalancer"}
+
+
 def _endpoint_properties(resource: Resource, _: Template) -> Iterator[str]:
     kind = literal_str(resource.prop("VpcEndpointType")) or "Gateway"
+    if kind not in _ENDPOINT_KINDS:
+        return  # Resource and ServiceNetwork endpoints have their own rules, not judged here
     for prop, kinds in _ENDPOINT_PROPERTIES.items():
         if kind not in kinds and is_set(resource.prop(prop)):
             yield f"{prop} on a {kind} endpoint: only {' and '.join(sorted(kinds))} endpoints take it"

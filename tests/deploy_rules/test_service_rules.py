@@ -201,6 +201,19 @@ def test_gateway_endpoint_takes_no_subnets() -> None:
     ]
 
 
+def test_other_endpoint_types_are_not_judged() -> None:
+    endpoint = {
+        "Ep": _res(
+            "AWS::EC2::VPCEndpoint",
+            VpcId="vpc-1",
+            VpcEndpointType="ServiceNetwork",
+            SubnetIds=["subnet-1"],
+            PrivateDnsEnabled=True,
+        )
+    }
+    assert _messages(endpoint, "EC2-VPCE-TYPE-PROPERTIES") == []
+
+
 def test_principal_tokens_are_skipped() -> None:
     principal = {
         "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::", {"Ref": "AWS::AccountId"}, ":root"]]
