@@ -83,6 +83,20 @@ def _anomaly_mitigation(resource: Resource, _: Template) -> Iterator[str]:
         yield f"anomaly_mitigation=on with algorithm {algorithm}: it needs weighted_random"
 
 
+def _health_check_timing(resource: Resource, _: Template) -> Iterator[str]:
+    # The ELB API answers "Health check interval must be greater than the timeout."
+    # (ValidationError; aws/aws-cdk#3703, kubernetes-sigs/aws-load-balancer-controller#2951).
+    # For ALB (HTTP/HTTPS) groups equal values are refused too; for NLB groups the CDK lets
+    # them be equal (aws/aws-cdk#16446), so only a longer timeout is flagged there.
+    interval = literal_int(resource.prop("HealthCheckIntervalSeconds"))
+    timeout = literal_int(resource.prop("HealthCheckTimeoutSeconds"))
+    if interval is None or timeout is None:
+        return
+    alb = literal_str(resource.prop("Protocol")) in {"HTTP", "HTTPS"}
+    if timeout > interval or (alb and timeout == interval):
+        yield f"HealthCheckTimeoutSeconds {timeout} is not below HealthCheckIntervalSeconds {interval}"
+
+
 _HTTP_CODE = re.compile(r"\d{3}(-\d{3})?")
 
 
@@ -337,6 +351,15 @@ RULES: tuple[Rule, ...] = (
         check=_target_control_port,
         bad={"Tg": _tg(Protocol="TCP", TargetControlPort=3000)},
         good={"Tg": _tg(TargetControlPort=3000)},
+    ),
+    Rule(
+        id="ELBV2-TG-HEALTH-CHECK-TIMEOUT",
+        resource_type=TARGET_GROUP,
+        title="The health-check timeout is shorter than the interval",
+        doc_url=_ALB_GUIDE + "target-group-health-checks.html",
+        check=_health_check_timing,
+        bad={"Tg": _tg(HealthCheckIntervalSeconds=10, HealthCheckTimeoutSeconds=10)},
+        good={"Tg": _tg(HealthCheckIntervalSeconds=15, HealthCheckTimeoutSeconds=5)},
     ),
     Rule(
         id="ELBV2-TG-MATCHER",

@@ -74,6 +74,17 @@ def test_matcher_applies_to_alb_protocols_only() -> None:
     assert _messages(_tg(Protocol="TCP", Matcher={"HttpCode": "600"}), "ELBV2-TG-MATCHER") == []
 
 
+@pytest.mark.parametrize(
+    ("protocol", "interval", "timeout", "ok"),
+    [("HTTP", 15, 5, True), ("HTTP", 10, 10, False), ("TCP", 10, 10, True), ("TCP", 10, 12, False)],
+)
+def test_health_check_timeout_below_interval(protocol: str, interval: int, timeout: int, ok: bool) -> None:
+    tg = _tg(Protocol=protocol, HealthCheckIntervalSeconds=interval, HealthCheckTimeoutSeconds=timeout)
+    message = f"HealthCheckTimeoutSeconds {timeout} is not below HealthCheckIntervalSeconds {interval}"
+    expected = [] if ok else [message]
+    assert _messages(tg, "ELBV2-TG-HEALTH-CHECK-TIMEOUT") == expected
+
+
 def test_target_control_port_needs_ip_or_instance_targets() -> None:
     assert _messages(_tg(TargetType="lambda", TargetControlPort=3000), "ELBV2-TG-TARGET-CONTROL-PORT") == [
         "TargetControlPort with TargetType lambda: only instance and ip target groups take one"
