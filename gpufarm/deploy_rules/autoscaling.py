@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from gpufarm.deploy_rules.checks import is_set, size_order_problems
 from gpufarm.deploy_rules.rule import Resource, Rule, Template, literal_str
-from gpufarm.deploy_rules.shapes import is_set, size_order_problems
 
 GROUP = "AWS::AutoScaling::AutoScalingGroup"
 POLICY = "AWS::AutoScaling::ScalingPolicy"

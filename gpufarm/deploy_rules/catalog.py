@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpufarm.deploy_rules import autoscaling, ec2, eks, elbv2, fsx
+from gpufarm.deploy_rules import (  # one service per line, alphabetical
+    autoscaling,
+    ec2,
+    eks,
+    elbv2,
+    fsx,
+)
 from gpufarm.deploy_rules.rule import Rule, Template, Violation
 
 RULES: tuple[Rule, ...] = (

@@ -9,8 +9,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from gpufarm.deploy_rules.rule import Resource, Rule, Template, literal_int, literal_str, ref_target
-from gpufarm.deploy_rules.shapes import (
+from gpufarm.deploy_rules.checks import (
     exactly_one_check,
     is_set,
     items,
@@ -20,6 +19,7 @@ from gpufarm.deploy_rules.shapes import (
     port_range_problems,
     tags_check,
 )
+from gpufarm.deploy_rules.rule import Resource, Rule, Template, literal_int, literal_str, ref_target
 
 VPC = "AWS::EC2::VPC"
 SUBNET = "AWS::EC2::Subnet"

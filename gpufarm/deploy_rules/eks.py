@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
+from gpufarm.deploy_rules.checks import is_set, items, name_check, size_order_problems
 from gpufarm.deploy_rules.rule import Resource, Rule, Template, literal_int, literal_str, ref_target
-from gpufarm.deploy_rules.shapes import is_set, items, name_check, size_order_problems
 
 CLUSTER = "AWS::EKS::Cluster"
 NODEGROUP = "AWS::EKS::Nodegroup"

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from gpufarm.deploy_rules.checks import items, literal_strs, name_check
 from gpufarm.deploy_rules.rule import (
     Resource,
     Rule,
@@ -15,7 +16,6 @@ from gpufarm.deploy_rules.rule import (
     literal_str,
     ref_target,
 )
-from gpufarm.deploy_rules.shapes import items, literal_strs, name_check
 
 TARGET_GROUP = "AWS::ElasticLoadBalancingV2::TargetGroup"
 LOAD_BALANCER = "AWS::ElasticLoadBalancingV2::LoadBalancer"
