@@ -42,13 +42,10 @@ def network(value: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
         return None
 
 
-def name_check(
-    prop: str, *, max_len: int, pattern: str, allowed: str, min_len: int = 1, max_bytes: bool = False
-) -> Check:
-    """A name (or description) property: its length and the characters the API accepts.
+def name_check(prop: str, *, max_len: int, pattern: str, allowed: str, min_len: int = 1) -> Check:
+    """A name property: its length in characters and the characters the API accepts.
 
     `pattern` is matched against the whole value; `allowed` says it in words for the message.
-    `max_bytes` counts UTF-8 bytes instead of characters.
     """
     compiled = re.compile(pattern)
 
@@ -56,25 +53,22 @@ def name_check(
         value = literal_str(resource.prop(prop))
         if value is None:
             return
-        size = len(value.encode()) if max_bytes else len(value)
-        unit = "bytes" if max_bytes else "characters"
-        if not min_len <= size <= max_len:
-            yield f"{prop} {value!r} is {size} {unit}; the API accepts {min_len} to {max_len}"
+        if not min_len <= len(value) <= max_len:
+            yield f"{prop} {value!r} is {len(value)} characters; the API accepts {min_len} to {max_len}"
         if not compiled.fullmatch(value):
             yield f"{prop} {value!r}: {allowed}"
 
     return check
 
 
-def exactly_one_check(props: Sequence[str], *, what: str, at_most: bool = False) -> Check:
-    """Exactly one (or, with `at_most`, no more than one) of `props` is set."""
+def exactly_one_check(props: Sequence[str], *, what: str) -> Check:
+    """Exactly one of `props` is set (`AWS::NoValue` counts as not set)."""
 
     def check(resource: Resource, _: Template) -> Iterator[str]:
         given = [p for p in props if is_set(resource.prop(p))]
-        if len(given) > 1 or (not at_most and not given):
+        if len(given) != 1:
             found = ", ".join(given) if given else "none"
-            how = "at most" if at_most else "exactly"
-            yield f"{what}: give {how} one of {', '.join(props)} (found {found})"
+            yield f"{what}: give exactly one of {', '.join(props)} (found {found})"
 
     return check
 

@@ -43,6 +43,7 @@ CAPACITY_RESERVATION = "AWS::EC2::CapacityReservation"
 
 _API = "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/"
 _VPC_GUIDE = "https://docs.aws.amazon.com/vpc/latest/userguide/"
+_CFN = "https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/"
 _TAGS_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Using_Tags.html#tag-restrictions"
 
 VPC_ID = "vpc-0123456789abcdef0"
@@ -112,14 +113,15 @@ def _sg_rule_ports(resource: Resource, _: Template) -> Iterator[str]:
 
 
 def _nat_allocation(resource: Resource, _: Template) -> Iterator[str]:
-    # CreateNatGateway, AllocationId: "[Public NAT gateways only] ... You cannot specify an
-    # Elastic IP address with a private NAT gateway." AWS::EC2::NatGateway: "If you create a
-    # public NAT gateway, you must specify an elastic IP address."
+    # AWS::EC2::NatGateway AllocationId: "[Public NAT gateway only] ... This property is required
+    # for a public NAT gateway and cannot be specified with a private NAT gateway." A regional
+    # (multi-AZ) NAT gateway takes its addresses per zone instead, so it is left alone.
     connectivity = literal_str(resource.prop("ConnectivityType")) or "public"
     has_eip = is_set(resource.prop("AllocationId"))
     if connectivity == "private" and has_eip:
         yield "a private NAT gateway cannot have an Elastic IP (AllocationId)"
-    if connectivity == "public" and not has_eip and not is_set(resource.prop("AvailabilityMode")):
+    zonal = (literal_str(resource.prop("AvailabilityMode")) or "zonal") == "zonal"
+    if connectivity == "public" and zonal and not has_eip:
         yield "a public NAT gateway needs an Elastic IP (AllocationId)"
 
 
@@ -456,7 +458,7 @@ RULES: tuple[Rule, ...] = (
         id="EC2-NATGW-ELASTIC-IP",
         resource_type=NAT_GATEWAY,
         title="A public NAT gateway has an Elastic IP, a private one none",
-        doc_url=_API + "API_CreateNatGateway.html",
+        doc_url=_CFN + "aws-resource-ec2-natgateway.html",
         check=_nat_allocation,
         bad={
             "Nat": _res(
@@ -472,7 +474,7 @@ RULES: tuple[Rule, ...] = (
         id="EC2-VPCGWA-ONE-GATEWAY",
         resource_type=GATEWAY_ATTACHMENT,
         title="A gateway attachment names exactly one internet or VPN gateway",
-        doc_url="https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-ec2-vpcgatewayattachment.html",
+        doc_url=_CFN + "aws-resource-ec2-vpcgatewayattachment.html",
         check=exactly_one_check(("InternetGatewayId", "VpnGatewayId"), what="gateway"),
         bad={"A": _res(GATEWAY_ATTACHMENT, VpcId=VPC_ID, InternetGatewayId="igw-1", VpnGatewayId="vgw-1")},
         good={"A": _res(GATEWAY_ATTACHMENT, VpcId=VPC_ID, InternetGatewayId="igw-1")},
@@ -576,7 +578,7 @@ RULES: tuple[Rule, ...] = (
         id="EC2-FLOWLOG-ROLE",
         resource_type=FLOW_LOG,
         title="A delivery role for CloudWatch Logs flow logs, and none for other destinations",
-        doc_url="https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-ec2-flowlog.html",
+        doc_url=_CFN + "aws-resource-ec2-flowlog.html",
         check=_flow_log_role,
         bad=_flow_log(
             LogDestinationType="s3", LogDestination="arn:aws:s3:::logs", DeliverLogsPermissionArn="arn:role"

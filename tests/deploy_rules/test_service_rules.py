@@ -166,6 +166,11 @@ def test_public_nat_gateway_needs_an_elastic_ip() -> None:
     ]
 
 
+def test_regional_nat_gateway_is_left_alone() -> None:
+    nat = {"Nat": _res("AWS::EC2::NatGateway", VpcId="vpc-1", AvailabilityMode="regional")}
+    assert _messages(nat, "EC2-NATGW-ELASTIC-IP") == []
+
+
 def test_route_without_target() -> None:
     route = {"R": _res("AWS::EC2::Route", RouteTableId="rtb-1", DestinationCidrBlock="0.0.0.0/0")}
     (message,) = _messages(route, "EC2-ROUTE-ONE-TARGET")
