@@ -5,10 +5,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpufarm.deploy_rules import elbv2
+from gpufarm.deploy_rules import (  # one service per line, alphabetical
+    autoscaling,
+    ec2,
+    eks,
+    elbv2,
+    fsx,
+)
 from gpufarm.deploy_rules.rule import Rule, Template, Violation
 
-RULES: tuple[Rule, ...] = (*elbv2.RULES,)
+RULES: tuple[Rule, ...] = (
+    *autoscaling.RULES,
+    *ec2.RULES,
+    *eks.RULES,
+    *elbv2.RULES,
+    *fsx.RULES,
+)
 """The catalogue, grouped by service; each module lists its rules with their documentation."""
 
 
