@@ -5,10 +5,44 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpufarm.deploy_rules import elbv2
+from gpufarm.deploy_rules import (
+    aps,
+    awslambda,
+    bedrock,
+    cloudwatch,
+    custom,
+    elbv2,
+    events,
+    iam,
+    kms,
+    kubernetes,
+    logs,
+    s3,
+    sns,
+    sqs,
+    ssm,
+    wafv2,
+)
 from gpufarm.deploy_rules.rule import Rule, Template, Violation
 
-RULES: tuple[Rule, ...] = (*elbv2.RULES,)
+RULES: tuple[Rule, ...] = (
+    *aps.RULES,
+    *awslambda.RULES,
+    *bedrock.RULES,
+    *cloudwatch.RULES,
+    *custom.RULES,
+    *elbv2.RULES,
+    *events.RULES,
+    *iam.RULES,
+    *kms.RULES,
+    *kubernetes.RULES,
+    *logs.RULES,
+    *s3.RULES,
+    *sns.RULES,
+    *sqs.RULES,
+    *ssm.RULES,
+    *wafv2.RULES,
+)
 """The catalogue, grouped by service; each module lists its rules with their documentation."""
 
 
