@@ -141,7 +141,7 @@ def _version_pinned(res: Resource, _template: Template) -> Iterator[str]:
 
 def duration_seconds(text: str) -> float | None:
     """A Go duration ("900s", "15m0s", "1h") in seconds, or None when it is not one."""
-    parts = re.findall(r"(\d+(?:\.\d+)?)(h|m|s|ms)", text)
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", text)
     if not parts or "".join(n + u for n, u in parts) != text:
         return None
     scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}

@@ -13,8 +13,8 @@ BUCKET = "AWS::S3::Bucket"
 BUCKET_POLICY = "AWS::S3::BucketPolicy"
 
 _NAMING = "https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html#general-purpose-bucket-names"
-_LIFECYCLE = "https://docs.aws.amazon.com/AmazonS3/latest/userguide/intro-lifecycle-rules.html"
-_BUCKET_POLICY = "https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-policies.html"
+_LIFECYCLE = "https://docs.aws.amazon.com/AmazonS3/latest/API/API_LifecycleConfiguration.html"
+_BUCKET_POLICY = "https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-iam-policies.html"
 
 MAX_LIFECYCLE_RULES = 1_000
 BUCKET_POLICY_BYTES = 20 * 1024
@@ -53,8 +53,7 @@ def _bucket_name(res: Resource, _template: Template) -> Iterator[str]:
 
 
 def _lifecycle_rule_count(res: Resource, _template: Template) -> Iterator[str]:
-    # S3 user guide, lifecycle configuration elements: "A lifecycle configuration can have up to
-    # 1,000 rules."
+    # LifecycleConfiguration: "Container for lifecycle rules. You can add as many as 1000 rules."
     config = res.prop("LifecycleConfiguration")
     rules = list(each(config.get("Rules"))) if isinstance(config, Mapping) else []
     if len(rules) > MAX_LIFECYCLE_RULES:
@@ -65,7 +64,8 @@ def _lifecycle_rule_count(res: Resource, _template: Template) -> Iterator[str]:
 
 
 def _policy_size(res: Resource, _template: Template) -> Iterator[str]:
-    # S3 user guide, bucket policies: "Bucket policies are limited to 20 KB in size."
+    # S3 user guide, bucket policies and user policies: "Bucket policies are limited to 20 KB in
+    # size."
     size = policy_bytes(res.prop("PolicyDocument"))
     if size > BUCKET_POLICY_BYTES:
         yield (

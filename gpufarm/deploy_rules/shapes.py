@@ -183,3 +183,11 @@ def arn_check(path: tuple[str, ...], target_type: str, ref_gives: str) -> Check:
             )
 
     return check
+
+
+def getatt_text(value: Any) -> str:
+    """`Fn::GetAtt` as `Logical.Attribute`, whichever of its two forms the template uses."""
+    getatt = value.get("Fn::GetAtt") if isinstance(value, Mapping) else None
+    if isinstance(getatt, list):
+        return ".".join(str(part) for part in getatt)
+    return str(getatt)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpufarm.deploy_rules.rule import Resource, Rule, Template, literal_str
-from gpufarm.deploy_rules.shapes import referenced, resource
+from gpufarm.deploy_rules.shapes import getatt_text, referenced, resource
 
 TOPIC = "AWS::SNS::Topic"
 TOPIC_POLICY = "AWS::SNS::TopicPolicy"
@@ -48,7 +48,7 @@ def _topic_arns(res: Resource, template: Template) -> Iterator[str]:
         if literal is not None and not literal.startswith("arn:"):
             yield f"Topics entry {literal!r} is not a topic ARN"
         elif isinstance(topic, dict) and "Fn::GetAtt" in topic and referenced(topic, template, TOPIC):
-            yield f"Topics entry {topic['Fn::GetAtt']} is not the topic ARN; use Ref on the topic"
+            yield f"Topics entry {getatt_text(topic)} is not the topic ARN; use Ref on the topic"
 
 
 _POLICY: dict[str, Any] = {

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpufarm.deploy_rules.rule import Resource, Rule, Template, literal_str
-from gpufarm.deploy_rules.shapes import referenced, resource
+from gpufarm.deploy_rules.shapes import getatt_text, referenced, resource
 
 QUEUE = "AWS::SQS::Queue"
 QUEUE_POLICY = "AWS::SQS::QueuePolicy"
@@ -48,7 +48,7 @@ def _queue_urls(res: Resource, template: Template) -> Iterator[str]:
         if literal is not None and not literal.startswith("https://"):
             yield f"Queues entry {literal!r} is not a queue URL"
         elif isinstance(queue, dict) and "Fn::GetAtt" in queue and referenced(queue, template, QUEUE):
-            yield f"Queues entry {queue['Fn::GetAtt']} is not the queue URL; use Ref on the queue"
+            yield f"Queues entry {getatt_text(queue)} is not the queue URL; use Ref on the queue"
 
 
 _POLICY: dict[str, Any] = {

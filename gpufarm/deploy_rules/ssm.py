@@ -6,15 +6,18 @@ import re
 from collections.abc import Iterator
 
 from gpufarm.deploy_rules.rule import Resource, Rule, Template, literal_str
-from gpufarm.deploy_rules.shapes import render, resource
+from gpufarm.deploy_rules.shapes import TOKEN, render, resource
 
 PARAMETER = "AWS::SSM::Parameter"
 
 _PUT_PARAMETER = "https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_PutParameter.html"
+_TIERS = (
+    "https://docs.aws.amazon.com/systems-manager/latest/userguide/parameter-store-advanced-parameters.html"
+)
 
 MAX_NAME = 1_011
 MAX_DEPTH = 15
-VALUE_BYTES = {"Standard": 4_096, "Advanced": 8_192, "Intelligent-Tiering": 8_192}
+VALUE_CHARS = {"Standard": 4_096, "Advanced": 8_192}
 
 
 def _name(res: Resource, _template: Template) -> Iterator[str]:
@@ -37,15 +40,16 @@ def _name(res: Resource, _template: Template) -> Iterator[str]:
 
 
 def _value_size(res: Resource, _template: Template) -> Iterator[str]:
-    # PutParameter, Value: "Standard parameters have a value limit of 4 KB. Advanced parameters
-    # have a value limit of 8 KB." Tokens count as nothing here: a lower bound.
+    # PutParameter refuses a larger Standard value with "Standard tier parameters support a
+    # maximum parameter value of 4096 characters. To create a larger parameter value, upgrade the
+    # parameter to use the advanced-parameter tier" (Advanced: 8 KB). Tokens count as nothing.
     tier = literal_str(res.prop("Tier", "Standard"))
     value = render(res.prop("Value"))
-    if tier not in VALUE_BYTES or value is None:
+    if tier not in VALUE_CHARS or value is None:
         return
-    size = len(value.replace("\x00", "").encode())
-    if size > VALUE_BYTES[tier]:
-        yield f"Value has at least {size} bytes; a {tier} parameter holds at most {VALUE_BYTES[tier]}"
+    size = len(value.replace(TOKEN, ""))
+    if size > VALUE_CHARS[tier]:
+        yield f"Value has at least {size} characters; a {tier} parameter holds at most {VALUE_CHARS[tier]}"
 
 
 RULES: tuple[Rule, ...] = (
@@ -61,8 +65,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="SSM-PARAMETER-VALUE-SIZE",
         resource_type=PARAMETER,
-        title="A Standard parameter's value is at most 4 KB, an Advanced one's 8 KB",
-        doc_url=_PUT_PARAMETER,
+        title="A Standard parameter's value has at most 4,096 characters, an Advanced one's 8 KB",
+        doc_url=_TIERS,
         check=_value_size,
         bad={"P": resource(PARAMETER, Type="String", Value="x" * 5_000)},
         good={"P": resource(PARAMETER, Type="String", Tier="Advanced", Value="x" * 5_000)},
