@@ -91,7 +91,8 @@ BAD_MESSAGES: list[tuple[str, list[tuple[str, str]]]] = [
         [
             (
                 "Restrict",
-                "DefaultSecurityGroupId points at Vpc (AWS::EC2::VPC, CidrBlock), not a VPC's DefaultSecurityGroup",
+                "DefaultSecurityGroupId points at Vpc (AWS::EC2::VPC, CidrBlock), "
+                "not a VPC's DefaultSecurityGroup",
             )
         ],
     ),
@@ -130,7 +131,8 @@ BAD_MESSAGES: list[tuple[str, list[tuple[str, str]]]] = [
         [
             (
                 "Key",
-                "EnableKeyRotation with KeySpec RSA_2048: only symmetric encryption keys rotate automatically",
+                "EnableKeyRotation with KeySpec RSA_2048: only symmetric encryption keys "
+                "rotate automatically",
             )
         ],
     ),
