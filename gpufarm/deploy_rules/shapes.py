@@ -191,3 +191,50 @@ def getatt_text(value: Any) -> str:
     if isinstance(getatt, list):
         return ".".join(str(part) for part in getatt)
     return str(getatt)
+
+
+FIFO_SUFFIX = ".fifo"
+
+
+def fifo_name_check(prop: str, fifo_prop: str, *, max_length: int, kind: str) -> Check:
+    """A check on an SNS topic or SQS queue name: letters, digits, '_' and '-', at most
+    `max_length` characters, and the `.fifo` suffix exactly when `fifo_prop` is true.
+    """
+
+    def check(res: Resource, _template: Template) -> Iterator[str]:
+        name = literal_str(res.prop(prop))
+        fifo_value = literal_str(res.prop(fifo_prop, False))
+        if name is None or fifo_value is None:
+            return
+        fifo = fifo_value == "true"
+        if len(name) > max_length:
+            yield f"{prop} {name!r} has {len(name)} characters; the maximum is {max_length}"
+        if fifo and not name.endswith(FIFO_SUFFIX):
+            yield f"{prop} {name!r} of a FIFO {kind} does not end with {FIFO_SUFFIX!r}"
+        stem = name.removesuffix(FIFO_SUFFIX) if fifo else name
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", stem):
+            suffix = f" (and the {FIFO_SUFFIX!r} suffix of a FIFO {kind})" if fifo else ""
+            yield f"{prop} {name!r} is not accepted: letters, digits, '_' and '-' only{suffix}"
+
+    return check
+
+
+def ref_list_check(prop: str, target_type: str, *, literal_prefix: str, wanted: str) -> Check:
+    """A check that each entry of the list `prop` is what `Ref` on `target_type` gives (`wanted`):
+    a literal starting with `literal_prefix`, or a `Ref`, never an `Fn::GetAtt` of that type.
+    """
+
+    def check(res: Resource, template: Template) -> Iterator[str]:
+        entries = res.prop(prop)
+        for entry in entries if isinstance(entries, list) else []:
+            literal = literal_str(entry)
+            if literal is not None and not literal.startswith(literal_prefix):
+                yield f"{prop} entry {literal!r} is not a {wanted}"
+            elif (
+                isinstance(entry, Mapping)
+                and "Fn::GetAtt" in entry
+                and referenced(entry, template, target_type)
+            ):
+                yield f"{prop} entry {getatt_text(entry)} is not the {wanted}; use Ref"
+
+    return check

@@ -180,12 +180,12 @@ BAD_MESSAGES: list[tuple[str, list[tuple[str, str]]]] = [
         [("P", "the policy has at least 23328 bytes; a bucket policy is limited to 20 KB (20480 bytes)")],
     ),
     ("SNS-TOPIC-NAME", [("T", "TopicName 'gpufarm-alarms' of a FIFO topic does not end with '.fifo'")]),
-    ("SNS-TOPIC-POLICY-ARNS", [("P", "Topics entry T.TopicName is not the topic ARN; use Ref on the topic")]),
+    ("SNS-TOPIC-POLICY-ARNS", [("P", "Topics entry T.TopicName is not the topic ARN; use Ref")]),
     (
         "SQS-QUEUE-NAME",
         [("Q", "QueueName 'gpufarm-poc.interruptions' is not accepted: letters, digits, '_' and '-' only")],
     ),
-    ("SQS-QUEUE-POLICY-URLS", [("P", "Queues entry Q.Arn is not the queue URL; use Ref on the queue")]),
+    ("SQS-QUEUE-POLICY-URLS", [("P", "Queues entry Q.Arn is not the queue URL; use Ref")]),
     (
         "SSM-PARAMETER-NAME",
         [("P", "Name 'ssm-gpufarm-poc-ready' starts with the reserved prefix 'aws' or 'ssm'")],
