@@ -324,7 +324,9 @@ class AwsLoadBalancerController(Construct):
             create_namespace=False,
             values=self.values,
             wait=True,
-            timeout=cdk.Duration.minutes(15),
+            # Under the kubectl handler's 15-minute Lambda limit, which also covers its own start:
+            # a 15-minute wait is cut off and leaves the release pending (deploy rule HELM-TIMEOUT).
+            timeout=cdk.Duration.minutes(14),
         )
         # Pods get Pod Identity credentials only if the association exists when they start.
         self.chart.node.add_dependency(self.pod_identity, self.policy)

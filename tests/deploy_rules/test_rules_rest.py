@@ -168,7 +168,16 @@ BAD_MESSAGES: list[tuple[str, list[tuple[str, str]]]] = [
         ],
     ),
     ("HELM-VERSION-PINNED", [("C", "chart 'keda' from a repository has no Version; pin one")]),
-    ("HELM-TIMEOUT", [("C", "Timeout 20m0s exceeds the 15 minutes the kubectl handler can run")]),
+    (
+        "HELM-TIMEOUT",
+        [
+            (
+                "C",
+                "Timeout 900s leaves the kubectl handler, a Lambda function stopped at 15 minutes, "
+                "no time to start and report; use at most 870s",
+            )
+        ],
+    ),
     ("LOGS-KMS-KEY-ARN", [("Logs", "KmsKeyId is Ref Key, which gives the key ID; use Fn::GetAtt Key.Arn")]),
     ("S3-BUCKET-NAME", [("B", "BucketName 'gpufarm-logs-s3alias' ends with the reserved suffix '-s3alias'")]),
     (
