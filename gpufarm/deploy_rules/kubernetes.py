@@ -38,8 +38,14 @@ MAX_HELM_TIMEOUT_SECONDS = 870
 proposes 870 s)."""
 
 LABEL_NAME_KINDS = {"Namespace": DNS_LABEL, "Service": DNS_1035_LABEL}
-"""Kinds whose names are DNS labels (63 characters) rather than subdomains: a Namespace's an RFC 1123
-label, a Service's an RFC 1035 label (starting with a letter)."""
+"""Kinds whose names are DNS labels (63 characters) rather than subdomains: "all namespace names
+must be valid RFC 1123 DNS labels" (Namespaces); a Service's name is an RFC 1035 label, starting
+with a letter (the API server's "a DNS-1035 label must consist of lower case alphanumeric
+characters or '-', start with an alphabetic character...")."""
+
+PATH_SEGMENT_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
+"""RBAC kinds, whose names are path segment names ("system:controller:..." is valid): not '.' or
+'..', without '/' or '%'. Not judged here beyond that."""
 
 
 def manifest_objects(value: Any) -> list[Mapping[str, Any]]:
@@ -75,12 +81,17 @@ def _describe(obj: Mapping[str, Any]) -> str:
 def _object_names(res: Resource, _template: Template) -> Iterator[str]:
     # Object names and IDs: most names are DNS subdomain names (at most 253 characters, lowercase
     # alphanumeric, '-' or '.', starting and ending with an alphanumeric); some are DNS labels
-    # (at most 63 characters, no '.'), RFC 1035 labels also starting with a letter.
+    # (at most 63 characters, no '.'), RFC 1035 labels also starting with a letter; some are path
+    # segment names. The namespace of an object is a Namespace's name.
     for obj in manifest_objects(res.prop("Manifest")):
         name = _known(_metadata(obj).get("name"))
         if name is None:
             continue
         kind = obj.get("kind")
+        if kind in PATH_SEGMENT_KINDS:
+            if name in (".", "..") or "/" in name or "%" in name:
+                yield f"{_describe(obj)}: the name must be a path segment (not '.' or '..', no '/' or '%')"
+            continue
         pattern = LABEL_NAME_KINDS.get(kind, DNS_SUBDOMAIN) if isinstance(kind, str) else DNS_SUBDOMAIN
         limit = MAX_LABEL if pattern != DNS_SUBDOMAIN else MAX_SUBDOMAIN
         if not _fits(name, pattern, limit):

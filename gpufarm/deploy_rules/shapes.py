@@ -144,6 +144,11 @@ def name_rule(
     )
 
 
+def as_list(value: Any) -> list[Any]:
+    """A literal list property as a list; nothing for a token or an absent property."""
+    return value if isinstance(value, list) else []
+
+
 def each(items: Any) -> Iterator[Mapping[str, Any]]:
     """The mappings of a literal list (a property list of objects); nothing for a token."""
     if isinstance(items, list):

@@ -418,3 +418,33 @@ def test_duration_seconds(text: str, seconds: float | None) -> None:
 )
 def test_label_key_problem(key: str, problem: str | None) -> None:
     assert label_key_problem(key) == problem
+
+
+def _manifest_of(*objects: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "M": resource(
+            "Custom::AWSCDK-EKS-KubernetesResource", ClusterName="c", Manifest=json.dumps(list(objects))
+        )
+    }
+
+
+def test_rbac_names_are_path_segments() -> None:
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "gpufarm:reader"},
+    }
+    assert _messages(_manifest_of(role), "K8S-OBJECT-NAME") == []
+    bad = {**role, "metadata": {"name": "gpufarm/reader"}}
+    assert _messages(_manifest_of(bad), "K8S-OBJECT-NAME") == [
+        (
+            "M",
+            "ClusterRole 'gpufarm/reader': the name must be a path segment (not '.' or '..', no '/' or '%')",
+        )
+    ]
+
+
+def test_policy_attached_to_roles_by_a_token_is_skipped() -> None:
+    bad = BY_ID["IAM-POLICY-ROLE-SIZE"].bad
+    extra = {**bad["Extra"], "Properties": {**bad["Extra"]["Properties"], "Roles": {"Ref": "RoleNames"}}}
+    assert _messages({**bad, "Extra": extra}, "IAM-POLICY-ROLE-SIZE") == []
