@@ -60,6 +60,19 @@ def _evaluation_range(res: Resource, _template: Template) -> Iterator[str]:
             )
 
 
+def _datapoints(res: Resource, _template: Template) -> Iterator[str]:
+    # PutMetricAlarm: DatapointsToAlarm is "the number of data points that must be breaching to
+    # trigger the alarm ... an "M out of N" alarm. In that case, this value is the M", and
+    # EvaluationPeriods "is the N": M out of N cannot exceed N.
+    datapoints = literal_int(res.prop("DatapointsToAlarm"))
+    evaluations = literal_int(res.prop("EvaluationPeriods"))
+    if datapoints is not None and evaluations is not None and datapoints > evaluations:
+        yield (
+            f"DatapointsToAlarm {datapoints} exceeds EvaluationPeriods {evaluations} "
+            "(M out of N needs M <= N)"
+        )
+
+
 def _one_return_data(res: Resource, _template: Template) -> Iterator[str]:
     # MetricDataQuery, ReturnData: "When used in PutMetricAlarm, specify true for the one
     # expression result to use as the alarm. For all other metrics and expressions in the same
@@ -157,6 +170,15 @@ RULES: tuple[Rule, ...] = (
         good={"Alarm": _alarm(Period=300, EvaluationPeriods=288, **_METRIC)},
     ),
     Rule(
+        id="CW-ALARM-DATAPOINTS",
+        resource_type=ALARM,
+        title="Datapoints to alarm are at most the evaluation periods",
+        doc_url=_PUT_METRIC_ALARM,
+        check=_datapoints,
+        bad={"Alarm": _alarm(Period=60, DatapointsToAlarm=5, **_METRIC)},
+        good={"Alarm": _alarm(Period=60, DatapointsToAlarm=3, **_METRIC)},
+    ),
+    Rule(
         id="CW-ALARM-ONE-RETURN-DATA",
         resource_type=ALARM,
         title="A metric-math alarm returns exactly one query",
@@ -179,6 +201,7 @@ RULES: tuple[Rule, ...] = (
     name_rule(
         id="CW-DASHBOARD-NAME",
         resource_type=DASHBOARD,
+        title="A dashboard name has at most 255 letters, digits, '-' and '_'",
         prop="DashboardName",
         # PutDashboard, DashboardName: "The maximum length is 255, and valid characters are A-Z,
         # a-z, 0-9, "-", and "_"."

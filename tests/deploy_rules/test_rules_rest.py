@@ -80,6 +80,10 @@ BAD_MESSAGES: list[tuple[str, list[tuple[str, str]]]] = [
             )
         ],
     ),
+    (
+        "CW-ALARM-DATAPOINTS",
+        [("Alarm", "DatapointsToAlarm 5 exceeds EvaluationPeriods 3 (M out of N needs M <= N)")],
+    ),
     ("CW-ALARM-METRIC-QUERIES", [("Alarm", "11 MetricStat queries; an alarm takes at most 10")]),
     (
         "CW-DASHBOARD-NAME",
