@@ -261,7 +261,8 @@ class AwsLoadBalancerController(Construct):
     the upstream IAM policy of that release on a Pod Identity role for
     `kube-system/aws-load-balancer-controller`, no mutating webhook for Services of type
     LoadBalancer and no IngressClass (nothing outside the template creates a load balancer),
-    `wait` with a 15-minute timeout. `node_selector` (default: none) pins the pods to nodes.
+    `wait` with a 14-minute timeout (under the kubectl handler Lambda's 15-minute limit).
+    `node_selector` (default: none) pins the pods to nodes.
     The CRDs are installed first as their own Helm release (:attr:`crds`, the chart
     `aws-load-balancer-controller-crds` shipped with gpufarm), so a version bump upgrades them.
     The region and VPC are passed in so the pods never need the instance metadata service.
@@ -345,7 +346,9 @@ class AwsLoadBalancerController(Construct):
             create_namespace=False,
             values=self.values,
             wait=True,
-            timeout=cdk.Duration.minutes(15),
+            # Under the kubectl handler's 15-minute Lambda limit, which also covers its own start:
+            # a 15-minute wait is cut off and leaves the release pending (deploy rule HELM-TIMEOUT).
+            timeout=cdk.Duration.minutes(14),
         )
         # Pods get Pod Identity credentials only if the association exists when they start.
         self.chart.node.add_dependency(self.pod_identity, self.policy, self.crds.chart)

@@ -6,20 +6,50 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpufarm.deploy_rules import (  # one service per line, alphabetical
+    aps,
     autoscaling,
+    awslambda,
+    bedrock,
+    cloudwatch,
+    custom,
     ec2,
     eks,
     elbv2,
+    events,
     fsx,
+    iam,
+    kms,
+    kubernetes,
+    logs,
+    s3,
+    sns,
+    sqs,
+    ssm,
+    wafv2,
 )
 from gpufarm.deploy_rules.rule import Rule, Template, Violation
 
 RULES: tuple[Rule, ...] = (
+    *aps.RULES,
     *autoscaling.RULES,
+    *awslambda.RULES,
+    *bedrock.RULES,
+    *cloudwatch.RULES,
+    *custom.RULES,
     *ec2.RULES,
     *eks.RULES,
     *elbv2.RULES,
+    *events.RULES,
     *fsx.RULES,
+    *iam.RULES,
+    *kms.RULES,
+    *kubernetes.RULES,
+    *logs.RULES,
+    *s3.RULES,
+    *sns.RULES,
+    *sqs.RULES,
+    *ssm.RULES,
+    *wafv2.RULES,
 )
 """The catalogue, grouped by service; each module lists its rules with their documentation."""
 

@@ -562,7 +562,7 @@ def test_load_balancer_controller_chart_is_pinned(standard: Standard) -> None:
         "Release": "aws-load-balancer-controller",
         "Namespace": "kube-system",
         "Wait": True,
-        "Timeout": "900s",
+        "Timeout": "840s",
     }
 
 
