@@ -202,7 +202,8 @@ def deploy(tier: str, *, full: bool) -> int:
         finally:
             destroyed = subprocess.run([*cdk, "destroy", "--all", "--force"], check=False).returncode == 0
             if destroyed:
-                cleanup([stack, f"{stack}-probe", f"{stack}-assert"])
+                if cleanup([stack, f"{stack}-probe", f"{stack}-assert"]) != EXIT_OK:
+                    status = EXIT_FAILED
             else:
                 print(f"{stack}: destroy failed; delete the stacks by hand", file=sys.stderr)
                 status = EXIT_FAILED
