@@ -12,7 +12,7 @@ from moto import mock_aws
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from integ import cleanup  # noqa: E402
+from integ import cleanup
 
 STACKS = ["gpufarm-integ-poc", "gpufarm-integ-poc-probe", "gpufarm-integ-poc-assert"]
 
