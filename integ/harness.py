@@ -30,11 +30,12 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk.integ_tests_alpha import ExpectedResult, IntegTest, Match
+from cdk_nag import AwsSolutionsChecks
 from constructs import Construct, IConstruct
 
 from gpufarm.app import new_app
 from gpufarm.config import load_tier_file
-from gpufarm.constructs._util import private_subnets
+from gpufarm.constructs._util import acknowledge, private_subnets
 from gpufarm.stacks import GpuFarmStack
 
 INTEG_DIR = Path(__file__).resolve().parent
@@ -80,6 +81,20 @@ class _ShortKeyDeletion:
             node.pending_window_in_days = KMS_PENDING_DAYS
 
 
+class _TierAwsSolutionsChecks(AwsSolutionsChecks):
+    """The AwsSolutions pack over the tier's stack only (the gate `gpufarm.app` puts on a tier).
+
+    The probe and the integ-tests assertion stack are test scaffolding and are not gated.
+    """
+
+    def __init__(self, stack: GpuFarmStack) -> None:
+        super().__init__(stack)
+        self._stack = stack
+
+    def validate(self, context: Any) -> Any:
+        return self.validate_scope(self._stack)
+
+
 def tier_env(tier: GpuFarmStack) -> cdk.Environment:
     """The tier's account and region: the probe and the assertions live beside it."""
     return cdk.Environment(region=tier.config.environment.region, account=tier.config.environment.account)
@@ -123,6 +138,14 @@ def build(tier: str, *, full: bool = False) -> cdk.App:
     app = new_app(context=cdk_context())
     config = load_tier_file(tier_file(tier, full=full))
     stack = GpuFarmStack(app, config=config)
+    cdk.Validations.of(app).add_plugins(_TierAwsSolutionsChecks(stack))
+    if not config.ingress.access_logs.enabled:
+        acknowledge(
+            stack.ingress.load_balancer,
+            "AwsSolutions-ELB2",
+            "Integration test stack: access logs are off so that the stack deletes completely (a "
+            "bucket receiving logs cannot be deleted); the tier tests gate the presets' logging.",
+        )
     probe = ChatProbe(app, f"{config.stack_name}-probe", tier=stack)
     asserts = cdk.Stack(app, f"{config.stack_name}-assert", env=tier_env(stack))
     for scope in (stack, probe, asserts):

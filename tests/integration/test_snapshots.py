@@ -195,3 +195,19 @@ def test_assertion_failures_reads_the_outputs() -> None:
 
 def test_cdk_cli_is_installed() -> None:
     assert shutil.which(str(run.CDK)), "make setup installs the CDK CLI that `make integ` deploys with"
+
+
+@pytest.mark.parametrize("tier", ["production", "enterprise"])
+def test_full_runs_keep_the_presets_stateful_parts_and_retain_nothing(tier: str, tmp_path: Path) -> None:
+    templates = run.synth(run.case_file(tier, full=True), tmp_path)
+    tier_template = templates[f"gpufarm-integ-{tier}-full.template.json"]
+    types = [r["Type"] for r in tier_template["Resources"].values()]
+    assert "AWS::FSx::FileSystem" in types
+    assert ("AWS::EC2::CapacityReservation" in types) is (tier == "enterprise")
+    kept = [
+        logical_id
+        for template in templates.values()
+        for logical_id, resource in template["Resources"].items()
+        if resource.get("DeletionPolicy", "Delete") != "Delete"
+    ]
+    assert kept == []
