@@ -115,7 +115,7 @@ class ChatProbe(cdk.Stack):
             runtime=lambda_.Runtime.PYTHON_3_13,
             handler="index.handler",
             code=lambda_.Code.from_inline((INTEG_DIR / "probe.py").read_text()),
-            timeout=cdk.Duration.seconds(150),
+            timeout=cdk.Duration.seconds(100),
             vpc=tier.network.vpc,
             vpc_subnets=ec2.SubnetSelection(subnets=private_subnets(tier.network.vpc)),
             security_groups=[security_group],

@@ -211,3 +211,28 @@ def test_full_runs_keep_the_presets_stateful_parts_and_retain_nothing(tier: str,
         if resource.get("DeletionPolicy", "Delete") != "Delete"
     ]
     assert kept == []
+
+
+def test_keys_are_deleted_after_the_shortest_waiting_period(synthesized: dict[str, dict[str, Any]]) -> None:
+    windows = {
+        resource["Properties"].get("PendingWindowInDays")
+        for templates in synthesized.values()
+        for template in templates.values()
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::KMS::Key"
+    }
+    assert windows == {7}
+
+
+def test_the_probe_answers_before_the_invoking_function_gives_up(
+    synthesized: dict[str, dict[str, Any]],
+) -> None:
+    probe = synthesized["poc"]["gpufarm-integ-poc-probe.template.json"]
+    function = next(r for r in probe["Resources"].values() if r["Type"] == "AWS::Lambda::Function")
+    invoker = [
+        r["Properties"]["Timeout"]
+        for r in synthesized["poc"]["gpufarm-integ-poc-assert.template.json"]["Resources"].values()
+        if r["Type"] == "AWS::Lambda::Function"
+    ]
+    assert function["Properties"]["Timeout"] < min(invoker)
+    assert function["Properties"]["VpcConfig"]["SubnetIds"]
