@@ -236,3 +236,17 @@ def test_the_probe_answers_before_the_invoking_function_gives_up(
     ]
     assert function["Properties"]["Timeout"] < min(invoker)
     assert function["Properties"]["VpcConfig"]["SubnetIds"]
+
+
+def test_cfn_lint_finds_no_error_in_the_test_templates() -> None:
+    # The snapshots equal the synthesized templates (test_snapshot_matches); lint them in one run.
+    templates = sorted(str(p) for p in (REPO / "integ" / "cases").glob("*.snapshot/*.template.json"))
+    done = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "cfn-lint"), "--format", "json", *templates],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    errors = [f for f in json.loads(done.stdout or "[]") if f["Level"] == "Error"]
+    assert len(templates) == 9
+    assert errors == []
