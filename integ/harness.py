@@ -50,7 +50,11 @@ download come after (several minutes; docs/operations.md, "Deploying").
 """
 POLL_INTERVAL = cdk.Duration.seconds(30)
 KMS_PENDING_DAYS = 7
-"""The shortest waiting period AWS KMS allows before a key scheduled for deletion is deleted."""
+"""The shortest waiting period AWS KMS allows before a key scheduled for deletion is deleted.
+
+"The range is 7-30 days and the default value is 30 days"
+(https://docs.aws.amazon.com/kms/latest/cryptographic-details/key-deletion.html).
+"""
 EXPECTED = {"direct": {"status": 200, "content": True}, "gateway": {"status": 200, "content": True}}
 """The probe's answer once the model serves through both routes."""
 
@@ -74,7 +78,7 @@ def cdk_context() -> dict[str, Any]:
 
 @jsii.implements(cdk.IAspect)
 class _ShortKeyDeletion:
-    """Schedule KMS key deletion after the shortest waiting period (the default is 30 days)."""
+    """Schedule KMS key deletion after the shortest waiting period (:data:`KMS_PENDING_DAYS`)."""
 
     def visit(self, node: IConstruct) -> None:
         if isinstance(node, kms.CfnKey):
