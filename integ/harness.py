@@ -153,7 +153,8 @@ def build(tier: str, *, full: bool = False) -> cdk.App:
     probe = ChatProbe(app, f"{config.stack_name}-probe", tier=stack)
     asserts = cdk.Stack(app, f"{config.stack_name}-assert", env=tier_env(stack))
     for scope in (stack, probe, asserts):
-        # Nothing outlives the run: log groups and keys the tier retains go with the stack.
+        # Nothing outlives the run: log groups and keys the tier retains go with the stack
+        # (RemovalPolicies overrides every resource's policy in the scope, aws-cdk-lib 2.275).
         cdk.RemovalPolicies.of(scope).destroy()
         cdk.Aspects.of(scope).add(_ShortKeyDeletion())
     integ = IntegTest(
@@ -166,6 +167,9 @@ def build(tier: str, *, full: bool = False) -> cdk.App:
         stack_update_workflow=False,
         regions=[config.environment.region],
     )
+    # The invoke's `Payload` is the function's answer as a JSON string; `Match.serialized_json`
+    # parses it, and `wait_for_assertions` repeats the call until it matches or times out
+    # (integ-tests-alpha 2.275.0a0 README: "Invoke a Lambda Function", "Match", "Wait for results").
     integ.assertions.invoke_function(function_name=probe.function.function_name).expect(
         ExpectedResult.object_like({"Payload": Match.serialized_json(EXPECTED)})
     ).wait_for_assertions(total_timeout=READY_TIMEOUT, interval=POLL_INTERVAL)
