@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -193,8 +192,21 @@ def test_assertion_failures_reads_the_outputs() -> None:
     assert run.assertion_failures({}, "s-assert") == ["s-assert: no assertion results in the stack outputs"]
 
 
-def test_cdk_cli_is_installed() -> None:
-    assert shutil.which(str(run.CDK)), "make setup installs the CDK CLI that `make integ` deploys with"
+def test_the_pinned_cdk_cli_reads_the_test_app(tmp_path: Path) -> None:
+    # `make integ` deploys with this CLI: it must read the assembly aws-cdk-lib writes (the
+    # integ-runner cannot; docs/decisions/0029-integration-tests.md), offline.
+    env = {k: v for k, v in os.environ.items() if k not in CLEARED} | OFFLINE_ENV
+    env["PATH"] = f"{REPO / '.venv' / 'bin'}:{env.get('PATH', '')}"
+    done = subprocess.run(
+        [str(run.CDK), "ls", "--app", f"{sys.executable} {run.case_file('poc')}", "-o", str(tmp_path)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["gpufarm-integ-poc", "gpufarm-integ-poc-probe", "gpufarm-integ-poc-assert"]
 
 
 @pytest.mark.parametrize("tier", ["production", "enterprise"])
