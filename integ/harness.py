@@ -36,6 +36,7 @@ from constructs import Construct, IConstruct
 from gpufarm.app import new_app
 from gpufarm.config import load_tier_file
 from gpufarm.constructs._util import acknowledge, private_subnets
+from gpufarm.deploy_rules import DeployRulesPlugin
 from gpufarm.stacks import GpuFarmStack
 
 INTEG_DIR = Path(__file__).resolve().parent
@@ -142,7 +143,8 @@ def build(tier: str, *, full: bool = False) -> cdk.App:
     app = new_app(context=cdk_context())
     config = load_tier_file(tier_file(tier, full=full))
     stack = GpuFarmStack(app, config=config)
-    cdk.Validations.of(app).add_plugins(_TierAwsSolutionsChecks(stack))
+    # Deploy rules (what AWS APIs refuse) hold for every stack the test deploys, scaffolding too.
+    cdk.Validations.of(app).add_plugins(_TierAwsSolutionsChecks(stack), DeployRulesPlugin())
     if not config.ingress.access_logs.enabled:
         acknowledge(
             stack.ingress.load_balancer,

@@ -262,3 +262,32 @@ def test_cfn_lint_finds_no_error_in_the_test_templates() -> None:
     errors = [f for f in json.loads(done.stdout or "[]") if f["Level"] == "Error"]
     assert len(templates) == 9
     assert errors == []
+
+
+def test_the_deploy_rules_gate_the_test_app(tmp_path: Path) -> None:
+    # The probe's stack is scaffolding, but what AWS refuses there fails the run as well.
+    from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+
+    from integ import harness
+
+    app = harness.build("poc")
+    probe = next(c for c in app.node.children if getattr(c, "stack_name", "") == "gpufarm-integ-poc-probe")
+    elbv2.CfnTargetGroup(
+        probe,
+        "Broken",
+        port=80,
+        protocol="HTTP",
+        target_type="ip",
+        vpc_id="vpc-12345678",
+        target_group_attributes=[
+            elbv2.CfnTargetGroup.TargetGroupAttributeProperty(
+                key="load_balancing.algorithm.type", value="least_outstanding_requests"
+            ),
+            elbv2.CfnTargetGroup.TargetGroupAttributeProperty(key="slow_start.duration_seconds", value="60"),
+        ],
+    )
+    with pytest.raises(RuntimeError, match="ValidationFailed"):
+        app.synth()
+    report = json.loads((Path(app.outdir) / "validation-report.json").read_text())
+    rules = [v["ruleName"] for p in report["pluginReports"] for v in p["violations"]]
+    assert "ELBV2-TG-LOR-SLOW-START" in rules
