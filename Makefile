@@ -10,7 +10,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 GATEWAY_VENV := .venv-gateway
 GATEWAY_STAMP := $(GATEWAY_VENV)/.installed
 
-.PHONY: setup gateway-venv synth test lint unit fmt bench clean
+.PHONY: setup gateway-venv synth test lint unit fmt bench clean integ integ-update
 
 setup: $(STAMP)
 
@@ -38,6 +38,18 @@ synth: setup
 ## test: lint, type-check and run the whole test suite.
 test: setup lint $(GATEWAY_STAMP)
 	$(BIN)/python -m pytest
+
+## integ: deploy each tier's integration test, chat with its model through both routes, destroy it.
+## Needs AWS credentials (refuses without). TIERS="poc production" picks tiers (default: all
+## three); FULL=1 deploys the presets in full instead of the scaled-down variants, with
+## GPUFARM_INTEG_TIER_FILE naming your own values (docs/operations.md, "Integration tests").
+TIERS ?=
+integ: setup
+	$(BIN)/python integ/run.py deploy $(if $(FULL),--full) $(TIERS)
+
+## integ-update: rewrite the integration tests' snapshots (offline) after reviewing a template change.
+integ-update: setup
+	$(BIN)/python integ/run.py snapshot --update $(TIERS)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -1,0 +1,1 @@
+"""Integration tests of the gpufarm tiers (docs/operations.md, "Integration tests")."""
