@@ -4,7 +4,7 @@ Each `integ_*.py` file under `cases/` (the default variants) and `full/` (the pr
 app in the integ-runner's layout (`integ_*.py`, snapshot in `<file>.snapshot/`) with
 integ-tests assertions. `integ/run.py` synthesizes it and compares the templates with the
 committed snapshot (`make test`, offline), or deploys it, reads the assertions' results and
-destroys it (`make integ`); see docs/decisions/0029-integration-tests.md for why the
+destroys it (`make integ`); see docs/decisions/0032-integration-tests.md for why the
 integ-runner itself does not run them yet, and docs/operations.md, "Integration tests".
 
 The app holds three stacks:

@@ -6,7 +6,7 @@
 The tests are CDK apps in the integ-runner's layout (`integ/cases/integ_<tier>.py`, the snapshot
 in `integ_<tier>.py.snapshot/`). This script does what the integ-runner would: the integ-runner
 2.197.10 (the newest release) cannot read the cloud assembly that aws-cdk-lib 2.275 writes
-(docs/decisions/0029-integration-tests.md). A snapshot holds only the stacks' templates: asset
+(docs/decisions/0032-integration-tests.md). A snapshot holds only the stacks' templates: asset
 folders (tens of MB) and the assembly manifest are left out, and assets enter the comparison
 through the hashes in the templates.
 """

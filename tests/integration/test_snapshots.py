@@ -194,7 +194,7 @@ def test_assertion_failures_reads_the_outputs() -> None:
 
 def test_the_pinned_cdk_cli_reads_the_test_app(tmp_path: Path) -> None:
     # `make integ` deploys with this CLI: it must read the assembly aws-cdk-lib writes (the
-    # integ-runner cannot; docs/decisions/0029-integration-tests.md), offline.
+    # integ-runner cannot; docs/decisions/0032-integration-tests.md), offline.
     env = {k: v for k, v in os.environ.items() if k not in CLEARED} | OFFLINE_ENV
     env["PATH"] = f"{REPO / '.venv' / 'bin'}:{env.get('PATH', '')}"
     done = subprocess.run(
