@@ -143,7 +143,11 @@ HELM_CHART = "Custom::AWSCDK-EKS-HelmChart"
 
 
 def helm_releases(template: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    """(chart, version, values) of every Helm release the stack installs; tokens resolved."""
+    """(chart, version, values) of every Helm release the stack pulls from a repository; tokens resolved.
+
+    gpufarm's own CRD charts (shipped as assets, `ChartAssetURL`, no values) are not upstream
+    releases and are left out.
+    """
     return sorted(
         (
             p["Chart"],
@@ -151,4 +155,5 @@ def helm_releases(template: dict[str, Any]) -> list[tuple[str, str, dict[str, An
             json.loads(resolve(p["Values"], template)) if "Values" in p else {},
         )
         for p in (r["Properties"] for r in resources(template, HELM_CHART).values())
+        if "Chart" in p
     )
