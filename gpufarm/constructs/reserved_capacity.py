@@ -280,6 +280,8 @@ class ReservedGpuNodeGroup(Construct):
                     http_tokens="required",
                     http_put_response_hop_limit=IMDS_HOP_LIMIT,
                 ),
+                # One-minute EC2 metrics, as the inspection appliances have (CT.EC2.PR.10).
+                monitoring=ec2.CfnLaunchTemplate.MonitoringProperty(enabled=True),
                 capacity_reservation_specification=ec2.CfnLaunchTemplate.CapacityReservationSpecificationProperty(
                     capacity_reservation_target=target
                 ),
@@ -355,6 +357,8 @@ class ReservedGpuNodeGroup(Construct):
                 interface_type=i.interface_type,
                 groups=groups,
                 delete_on_termination=True,
+                # The nodes live in private subnets; say so where Control Tower looks (CT.EC2.PR.9).
+                associate_public_ip_address=False,
             )
             for i in node_group_efa_interfaces(config.instance_type)
         ]
