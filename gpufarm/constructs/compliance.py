@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import tarfile
 import tempfile
@@ -82,7 +83,7 @@ def _bundle() -> Path:
             f"{_CFNGUARD_DIST} ships cfn-guard for Linux and macOS on x86_64 and arm64 only, "
             f"not {platform.system()} {platform.machine()}"
         )
-    home = Path(tempfile.gettempdir()) / f"gpufarm-cfnguard-{version}-{system}-{machine}"
+    home = Path(tempfile.gettempdir()) / f"gpufarm-cfnguard-{version}-{system}-{machine}-{os.getuid()}"
     if (home / "cfn-guard").exists():
         return home
     tarball = (
@@ -105,6 +106,7 @@ def _bundle() -> Path:
     (package / "cfn-guard").chmod(0o755)
     with contextlib.suppress(OSError):  # another process unpacked it first
         package.rename(home)
+    shutil.rmtree(staging, ignore_errors=True)
     return home
 
 
@@ -206,6 +208,9 @@ def control_tower_violations(template: str) -> list[cdk.PolicyViolation]:
     return [
         cdk.PolicyViolation(
             rule_name=control,
+            # aws-cdk-lib recomputes a report's success from its unacknowledged findings'
+            # severities once one of its findings is acknowledged: a finding without one passes.
+            severity="error",
             description=description,
             fix=fix or None,
             rule_metadata={"DocumentationUrl": docs.get(control, "")} if control in docs else None,
