@@ -1,4 +1,5 @@
-"""The compliance gate: cdk-nag rule packs run as CDK validation plugins on every synth."""
+"""The compliance gate: cdk-nag rule packs and AWS Control Tower's proactive controls, run as
+CDK validation plugins on every synth."""
 
 from __future__ import annotations
 
@@ -204,7 +205,8 @@ def control_tower_violations(template: str) -> list[cdk.PolicyViolation]:
                 raise RuntimeError(f"cfn-guard reported {control} ({rule['name']}) without a resource")
             _, _, seen = found.setdefault(control, (description, fix, {}))
             for logical_id, paths in locations.items():
-                seen.setdefault(logical_id, []).extend(p for p in paths if p not in seen.get(logical_id, []))
+                merged = seen.setdefault(logical_id, [])
+                merged += [p for p in paths if p not in merged]
     return [
         cdk.PolicyViolation(
             rule_name=control,
@@ -213,7 +215,7 @@ def control_tower_violations(template: str) -> list[cdk.PolicyViolation]:
             severity="error",
             description=description,
             fix=fix or None,
-            rule_metadata={"DocumentationUrl": docs.get(control, "")} if control in docs else None,
+            rule_metadata={"DocumentationUrl": docs[control]} if control in docs else None,
             violating_resources=[
                 cdk.PolicyViolatingResource(
                     resource_logical_id=logical_id, locations=paths, template_path=template

@@ -147,3 +147,14 @@ def test_the_grant_limit_denies_only_grants_no_aws_service_asks_for() -> None:
             "BoolIfExists": {"kms:GrantIsForAWSResource": "false", "aws:PrincipalIsAWSService": "false"}
         },
     }
+
+
+def test_platforms_without_a_bundled_cfn_guard_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("platform.system", lambda: "Windows")
+    monkeypatch.setattr("platform.machine", lambda: "AMD64")
+    with pytest.raises(RuntimeError) as excinfo:
+        control_tower_violations("unused.template.json")
+    assert str(excinfo.value) == (
+        "cdklabs.cdk-validator-cfnguard ships cfn-guard for Linux and macOS on x86_64 and arm64 "
+        "only, not Windows AMD64"
+    )
