@@ -64,6 +64,20 @@ def test_enterprise_breaks_no_control_beyond_those_acknowledged(
     assert reported == {control for _, control in ACKNOWLEDGED}
 
 
+def test_running_only_the_controls_for_the_templates_types_finds_the_same(
+    enterprise_template: dict[str, Any], enterprise_dir: Path
+) -> None:
+    template = str(enterprise_dir / f"{STACK}.template.json")
+
+    def found(**kwargs: bool) -> dict[str, list[str]]:
+        return {
+            v.rule_name: [r.resource_logical_id for r in v.violating_resources]
+            for v in control_tower_violations(template, **kwargs)
+        }
+
+    assert found() == found(every_rule=True)
+
+
 def _resources(template: dict[str, Any], type_name: str) -> dict[str, Any]:
     return {k: v for k, v in template["Resources"].items() if v["Type"] == type_name}
 
