@@ -118,7 +118,7 @@ def main() -> int:
     except RuntimeError as exc:
         if "ValidationFailed" in str(exc):
             print(
-                "compliance gate failed: cdk-nag findings are not acknowledged; "
+                "compliance gate failed: unacknowledged cdk-nag findings or broken deploy rules; "
                 f"see {app.outdir}/validation-report.json",
                 file=sys.stderr,
             )

@@ -1034,7 +1034,11 @@ class IngressConfig(_Model):
         600, ge=60, le=4000, description="ALB idle timeout; long generations stream for minutes."
     )
     slow_start_seconds: int = Field(
-        60, ge=0, le=900, description="Ramp-up for a new target (0 turns slow start off, else 30-900)."
+        0,
+        ge=0,
+        le=900,
+        description="Ramp-up for a new target; must stay 0 with kind 'alb' (least outstanding "
+        "requests excludes slow start).",
     )
     deregistration_delay_seconds: int = Field(
         300, ge=0, le=3600, description="Time in-flight requests get to finish when a pod leaves."

@@ -283,7 +283,11 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "required when `ingress.scheme` is `internet-facing`; in the region `environment.region`.",
     ),
     ("ingress.allowed_cidrs", "at least one CIDR when `ingress.scheme` is `internet-facing`."),
-    ("ingress.slow_start_seconds", "`0` (off) or 30-900."),
+    (
+        "ingress.slow_start_seconds",
+        "`0` with `ingress.kind` `alb` (least outstanding requests excludes slow start); "
+        "with `nlb`, `0` or 30-900.",
+    ),
     ("ingress.waf.enabled", "true when `ingress.scheme` is `internet-facing`."),
     (
         "ingress.target_optimizer",

@@ -1119,7 +1119,17 @@ def _ingress(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 message=f"must be in the stack's region {cfg.environment.region!r}, "
                 f"got a certificate in {cert_region!r}",
             )
-    if 0 < ing.slow_start_seconds < 30:
+    if ing.kind is LoadBalancerKind.ALB and ing.slow_start_seconds > 0:
+        # ALB user guide, "Edit target group attributes", slow start mode: "You cannot enable
+        # both slow start mode and least outstanding requests" (the ELB API refuses the pair).
+        # https://docs.aws.amazon.com/elasticloadbalancing/latest/application/edit-target-group-attributes.html#slow-start-mode
+        yield ConfigIssue(
+            path="ingress.slow_start_seconds",
+            message="must be 0 (slow start off): the ALB's model target groups route by least "
+            "outstanding requests, which the ELB API does not allow together with slow start, "
+            f"got {ing.slow_start_seconds}",
+        )
+    elif 0 < ing.slow_start_seconds < 30:
         yield ConfigIssue(
             path="ingress.slow_start_seconds",
             message=f"must be 0 (off) or 30-900, got {ing.slow_start_seconds}",

@@ -23,15 +23,19 @@ import jsii
 from cdk_nag import AwsSolutionsChecks, NIST80053R5Checks
 
 from gpufarm.config.model import CompliancePack
+from gpufarm.deploy_rules import DeployRulesPlugin
 
 
 def enable_compliance_checks(app: cdk.App) -> None:
-    """Run the AwsSolutions pack on every stack of `app`; unacknowledged findings fail synth.
+    """Gate every stack of `app` on the AwsSolutions pack and on gpufarm's deploy rules.
 
-    Findings are written to `<outdir>/validation-report.json`; each accepted finding is
-    acknowledged on the construct it concerns, with a reason about that resource.
+    Unacknowledged cdk-nag findings and any deploy-rule breach fail synth. Findings are written to
+    `<outdir>/validation-report.json`; each accepted cdk-nag finding is acknowledged on the
+    construct it concerns, with a reason about that resource. Deploy rules (what AWS APIs refuse
+    at create or update time, docs/deploy-rules.md) are never acknowledged: the API refuses the
+    resource whatever the reason.
     """
-    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app), DeployRulesPlugin())
 
 
 class _StackNist80053R5(NIST80053R5Checks):

@@ -78,7 +78,8 @@ class InferenceAlb(Construct):
     CIDR, when empty), idle timeout 600 s so long generations are not cut, invalid headers
     dropped, access logs to a versioned SSE-S3 bucket kept 90 days (a deleted or expired log
     stays recoverable 30 more days). Target groups:
-    `least_outstanding_requests`, 60 s slow start, 300 s deregistration delay, health check
+    `least_outstanding_requests` without slow start (the ELB API refuses the pair, so a
+    `config.slow_start_seconds` above 0 raises), 300 s deregistration delay, health check
     `GET /health` every 15 s. The load balancer may reach targets only on their ports
     (:attr:`target_ports`), through the security groups passed to :meth:`allow_targets_in`.
     Unknown paths get a 404 that explains the routing. Rule priorities come from
@@ -268,7 +269,6 @@ class InferenceAlb(Construct):
             "TargetGroup",
             port=port,
             health_check_path=health_check_path,
-            slow_start=False,
         )
         listener = self.listener.node.default_child
         assert isinstance(listener, elbv2.CfnListener)
@@ -515,17 +515,18 @@ class InferenceAlb(Construct):
         port: int,
         health_check_path: str,
         health_check_port: str = "traffic-port",
-        slow_start: bool = True,
         target_control_port: int | None = None,
     ) -> elbv2.CfnTargetGroup:
-        """An IP target group with least-outstanding-requests routing and an HTTP health check."""
+        """An IP target group with least-outstanding-requests routing and an HTTP health check.
+
+        No slow start: the ELB API refuses it together with least outstanding requests (see
+        :func:`_validate`); a model's warm-up is held back by its startup probe instead.
+        """
         cfg = self.config
         attributes = {
             "load_balancing.algorithm.type": "least_outstanding_requests",
             "deregistration_delay.timeout_seconds": str(cfg.deregistration_delay_seconds),
         }
-        if slow_start:
-            attributes["slow_start.duration_seconds"] = str(cfg.slow_start_seconds)
         return elbv2.CfnTargetGroup(
             scope,
             id,
@@ -708,6 +709,15 @@ def _cognito(cfg: CognitoAuthConfig) -> elbv2.CfnListenerRule.AuthenticateCognit
 
 def _validate(config: IngressConfig, target_port: int) -> None:
     """Input a tier's validator also checks, repeated for direct use of the construct."""
+    if config.slow_start_seconds > 0:
+        # ALB user guide, "Edit target group attributes", slow start mode: "You cannot enable
+        # both slow start mode and least outstanding requests" (the ELB API refuses the pair).
+        # https://docs.aws.amazon.com/elasticloadbalancing/latest/application/edit-target-group-attributes.html#slow-start-mode
+        raise ValueError(
+            "'slow_start_seconds' must be 0: the target groups route by least outstanding "
+            "requests, which the ELB API does not allow together with slow start, "
+            f"got {config.slow_start_seconds}"
+        )
     optimizer = config.target_optimizer
     if optimizer.enabled:
         ports = {

@@ -84,7 +84,6 @@ def internal() -> Built:
     vpc = new_vpc(stack, INTERNAL_CIDR)
     config = IngressConfig(
         idle_timeout_seconds=900,
-        slow_start_seconds=30,
         deregistration_delay_seconds=120,
         health_check_interval_seconds=10,
         access_logs=AccessLogsConfig(retention_days=30),
@@ -422,7 +421,6 @@ def test_target_group_settings(internal: Built, model: str) -> None:
     assert props["TargetGroupAttributes"] == [
         {"Key": "load_balancing.algorithm.type", "Value": "least_outstanding_requests"},
         {"Key": "deregistration_delay.timeout_seconds", "Value": "120"},
-        {"Key": "slow_start.duration_seconds", "Value": "30"},
     ]
 
 
@@ -433,7 +431,6 @@ def test_target_group_defaults(public: Built) -> None:
     assert {a["Key"]: a["Value"] for a in props["TargetGroupAttributes"]} == {
         "load_balancing.algorithm.type": "least_outstanding_requests",
         "deregistration_delay.timeout_seconds": "300",
-        "slow_start.duration_seconds": "60",
     }
 
 
@@ -811,8 +808,21 @@ def test_routes_without_authentication_only_forward(internal: Built) -> None:
             "'cognito' must be empty when 'oidc' is set (one authentication action per route), got a "
             "Cognito user pool",
         ),
+        (
+            IngressConfig(slow_start_seconds=30),
+            "'slow_start_seconds' must be 0: the target groups route by least outstanding requests, "
+            "which the ELB API does not allow together with slow start, got 30",
+        ),
     ],
-    ids=["data-port", "control-port", "data-equals-control", "oidc-http", "cognito-http", "two-auths"],
+    ids=[
+        "data-port",
+        "control-port",
+        "data-equals-control",
+        "oidc-http",
+        "cognito-http",
+        "two-auths",
+        "lor-with-slow-start",
+    ],
 )
 def test_invalid_input_is_rejected_with_an_exact_message(config: IngressConfig, message: str) -> None:
     stack = new_stack("Invalid")
@@ -926,6 +936,7 @@ def test_default_route_forwards_to_the_gateway_target_group(
     )
     attributes = {a["Key"]: a["Value"] for a in props["TargetGroupAttributes"]}
     assert attributes["load_balancing.algorithm.type"] == "least_outstanding_requests"
+    assert "slow_start.duration_seconds" not in attributes
 
 
 def test_model_routes_stay_next_to_the_default_route(

@@ -56,8 +56,14 @@ def _run_app(tmp_path: Path, context: dict[str, str]) -> subprocess.CompletedPro
             "node_pools, node_groups, serving, models, model_store, ingress, fallback, autoscaling, "
             "observability)",
         ),
+        (
+            "extends: poc\ningress:\n  slow_start_seconds: 60\n",
+            "  - ingress.slow_start_seconds: must be 0 (slow start off): the ALB's model target groups "
+            "route by least outstanding requests, which the ELB API does not allow together with "
+            "slow start, got 60",
+        ),
     ],
-    ids=["tensor-parallel", "internet-facing-without-tls", "typo"],
+    ids=["tensor-parallel", "internet-facing-without-tls", "typo", "slow-start-with-lor"],
 )
 def test_bad_tier_file_exits_2_with_the_message_and_no_output(
     tmp_path: Path, file_text: str, expected: str

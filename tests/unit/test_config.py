@@ -709,9 +709,13 @@ INVALID: list[Any] = [
         id="certificate-in-another-region",
     ),
     pytest.param(
-        {"ingress": {"slow_start_seconds": 10}},
-        ["ingress.slow_start_seconds: must be 0 (off) or 30-900, got 10"],
-        id="slow-start-10",
+        {"ingress": {"slow_start_seconds": 60}},
+        [
+            "ingress.slow_start_seconds: must be 0 (slow start off): the ALB's model target groups "
+            "route by least outstanding requests, which the ELB API does not allow together with "
+            "slow start, got 60"
+        ],
+        id="alb-slow-start-with-least-outstanding-requests",
     ),  # ---- Bedrock fallback
     pytest.param(
         model_override(bedrock=None),
@@ -846,7 +850,6 @@ VALID: list[Any] = [
     ),
     pytest.param(model_override(replicas=0), id="zero-replicas"),
     pytest.param({"ingress": {"slow_start_seconds": 0}}, id="slow-start-off"),
-    pytest.param({"ingress": {"slow_start_seconds": 30}}, id="slow-start-30"),
     pytest.param({"network": {"cidr": "10.0.0.0/20"}}, id="cidr-20"),
     pytest.param(
         {"cluster": {"endpoint_access": "private", "public_access_cidrs": []}},

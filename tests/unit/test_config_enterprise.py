@@ -301,6 +301,11 @@ INVALID: list[Any] = [
         ],
         id="efa-on-a-pool",
     ),
+    pytest.param(
+        overrides(NLB, {"ingress": {"slow_start_seconds": 10}}),
+        ["ingress.slow_start_seconds: must be 0 (off) or 30-900, got 10"],
+        id="nlb-slow-start-out-of-range",
+    ),
 ]
 
 
@@ -337,6 +342,8 @@ VALID: list[Any] = [
         enterprise_part("models", 2, capacity_class="h100", node_pool=None),
         id="non-critical-model-on-the-reserved-class",
     ),
+    # An NLB has no routing algorithm, so slow start is not refused there (it does not apply).
+    pytest.param(overrides(NLB, {"ingress": {"slow_start_seconds": 30}}), id="nlb-slow-start-30"),
 ]
 
 
