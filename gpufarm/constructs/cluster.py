@@ -154,7 +154,7 @@ class InferenceCluster(Construct):
     With `provisioning: karpenter` the cluster uses standard compute instead of Auto Mode (GPU
     nodes come from Karpenter, built elsewhere): a managed node group `SystemNodes` for system
     pods (AL2023 standard AMI, on-demand, sizes and root volume from `system_nodes`, encrypted
-    gp3, IMDSv2 only with a hop limit of 1, node auto repair, label
+    gp3, IMDSv2 only with a hop limit of 1, detailed monitoring, node auto repair, label
     `gpufarm.io/node-role: system`), the `core_addons` as EKS add-ons (VPC CNI with its
     permissions through Pod Identity, self-managed bootstrap add-ons off), and the AWS Load
     Balancer Controller on the system nodes for `elbv2.k8s.aws/v1beta1` TargetGroupBindings.

@@ -202,7 +202,8 @@ class ReservedGpuNodeGroup(Construct):
 
     The group is fixed at `nodes` (`min = desired = max`), boots the `ami_type` NVIDIA AMI
     through a launch template (the instance type, an encrypted gp3 root volume of `disk_gib`
-    with 3000 IOPS and 500 MiB/s, IMDSv2 only with a hop limit of 1), runs only in the private
+    with 3000 IOPS and 500 MiB/s, IMDSv2 only with a hop limit of 1, detailed monitoring, no
+    public IP on EFA interfaces), runs only in the private
     subnet(s) of `availability_zone`, and is labelled `gpufarm.io/pool`, `gpufarm.io/capacity-
     class` and `gpufarm.io/ami-family` and tainted `nvidia.com/gpu=true:NoSchedule`. Node auto
     repair is on.
