@@ -315,10 +315,12 @@ class LoadBalancerScheme(StrEnum):
 
 
 class CompliancePack(StrEnum):
-    """cdk-nag rule packs a tier must pass."""
+    """Rule packs a tier must pass: cdk-nag's, or AWS Control Tower's proactive controls."""
 
     AWS_SOLUTIONS = "aws-solutions"
     NIST_800_53_R5 = "nist-800-53-r5"
+    CONTROL_TOWER = "control-tower"
+    """AWS Control Tower's proactive controls, as bundled by `cdklabs.cdk-validator-cfnguard`."""
 
 
 class RemovalPolicy(StrEnum):
@@ -1179,7 +1181,8 @@ class TierConfig(_Model):
     )
     termination_protection: bool = Field(False, description="Protect the stack from deletion.")
     compliance_packs: list[CompliancePack] = Field(
-        [CompliancePack.AWS_SOLUTIONS], description="cdk-nag rule packs that gate synth."
+        [CompliancePack.AWS_SOLUTIONS],
+        description="Rule packs that gate synth (cdk-nag's; Control Tower's proactive controls).",
     )
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
     network: NetworkConfig = Field(default_factory=NetworkConfig)

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
@@ -22,6 +23,29 @@ DELETED_LOG_RECOVERY_DAYS = 30
 def acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge one cdk-nag finding on `construct` (and its children), with a specific reason."""
     cdk.Validations.of(construct).acknowledge(cdk.Acknowledgment(id=rule, reason=reason))
+
+
+def limit_grants_to_aws_services(key: kms.Key) -> kms.Key:
+    """Deny kms:CreateGrant on `key` unless an AWS service asks (Control Tower CT.KMS.PR.3).
+
+    The key's users never create grants themselves; the services that encrypt with it do (EKS,
+    FSx, EBS), and their requests carry `kms:GrantIsForAWSResource` (a service integrated with
+    KMS sends the request on the principal's behalf) or `aws:PrincipalIsAWSService`.
+    https://docs.aws.amazon.com/kms/latest/developerguide/grant-authorization.html
+    """
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="DenyGrantsOutsideAwsServices",
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=["kms:CreateGrant"],
+            resources=["*"],
+            conditions={
+                "BoolIfExists": {"kms:GrantIsForAWSResource": "false", "aws:PrincipalIsAWSService": "false"}
+            },
+        )
+    )
+    return key
 
 
 def private_subnets(vpc: ec2.IVpc) -> list[ec2.ISubnet]:
@@ -93,6 +117,22 @@ def access_logs_bucket(scope: Construct, *, retention_days: int, kind: str, kms_
         "Access logs of a load balancer in this Region: a copy in another Region would need a "
         "bucket and replication role outside this single-Region stack. The bucket is retained "
         "when the stack is deleted, versioned, and its logs expire per access_logs.retention_days.",
+    )
+    acknowledge(bucket, "ControlTower::CT.S3.PR.2", no_server_logs)
+    acknowledge(bucket, "ControlTower::CT.S3.PR.10", kms_reason)
+    acknowledge(
+        bucket,
+        "ControlTower::CT.S3.PR.4",
+        f"Nothing consumes the {kind}'s log files as they arrive: they are read on demand "
+        "(Athena, or a download) while they last, so an event notification would have no target.",
+    )
+    acknowledge(
+        bucket,
+        "ControlTower::CT.S3.PR.9",
+        "Logs must leave this bucket once access_logs.retention_days has passed (the lifecycle "
+        "rule expires them; a deleted one stays 30 days as a noncurrent version, then goes): "
+        "an Object Lock retention would keep them past that. Public access is blocked, TLS "
+        "enforced, and versioning keeps what is overwritten or deleted.",
     )
     return bucket
 

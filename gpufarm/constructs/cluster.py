@@ -26,7 +26,12 @@ from gpufarm.config.model import (
     Provisioning,
     SystemNodesConfig,
 )
-from gpufarm.constructs._util import acknowledge, pod_identity_role, private_subnets
+from gpufarm.constructs._util import (
+    acknowledge,
+    limit_grants_to_aws_services,
+    pod_identity_role,
+    private_subnets,
+)
 from gpufarm.constructs.lb_controller import AwsLoadBalancerController
 
 _LOG_TYPES = {
@@ -149,7 +154,7 @@ class InferenceCluster(Construct):
     With `provisioning: karpenter` the cluster uses standard compute instead of Auto Mode (GPU
     nodes come from Karpenter, built elsewhere): a managed node group `SystemNodes` for system
     pods (AL2023 standard AMI, on-demand, sizes and root volume from `system_nodes`, encrypted
-    gp3, IMDSv2 only with a hop limit of 1, node auto repair, label
+    gp3, IMDSv2 only with a hop limit of 1, detailed monitoring, node auto repair, label
     `gpufarm.io/node-role: system`), the `core_addons` as EKS add-ons (VPC CNI with its
     permissions through Pod Identity, self-managed bootstrap add-ons off), and the AWS Load
     Balancer Controller on the system nodes for `elbv2.k8s.aws/v1beta1` TargetGroupBindings.
@@ -181,6 +186,7 @@ class InferenceCluster(Construct):
                 enable_key_rotation=True,
                 removal_policy=removal_policy,
             )
+            limit_grants_to_aws_services(self.secrets_key)
         compute: dict[str, typing.Any]
         if auto_mode:
             self.node_role = iam.Role(
@@ -321,6 +327,8 @@ class InferenceCluster(Construct):
                     http_tokens="required",
                     http_put_response_hop_limit=_IMDS_HOP_LIMIT,
                 ),
+                # One-minute EC2 metrics, as the inspection appliances have (CT.EC2.PR.10).
+                monitoring=ec2.CfnLaunchTemplate.MonitoringProperty(enabled=True),
             ),
         )
         self.system_node_label = {SYSTEM_NODE_LABEL_KEY: SYSTEM_NODE_LABEL_VALUE}
@@ -563,6 +571,16 @@ class InferenceCluster(Construct):
                 "reports its errors to CloudFormation, which fails the deploy with them; a "
                 "dead-letter queue only ever receives failed asynchronous invocations.",
             )
+        in_vpc = (
+            "{} runs in the cluster VPC's private subnets with the cluster security group, which "
+            "EKS creates: VpcConfig names it by Fn::GetAtt on the cluster, and the control's local "
+            "check accepts only a literal ID or an AWS::EC2::SecurityGroup of this template "
+            "(cdklabs.cdk-validator-cfnguard 0.0.62, rules/control-tower/cfn-guard/lambda/"
+            "ct-lambda-pr-3.guard). The Control Tower hook sees the resolved ID at deploy."
+        )
+        for name, function in functions.items():
+            what = "The kubectl handler" if name == "Handler" else "The custom resource framework function"
+            acknowledge(function, "ControlTower::CT.LAMBDA.PR.3", in_vpc.format(what))
         framework = functions.get("framework-onEvent")
         if framework is not None:
             acknowledge(

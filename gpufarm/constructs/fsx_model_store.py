@@ -20,7 +20,13 @@ from constructs import Construct
 
 from gpufarm.config.model import FSX_THROUGHPUT_PER_TIB, S3_URI, FsxLustreConfig
 from gpufarm.config.sizing import is_valid_fsx_capacity
-from gpufarm.constructs._util import acknowledge, construct_id, pod_identity_role, private_subnets
+from gpufarm.constructs._util import (
+    acknowledge,
+    construct_id,
+    limit_grants_to_aws_services,
+    pod_identity_role,
+    private_subnets,
+)
 from gpufarm.k8s.storage import FSX_DATA_PATH, fsx_weights_volume, split_s3_uri
 
 FSX_ADDON = "aws-fsx-csi-driver"
@@ -114,6 +120,7 @@ class FsxModelStore(Construct):
             enable_key_rotation=True,
             removal_policy=removal_policy,
         )
+        limit_grants_to_aws_services(self.key)
         self.security_group = ec2.SecurityGroup(
             self,
             "SecurityGroup",

@@ -340,6 +340,12 @@ class TrafficInspection(Construct):
             "The Gateway Load Balancer holds no state and is rebuilt from the template; deletion "
             "protection would only make `cdk destroy` leave it behind.",
         )
+        acknowledge(
+            self.gateway_load_balancer,
+            "ControlTower::CT.ELASTICLOADBALANCING.PR.5",
+            "The Gateway Load Balancer holds no state and is rebuilt from the template; deletion "
+            "protection would only make `cdk destroy` leave it behind.",
+        )
         self.target_group = elbv2.CfnTargetGroup(
             self,
             "TargetGroup",
@@ -379,7 +385,7 @@ class TrafficInspection(Construct):
             "packets unchanged to the appliances over GENEVE; TLS ends at the load balancer "
             "behind the inspection.",
         )
-        self.appliances = self._appliances(config)
+        self.appliances = self._appliances(config, zones)
 
         self.endpoint_service = ec2.CfnVPCEndpointService(
             self,
@@ -526,7 +532,7 @@ class TrafficInspection(Construct):
             ),
         )
 
-    def _appliances(self, config: InspectionConfig) -> autoscaling.AutoScalingGroup:
+    def _appliances(self, config: InspectionConfig, zones: list[str]) -> autoscaling.AutoScalingGroup:
         sizes = config.appliances
         template = ec2.LaunchTemplate.from_launch_template_attributes(
             self,
@@ -556,6 +562,10 @@ class TrafficInspection(Construct):
         cfn = group.node.default_child
         assert isinstance(cfn, autoscaling.CfnAutoScalingGroup)
         cfn.target_group_arns = [self.target_group.ref]
+        # The zones of the appliance subnets, named as well (CT.AUTOSCALING.PR.1 reads this
+        # property); the subnets given with VPCZoneIdentifier must reside in them.
+        # https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_CreateAutoScalingGroup.html
+        cfn.availability_zones = list(zones)
         # Instances must not start before the listener forwards to their target group.
         cfn.node.add_dependency(self.listener)
         group.scale_on_cpu_utilization("CpuScaling", target_utilization_percent=_SCALING_CPU_PERCENT)
@@ -564,6 +574,13 @@ class TrafficInspection(Construct):
             "AwsSolutions-AS3",
             "Appliance scaling is routine (CPU target tracking); scaling activity is in the Auto "
             "Scaling history and the load balancer's healthy-host metrics, not worth a topic.",
+        )
+        acknowledge(
+            group,
+            "ControlTower::CT.AUTOSCALING.PR.6",
+            "The appliances run the one instance type inspection.appliances sizes for the "
+            "inspection throughput, from one launch template; a mixed-instances policy would add "
+            "types nobody sized, behind a Gateway Load Balancer that hashes flows to any of them.",
         )
         return group
 

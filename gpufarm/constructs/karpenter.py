@@ -449,6 +449,12 @@ class Karpenter(Construct):
             "The interruption queue carries EC2 and AWS Health events Karpenter must act on within "
             "minutes; retention is 300 s, so a dead-letter queue would only hold stale events.",
         )
+        acknowledge(
+            self.queue,
+            "ControlTower::CT.SQS.PR.1",
+            "The interruption queue carries EC2 and AWS Health events Karpenter must act on within "
+            "minutes; retention is 300 s, so a dead-letter queue would only hold stale events.",
+        )
         self.rules: dict[str, events.Rule] = {}
         for rule_id, (source, detail_type) in INTERRUPTION_EVENTS.items():
             self.rules[rule_id] = events.Rule(

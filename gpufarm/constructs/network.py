@@ -73,6 +73,19 @@ class InferenceNetwork(Construct):
             "Availability zones come from the tier config on purpose: synth stays offline and "
             "deterministic, and capacity planning for GPUs is per zone.",
         )
+        # restrict_default_security_group adds one provider per stack, beside the VPCs.
+        restrict_provider = cdk.Stack.of(self).node.try_find_child(
+            "Custom::VpcRestrictDefaultSGCustomResourceProvider"
+        )
+        if restrict_provider is not None:
+            acknowledge(
+                restrict_provider,
+                "ControlTower::CT.LAMBDA.PR.3",
+                "aws-cdk-lib's provider for restrict_default_security_group: it only calls the EC2 "
+                "API, while CloudFormation deploys the stack, to remove the default security "
+                "group's rules, and CustomResourceProviderProps offers no VPC placement. An account "
+                "that enforces CT.LAMBDA.PR.3 as a Control Tower hook rejects it (docs/decisions).",
+            )
         self.flow_log_group: logs.LogGroup | None = None
         if config.flow_logs.enabled:
             self.flow_log_group = logs.LogGroup(

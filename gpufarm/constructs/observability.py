@@ -29,7 +29,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from gpufarm.config.model import AlarmsConfig, PrometheusConfig
-from gpufarm.constructs._util import construct_id
+from gpufarm.constructs._util import construct_id, limit_grants_to_aws_services
 from gpufarm.k8s.observability import dcgm_exporter_values, scrape_configuration, scraper_rbac
 
 DCGM_REPOSITORY = "https://nvidia.github.io/dcgm-exporter/helm-charts"
@@ -310,12 +310,14 @@ class InferenceAlarms(Construct):
             raise ValueError("'target_groups' must map at least one model to its target group, got {}")
         self.config = config
         stack = cdk.Stack.of(self)
-        self.key = key or kms.Key(
-            self,
-            "TopicKey",
-            description="Encrypts the inference alarm topic; CloudWatch alarms publish with it",
-            enable_key_rotation=True,
-            removal_policy=removal_policy,
+        self.key = key or limit_grants_to_aws_services(
+            kms.Key(
+                self,
+                "TopicKey",
+                description="Encrypts the inference alarm topic; CloudWatch alarms publish with it",
+                enable_key_rotation=True,
+                removal_policy=removal_policy,
+            )
         )
         # Only this account's alarms in this Region act through CloudWatch (confused deputy).
         this_accounts_alarms = {

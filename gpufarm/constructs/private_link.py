@@ -132,6 +132,7 @@ class InferencePrivateLink(Construct):
         )
         acknowledge(nlb, "AwsSolutions-ELB2", no_logs)
         acknowledge(nlb, "NIST.800.53.R5-ELBLoggingEnabled", no_logs)
+        acknowledge(nlb, "ControlTower::CT.ELASTICLOADBALANCING.PR.6", no_logs)
         # An imported ALB's listeners already exist; a new one's are its children.
         listeners: list[IDependable] = (
             list(alb.listeners) if isinstance(alb, elbv2.ApplicationLoadBalancer) else [alb]

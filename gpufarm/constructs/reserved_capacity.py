@@ -202,7 +202,8 @@ class ReservedGpuNodeGroup(Construct):
 
     The group is fixed at `nodes` (`min = desired = max`), boots the `ami_type` NVIDIA AMI
     through a launch template (the instance type, an encrypted gp3 root volume of `disk_gib`
-    with 3000 IOPS and 500 MiB/s, IMDSv2 only with a hop limit of 1), runs only in the private
+    with 3000 IOPS and 500 MiB/s, IMDSv2 only with a hop limit of 1, detailed monitoring, no
+    public IP on EFA interfaces), runs only in the private
     subnet(s) of `availability_zone`, and is labelled `gpufarm.io/pool`, `gpufarm.io/capacity-
     class` and `gpufarm.io/ami-family` and tainted `nvidia.com/gpu=true:NoSchedule`. Node auto
     repair is on.
@@ -280,6 +281,8 @@ class ReservedGpuNodeGroup(Construct):
                     http_tokens="required",
                     http_put_response_hop_limit=IMDS_HOP_LIMIT,
                 ),
+                # One-minute EC2 metrics, as the inspection appliances have (CT.EC2.PR.10).
+                monitoring=ec2.CfnLaunchTemplate.MonitoringProperty(enabled=True),
                 capacity_reservation_specification=ec2.CfnLaunchTemplate.CapacityReservationSpecificationProperty(
                     capacity_reservation_target=target
                 ),
@@ -355,6 +358,8 @@ class ReservedGpuNodeGroup(Construct):
                 interface_type=i.interface_type,
                 groups=groups,
                 delete_on_termination=True,
+                # The nodes live in private subnets; say so where Control Tower looks (CT.EC2.PR.9).
+                associate_public_ip_address=False,
             )
             for i in node_group_efa_interfaces(config.instance_type)
         ]

@@ -18,6 +18,7 @@ from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
 from gpufarm.config.model import LOG_RETENTION_DAYS, WafConfig
+from gpufarm.constructs._util import acknowledge
 
 RATE_LIMIT_RULE = "RateLimitPerIp"
 COMMON_RULE_SET = "AWSManagedRulesCommonRuleSet"
@@ -161,6 +162,14 @@ class InferenceWaf(Construct):
             kms_key_id=logs_key.key_arn if logs_key else None,
         )
         log_group.apply_removal_policy(removal_policy)
+        acknowledge(
+            log_group,
+            "ControlTower::CT.CLOUDWATCH.PR.2",
+            f"The web ACL's logs (each inspected request's client IP, headers and matching rule) are kept "
+            f"{retention_days} days to investigate an attack while it matters; the load "
+            "balancer's access logs, retained per access_logs.retention_days, are the long record "
+            "of every request.",
+        )
         # AWS WAF wants the log group ARN without the ':*' suffix that GetAtt Arn carries.
         destination = stack.format_arn(
             service="logs",

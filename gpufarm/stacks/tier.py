@@ -49,7 +49,12 @@ from gpufarm.constructs import (
     TrafficInspection,
     VllmServing,
 )
-from gpufarm.constructs._util import cdk_removal_policy, construct_id, private_subnets
+from gpufarm.constructs._util import (
+    cdk_removal_policy,
+    construct_id,
+    limit_grants_to_aws_services,
+    private_subnets,
+)
 from gpufarm.constructs.compliance import require_compliance_pack
 from gpufarm.constructs.ingress import RouterTarget
 from gpufarm.constructs.reserved_capacity import node_group_efa_interfaces
@@ -185,6 +190,7 @@ class GpuFarmStack(cdk.Stack):
             enable_key_rotation=True,
             removal_policy=self.removal,
         )
+        limit_grants_to_aws_services(key)
         logs_arn = f"arn:{self.partition}:logs:{self.region}:{self.account}:*"
         key.add_to_resource_policy(
             iam.PolicyStatement(

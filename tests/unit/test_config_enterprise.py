@@ -80,7 +80,11 @@ def test_serving_models_never_land_on_spot(enterprise: TierConfig) -> None:
 
 def test_enterprise_is_hardened(enterprise: TierConfig) -> None:
     assert enterprise.termination_protection
-    assert enterprise.compliance_packs == [CompliancePack.AWS_SOLUTIONS, CompliancePack.NIST_800_53_R5]
+    assert enterprise.compliance_packs == [
+        CompliancePack.AWS_SOLUTIONS,
+        CompliancePack.NIST_800_53_R5,
+        CompliancePack.CONTROL_TOWER,
+    ]
     assert enterprise.removal_policy.value == "retain"
     assert len(enterprise.environment.availability_zones) == 3
 
