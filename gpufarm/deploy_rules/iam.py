@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from gpufarm.deploy_rules.checks import items
 from gpufarm.deploy_rules.rule import Resource, Rule, Template, literal_str, ref_target
-from gpufarm.deploy_rules.shapes import as_list, each, policy_size, referenced, resource
+from gpufarm.deploy_rules.shapes import each, policy_size, referenced, resource
 
 ROLE = "AWS::IAM::Role"
 POLICY = "AWS::IAM::Policy"
@@ -47,7 +48,7 @@ def _inline_documents(role: Resource, template: Template) -> list[Any]:
     attached = [
         policy.prop("PolicyDocument")
         for policy in template.of_type(POLICY)
-        if any(ref_target(r) == role.logical_id for r in as_list(policy.prop("Roles")))
+        if any(ref_target(r) == role.logical_id for r in items(policy.prop("Roles")))
     ]
     return own + attached
 
@@ -69,7 +70,7 @@ def _role_inline_size(res: Resource, _template: Template) -> Iterator[str]:
 
 def _policy_role_size(res: Resource, template: Template) -> Iterator[str]:
     # Same quota, reached by AWS::IAM::Policy resources attached to one role of the template.
-    for role_ref in as_list(res.prop("Roles")):
+    for role_ref in items(res.prop("Roles")):
         role = template.get(ref_target(role_ref))
         if role is None or role.type != ROLE:
             continue
@@ -99,7 +100,7 @@ def _managed_policy_count(res: Resource, template: Template) -> Iterator[str]:
     count += sum(
         1
         for policy in template.of_type(MANAGED_POLICY)
-        if any(ref_target(r) == res.logical_id for r in as_list(policy.prop("Roles")))
+        if any(ref_target(r) == res.logical_id for r in items(policy.prop("Roles")))
     )
     if count > MAX_MANAGED_POLICIES_PER_ROLE:
         yield f"{count} managed policies attached; a role can have at most {MAX_MANAGED_POLICIES_PER_ROLE}"

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from gpufarm.deploy_rules.checks import name_check
 from gpufarm.deploy_rules.rule import Check, Resource, Rule, Template, is_unresolved, literal_str, ref_target
 
 KMS_KEY = "AWS::KMS::Key"
@@ -96,25 +97,6 @@ def policy_bytes(document: Any) -> int:
     return len(text.encode("utf-8"))
 
 
-def name_check(prop: str, *, pattern: str, max_length: int, allowed: str) -> Check:
-    """A check that a literal `prop` matches `pattern` (the whole value) and is not too long.
-
-    `allowed` says in words what the API accepts; it ends the message.
-    """
-    regex = re.compile(pattern)
-
-    def check(res: Resource, _template: Template) -> Iterator[str]:
-        value = literal_str(res.prop(prop))
-        if value is None:
-            return
-        if len(value) > max_length:
-            yield f"{prop} {value!r} has {len(value)} characters; the maximum is {max_length}"
-        elif not regex.fullmatch(value):
-            yield f"{prop} {value!r} is not accepted: {allowed}"
-
-    return check
-
-
 def name_rule(
     *,
     id: str,
@@ -138,15 +120,10 @@ def name_rule(
         resource_type=resource_type,
         title=title or f"{prop} format and length",
         doc_url=doc_url,
-        check=name_check(prop, pattern=pattern, max_length=max_length, allowed=allowed),
+        check=name_check(prop, pattern=pattern, max_len=max_length, allowed=allowed),
         bad={"R": resource(resource_type, **{prop: bad}, **other)},
         good={"R": resource(resource_type, **{prop: good}, **other)},
     )
-
-
-def as_list(value: Any) -> list[Any]:
-    """A literal list property as a list; nothing for a token or an absent property."""
-    return value if isinstance(value, list) else []
 
 
 def each(items: Any) -> Iterator[Mapping[str, Any]]:

@@ -105,7 +105,7 @@ BAD_MESSAGES: list[tuple[str, list[tuple[str, str]]]] = [
     ("CW-ALARM-METRIC-QUERIES", [("Alarm", "11 MetricStat queries; an alarm takes at most 10")]),
     (
         "CW-DASHBOARD-NAME",
-        [("R", "DashboardName 'gpufarm.poc' is not accepted: letters, digits, '-' and '_'")],
+        [("R", "DashboardName 'gpufarm.poc': letters, digits, '-' and '_'")],
     ),
     ("CW-DASHBOARD-WIDGETS", [("D", "DashboardBody has 501 widgets; a dashboard holds at most 500")]),
     (
