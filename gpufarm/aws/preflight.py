@@ -35,6 +35,7 @@ from gpufarm.config import CapacityType, NodePoolConfig, TierConfig
 from gpufarm.config.bedrock import destination_regions, foundation_model_id, profile_prefix
 from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in
 from gpufarm.config.model import ModelConfig, NodeGroupConfig, ReservationKind
+from gpufarm.config.placeholders import find_placeholders
 from gpufarm.config.validate import placement_of
 from gpufarm.eks_support import WARN_DAYS, support_status
 from gpufarm.pricing import load_prices
@@ -60,6 +61,7 @@ class Check(StrEnum):
     KUBERNETES = "kubernetes-version"
     NETWORK_QUOTA = "network-quota"
     REGION = "region"
+    PLACEHOLDER = "placeholder"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1480,6 +1482,31 @@ def no_template_row(tier: TierConfig) -> CheckResult:
 # --------------------------------------------------------------------------- run
 
 
+def check_placeholders(tier: TierConfig) -> list[CheckResult]:
+    """A failed row per documentation value left in the tier (:mod:`gpufarm.config.placeholders`),
+    naming the field; one passing row when there is none. Needs no AWS call."""
+    found = find_placeholders(tier)
+    if not found:
+        return [
+            CheckResult(
+                check=Check.PLACEHOLDER,
+                subject="tier",
+                status=Status.PASS,
+                message="no documentation account, address range, resource ID or bucket",
+            )
+        ]
+    return [
+        CheckResult(
+            check=Check.PLACEHOLDER,
+            subject=p.path,
+            status=Status.FAIL,
+            message=f"{p.value!r} is a documentation value ({p.why}); the stack refuses to deploy",
+            fix=f"set {p.path} to your own value",
+        )
+        for p in found
+    ]
+
+
 def run_preflight(
     tier: TierConfig,
     *,
@@ -1549,6 +1576,7 @@ def run_preflight(
                 fix=f"run preflight with --region {tier.environment.region}, or set environment.region",
             )
         )
+    results += check_placeholders(tier)
     results += _guarded(Check.QUOTA, quotas)
     results += _guarded(Check.OFFERING, offerings)
     results += _guarded(

@@ -171,9 +171,11 @@ def _step(message: str, done: str) -> Iterator[None]:
 def synthesize(configs: list[TierConfig], outdir: Path, context: dict[str, Any]) -> bool:
     """Synthesize `configs` into `outdir` behind the compliance gate; False when the gate failed.
 
-    Prints a warning for each tier whose Kubernetes version is in, or near, EKS extended support.
+    Prints a warning for each tier whose Kubernetes version is in, or near, EKS extended support,
+    and one for each documentation value left in a tier (:mod:`gpufarm.config.placeholders`).
     """
     from gpufarm.app import add_tiers, new_app, support_warning
+    from gpufarm.config.placeholders import find_placeholders
 
     app = new_app(context=context, outdir=str(outdir))
     add_tiers(
@@ -184,6 +186,8 @@ def synthesize(configs: list[TierConfig], outdir: Path, context: dict[str, Any])
     for config in configs:
         if warning := support_warning(config):
             errors.print(f"warning: {config.stack_name}: {warning}", markup=False, soft_wrap=True)
+        for found in find_placeholders(config):
+            errors.print(f"warning: {config.stack_name}: {found.describe()}", markup=False, soft_wrap=True)
     try:
         with _step("synthesizing and running the compliance gate", "synthesized"):
             app.synth()

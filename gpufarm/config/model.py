@@ -390,6 +390,13 @@ class SystemNodesConfig(_Model):
     disk_gib: int = Field(50, ge=20, le=1000, description="Root volume per node, GiB.")
 
 
+class OpenChoiceConfig(_Model):
+    """A deliberate choice to admit the whole internet (0.0.0.0/0), and why; the reason becomes
+    the cdk-nag acknowledgement on the resource it opens."""
+
+    reason: str = Field(description="Why the whole internet must reach it (at least 20 characters).")
+
+
 class ClusterConfig(_Model):
     """The EKS control plane and how nodes are provisioned."""
 
@@ -404,6 +411,9 @@ class ClusterConfig(_Model):
     )
     public_access_cidrs: list[Cidr] = Field(
         [], description="CIDRs allowed to reach the public endpoint (public_and_private only)."
+    )
+    open_to_internet: OpenChoiceConfig | None = Field(
+        None, description="Needed, with a reason, to list 0.0.0.0/0 in public_access_cidrs (empty: refused)."
     )
     private_access_cidrs: list[Cidr] = Field(
         [],
@@ -1029,6 +1039,9 @@ class IngressConfig(_Model):
     )
     allowed_cidrs: list[Cidr] = Field(
         [], description="Client CIDRs allowed to connect (default: the VPC CIDR when internal)."
+    )
+    open_to_internet: OpenChoiceConfig | None = Field(
+        None, description="Needed, with a reason, to list 0.0.0.0/0 in allowed_cidrs (empty: refused)."
     )
     idle_timeout_seconds: int = Field(
         600, ge=60, le=4000, description="ALB idle timeout; long generations stream for minutes."

@@ -36,6 +36,7 @@ from gpufarm.config.model import (
     ReservationKind,
     TierConfig,
 )
+from gpufarm.config.placeholders import open_choice_issues
 from gpufarm.config.sizing import fsx_required_gib, is_valid_fsx_capacity
 from gpufarm.config.vllm_flags import applies_to, flag_args, is_known_flag, nearest_flag, vllm_flags_version
 from gpufarm.k8s.disagg import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PORT, PD_RESERVED_VLLM_FLAGS
@@ -1228,6 +1229,7 @@ VALIDATORS: tuple[_Validator, ...] = (
     _kv_cache_routing,
     _prefill_decode,
     _compliance,
+    open_choice_issues,
 )
 
 

@@ -12,7 +12,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
-from gpufarm.config.model import RemovalPolicy
+from gpufarm.config.model import IngressConfig, RemovalPolicy
+from gpufarm.config.placeholders import OPEN_CIDRS
 
 POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 
@@ -23,6 +24,25 @@ DELETED_LOG_RECOVERY_DAYS = 30
 def acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge one cdk-nag finding on `construct` (and its children), with a specific reason."""
     cdk.Validations.of(construct).acknowledge(cdk.Acknowledgment(id=rule, reason=reason))
+
+
+OPEN_INGRESS_RULES = ("AwsSolutions-EC23",)
+"""cdk-nag rules a listener's security group admitting 0.0.0.0/0 trips: AwsSolutions-EC23, "The
+Security Group allows for 0.0.0.0/0 or ::/0 inbound access" (cdk-nag@3.0.2
+lib/packs/aws-solutions.js, rule EC2RestrictedInbound). The compliance packs' open-port rule
+(EC2RestrictedCommonPorts) blocks only ports 20, 21, 3389, 3309, 3306 and 4333
+(lib/rules/ec2/EC2RestrictedCommonPorts.js); the ALB listens on 80 or 443. An NLB listener
+on one of those ports would still trip it, and is left to the compliance gate."""
+
+
+def acknowledge_open_ingress(security_group: IConstruct, config: IngressConfig) -> None:
+    """When `config` admits the whole internet by choice, acknowledge the findings that choice
+    trips on `security_group`, with the tier's own reason (`ingress.open_to_internet.reason`)."""
+    choice = config.open_to_internet
+    if choice is None or not OPEN_CIDRS & set(config.allowed_cidrs):
+        return
+    for rule in OPEN_INGRESS_RULES:
+        acknowledge(security_group, rule, f"ingress.open_to_internet: {choice.reason}")
 
 
 def limit_grants_to_aws_services(key: kms.Key) -> kms.Key:

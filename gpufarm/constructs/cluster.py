@@ -26,6 +26,7 @@ from gpufarm.config.model import (
     Provisioning,
     SystemNodesConfig,
 )
+from gpufarm.config.placeholders import OPEN_CIDRS
 from gpufarm.constructs._util import (
     acknowledge,
     limit_grants_to_aws_services,
@@ -404,12 +405,14 @@ class InferenceCluster(Construct):
             self._acknowledge_standard_compute()
         self._acknowledge_kubectl_provider()
         if config.endpoint_access is EndpointAccess.PUBLIC_AND_PRIVATE:
-            acknowledge(
-                self.cluster,
-                "AwsSolutions-EKS1",
+            reason = (
                 "The public endpoint is enabled by cluster.endpoint_access and admits only "
-                f"{', '.join(config.public_access_cidrs)}; nodes use the private endpoint.",
+                f"{', '.join(config.public_access_cidrs)}; nodes use the private endpoint."
             )
+            if config.open_to_internet is not None and OPEN_CIDRS & set(config.public_access_cidrs):
+                # The tier states why the whole internet may reach the API; that reason is the one.
+                reason = f"cluster.open_to_internet: {config.open_to_internet.reason}"
+            acknowledge(self.cluster, "AwsSolutions-EKS1", reason)
 
     def _acknowledge_auto_mode(self) -> None:
         role = self.cluster.role

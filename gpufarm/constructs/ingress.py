@@ -33,7 +33,13 @@ from gpufarm.config.model import (
     OidcAuthConfig,
     default_route_priority,
 )
-from gpufarm.constructs._util import access_logs_bucket, construct_id, private_subnets, validate_weights
+from gpufarm.constructs._util import (
+    access_logs_bucket,
+    acknowledge_open_ingress,
+    construct_id,
+    private_subnets,
+    validate_weights,
+)
 from gpufarm.constructs.waf import InferenceWaf
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, TARGET_HEALTHY_THRESHOLD, target_group_binding
 
@@ -178,6 +184,7 @@ class InferenceAlb(Construct):
             self.security_group.add_ingress_rule(
                 ec2.Peer.ipv4(cidr), ec2.Port.tcp(self.listener_port), "Inference clients"
             )
+        acknowledge_open_ingress(self.security_group, config)
         subnets = vpc.public_subnets if internet_facing else private_subnets(vpc)
         self.load_balancer = elbv2.ApplicationLoadBalancer(
             self,

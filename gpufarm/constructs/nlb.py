@@ -26,7 +26,13 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from gpufarm.config.model import IngressConfig, LoadBalancerScheme
-from gpufarm.constructs._util import access_logs_bucket, construct_id, private_subnets, validate_weights
+from gpufarm.constructs._util import (
+    access_logs_bucket,
+    acknowledge_open_ingress,
+    construct_id,
+    private_subnets,
+    validate_weights,
+)
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, target_group_binding
 
 HEALTH_CHECK_PATH = "/health"
@@ -123,6 +129,7 @@ class InferenceNlb(Construct):
             description="Inference network load balancer: clients in on listener ports, pods out",
         )
         self._client_peers = [ec2.Peer.ipv4(cidr) for cidr in cidrs]
+        acknowledge_open_ingress(self.security_group, config)
         self.elastic_ips: list[ec2.CfnEIP] = []
         """One Elastic IP per AZ (internet-facing with `nlb.static_ips`), else empty."""
         mappings: list[elbv2.SubnetMapping] | None = None
