@@ -38,6 +38,8 @@ from tests.unit.factories import enterprise_part, make_enterprise, make_tier, sh
 
 REGION = "us-east-1"
 NOW = datetime(2026, 8, 1, 12, 0, tzinfo=UTC)
+OWN_POC = make_tier({"cluster": {"public_access_cidrs": ["10.20.0.0/16"]}})
+"""The poc with its documentation range replaced, so that only the AWS checks decide."""
 G_ON_DEMAND, P_ON_DEMAND, G_SPOT = "L-DB2E81BA", "L-417A185B", "L-3819A6DF"
 POC_PROFILE = "us.meta.llama3-1-8b-instruct-v1:0"
 RESERVATION = "cr-0123456789abcdef0"
@@ -222,14 +224,15 @@ def test_a_passing_account_passes_every_check(aws: AwsStubs) -> None:
         aws, version("1.35", "STANDARD_SUPPORT", default=True, standard_end=datetime(2027, 3, 23, tzinfo=UTC))
     )
     add_network_quotas(aws)
-    report = run_preflight(load_preset("poc"), region=REGION, session=aws, now=NOW, template=SMALL)
+    report = run_preflight(OWN_POC, region=REGION, session=aws, now=NOW, template=SMALL)
     aws.verify()
     assert (report.account, report.failed, report.counts()) == (
         "123456789012",
         False,
-        {"pass": 13, "warn": 0, "fail": 0},
+        {"pass": 14, "warn": 0, "fail": 0},
     )
     assert [(r.check, r.subject, r.message) for r in report.results] == [
+        (Check.PLACEHOLDER, "tier", "no documentation account, address range, resource ID or bucket"),
         (
             Check.QUOTA,
             "Running On-Demand G and VT instances (L-DB2E81BA)",
@@ -297,12 +300,12 @@ def test_without_a_template_the_network_quotas_are_one_warning(aws: AwsStubs) ->
     add_quota(aws, G_ON_DEMAND, 64)
     add_profile(aws, POC_PROFILE, ["us-east-1"])
     add_versions(aws, version("1.35", "STANDARD_SUPPORT", default=True))
-    report = run_preflight(load_preset("poc"), region=REGION, session=aws, now=NOW)
+    report = run_preflight(OWN_POC, region=REGION, session=aws, now=NOW)
     aws.verify()
     assert (report.failed, report.counts(), report.results[-1]) == (
         False,
-        {"pass": 5, "warn": 1, "fail": 0},
-        no_template_row(load_preset("poc")),
+        {"pass": 6, "warn": 1, "fail": 0},
+        no_template_row(OWN_POC),
     )
 
 
@@ -310,9 +313,9 @@ def test_the_report_serializes_every_row(aws: AwsStubs) -> None:
     add_quota(aws, G_ON_DEMAND, 64)
     add_profile(aws, POC_PROFILE, ["us-east-1"])
     add_versions(aws, version("1.35", "STANDARD_SUPPORT", default=True))
-    data = run_preflight(load_preset("poc"), region=REGION, session=aws, now=NOW).to_dict()
-    assert (data["ok"], data["region"], data["tier"], len(data["results"])) == (True, REGION, "poc", 6)
-    assert data["results"][0] == {
+    data = run_preflight(OWN_POC, region=REGION, session=aws, now=NOW).to_dict()
+    assert (data["ok"], data["region"], data["tier"], len(data["results"])) == (True, REGION, "poc", 7)
+    assert data["results"][1] == {
         "check": "vcpu-quota",
         "subject": "Running On-Demand G and VT instances (L-DB2E81BA)",
         "status": "pass",
@@ -765,7 +768,7 @@ def test_missing_credentials_stop_the_run(monkeypatch: pytest.MonkeyPatch, tmp_p
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(PreflightError) as raised:
-        run_preflight(load_preset("poc"), region=REGION, session=boto3.Session(), now=NOW)
+        run_preflight(OWN_POC, region=REGION, session=boto3.Session(), now=NOW)
     assert str(raised.value) == (
         "no usable AWS credentials (Unable to locate credentials); configure credentials for the account "
         "(aws configure, AWS_PROFILE, or aws sso login) and try again"
@@ -781,7 +784,7 @@ def test_rejected_credentials_stop_the_run(aws: AwsStubs, monkeypatch: pytest.Mo
     stub.activate()
     monkeypatch.setattr(aws, "client", lambda service, region_name, config=None: sts)
     with pytest.raises(PreflightError) as raised:
-        run_preflight(load_preset("poc"), region=REGION, session=aws, now=NOW)
+        run_preflight(OWN_POC, region=REGION, session=aws, now=NOW)
     assert str(raised.value).startswith(
         "AWS rejected the credentials: The security token included in the request is expired;"
     )
@@ -793,7 +796,7 @@ def test_a_denied_api_turns_its_check_into_a_warning(aws: AwsStubs) -> None:
     )
     add_profile(aws, POC_PROFILE, ["us-east-1"])
     add_versions(aws, version("1.35", "STANDARD_SUPPORT", default=True))
-    report = run_preflight(load_preset("poc"), region=REGION, session=aws, now=NOW)
+    report = run_preflight(OWN_POC, region=REGION, session=aws, now=NOW)
     assert rows([r for r in report.results if r.check is Check.QUOTA]) == {
         "permissions": (
             Status.WARN,

@@ -242,8 +242,17 @@ def test_end_to_end_against_moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
             "--tier", "poc", "--region", "us-east-1", "--json", "--template", str(tmp_path / "poc.json")
         )
     data = json.loads(result.stdout)
-    assert (result.exit_code, data["ok"], data["counts"]) == (1, False, {"pass": 12, "warn": 0, "fail": 1})
-    assert data["results"][0]["message"] == (
+    assert (result.exit_code, data["ok"], data["counts"]) == (1, False, {"pass": 12, "warn": 0, "fail": 2})
+    # The poc's example range for the public endpoint is a documentation range: its row fails first.
+    assert data["results"][0] == {
+        "check": "placeholder",
+        "subject": "cluster.public_access_cidrs[0]",
+        "status": "fail",
+        "message": "'198.51.100.0/24' is a documentation value (RFC 5737 TEST-NET-2, 198.51.100.0/24); "
+        "the stack refuses to deploy",
+        "fix": "set cluster.public_access_cidrs[0] to your own value",
+    }
+    assert data["results"][1]["message"] == (
         "4 vCPUs, but the models at their most replicas need 8 (pool l40s: 1 x g6e.2xlarge)"
     )
     assert data["results"][-1] == {

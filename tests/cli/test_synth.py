@@ -96,10 +96,21 @@ def test_cfn_lint_passed(poc_stack: dict[str, Any]) -> None:
 def test_a_tier_in_extended_support_is_warned_about_and_still_passes(poc_run: tuple[Result, Path]) -> None:
     result, _ = poc_run
     assert result.exit_code == 0
-    [warning] = [line for line in result.stderr.splitlines() if line.startswith("warning: gpufarm-poc: ")]
+    [warning] = [line for line in result.stderr.splitlines() if line.startswith("warning: gpufarm-poc: Kube")]
     assert warning.startswith(
         "warning: gpufarm-poc: Kubernetes 1.35 is in EKS extended support (standard support ended 2027-03-27"
     )
+
+
+def test_a_documentation_value_is_warned_about_by_field(poc_run: tuple[Result, Path]) -> None:
+    result, _ = poc_run
+    assert result.exit_code == 0
+    assert [
+        line for line in result.stderr.splitlines() if line.startswith("warning: gpufarm-poc: cluster")
+    ] == [
+        "warning: gpufarm-poc: cluster.public_access_cidrs[0] = '198.51.100.0/24' is a documentation value "
+        "(RFC 5737 TEST-NET-2, 198.51.100.0/24): replace it before deploying"
+    ]
 
 
 def test_progress_is_shown_per_tier_on_stderr(poc_run: tuple[Result, Path]) -> None:

@@ -20,7 +20,9 @@ def test_a_stack_in_extended_support_carries_the_warning(tmp_path: Path) -> None
     warnings = [
         str(m.entry.data)
         for m in stack.messages
-        if m.level == cx_api.SynthesisMessageLevel.WARNING and m.id == f"/{poc.stack_name}"
+        if m.level == cx_api.SynthesisMessageLevel.WARNING
+        and m.id == f"/{poc.stack_name}"
+        and f"[ack: {SUPPORT_WARNING_ID}]" in str(m.entry.data)
     ]
     expected = support_warning(poc, day)
     assert expected is not None
