@@ -26,6 +26,7 @@ from gpufarm.config import model as m
 from gpufarm.config._typing import is_union, split_optional
 from gpufarm.config.catalog import GPU_FAMILIES
 from gpufarm.config.loader import preset_names
+from gpufarm.config.placeholders import MIN_REASON_CHARS, PRESET_EXAMPLE_BUCKETS
 from gpufarm.config.validate import (
     AUTO_MODE_MAX_EXPIRE_HOURS,
     RESERVED_VLLM_FLAGS,
@@ -96,7 +97,13 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
         "cluster.public_access_cidrs",
         "at least one CIDR when `cluster.endpoint_access` is `public_and_private`; "
-        "empty when it is `private`.",
+        "empty when it is `private`; `0.0.0.0/0` only with `cluster.open_to_internet`.",
+    ),
+    (
+        "cluster.open_to_internet",
+        "only when `cluster.public_access_cidrs` holds `0.0.0.0/0`; its `reason` has at least "
+        f"{MIN_REASON_CHARS} characters and no placeholder word (TODO, TBD, ...). The reason is the "
+        "cdk-nag acknowledgement of AwsSolutions-EKS1 on the cluster.",
     ),
     (
         "cluster.auto_mode_builtin_pools",
@@ -291,7 +298,17 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "ingress.certificate_arn",
         "required when `ingress.scheme` is `internet-facing`; in the region `environment.region`.",
     ),
-    ("ingress.allowed_cidrs", "at least one CIDR when `ingress.scheme` is `internet-facing`."),
+    (
+        "ingress.allowed_cidrs",
+        "at least one CIDR when `ingress.scheme` is `internet-facing`; `0.0.0.0/0` only with "
+        "`ingress.open_to_internet`.",
+    ),
+    (
+        "ingress.open_to_internet",
+        "only when `ingress.allowed_cidrs` holds `0.0.0.0/0`; its `reason` has at least "
+        f"{MIN_REASON_CHARS} characters and no placeholder word. The reason is the cdk-nag "
+        "acknowledgement of AwsSolutions-EC23 on the load balancer's security group.",
+    ),
     (
         "ingress.slow_start_seconds",
         "`0` with `ingress.kind` `alb` (least outstanding requests excludes slow start); "
@@ -499,7 +516,11 @@ def render_reference() -> str:
     ]
     all_sections = list(sections())
     out += [f"- [{_heading(p)}](#{_anchor(_heading(p))})" for p, _ in all_sections]
-    out += ["- [Cross-field rules](#cross-field-rules)", ""]
+    out += [
+        "- [Cross-field rules](#cross-field-rules)",
+        "- [Documentation values](#documentation-values)",
+        "",
+    ]
     for prefix, cls in all_sections:
         hints = typing.get_type_hints(cls, include_extras=True)
         out += [f"## {_heading(prefix)}", "", _first_line(cls.__doc__ or ""), ""]
@@ -526,6 +547,19 @@ def render_reference() -> str:
         "",
     ]
     out += [f"- `{path}`: {rule}" for path, rule in CROSS_FIELD_RULES]
+    out += [
+        "",
+        "## Documentation values",
+        "",
+        "Values that only ever appear in examples are found in every field "
+        "(gpufarm/config/placeholders.py): AWS's documentation accounts (123456789012, "
+        "012345678901, three blocks of one repeated digit such as 111122223333, twelve equal digits), "
+        "the documentation address ranges 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24 (RFC 5737) "
+        "and 2001:db8::/32 (RFC 3849), resource IDs that are all zeros, and example buckets (an "
+        f"`example` label, or the presets' {', '.join(f'`{b}`' for b in sorted(PRESET_EXAMPLE_BUCKETS))}). "
+        "Synth warns about each; `gpufarm preflight` fails a row per field; the template gets a rule "
+        "that makes CloudFormation refuse the deploy before it creates anything.",
+    ]
     return "\n".join(out) + "\n"
 
 
