@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufarm.config.errors import ConfigIssue
-from gpufarm.config.model import OpenChoiceConfig, TierConfig
+from gpufarm.config.model import ModelStoreKind, OpenChoiceConfig, TierConfig
 
 DOCUMENTATION_ACCOUNTS = frozenset({"123456789012", "012345678901", "111122223333", "444455556666"})
 """Account IDs AWS's guides use in examples (sources in the module docstring)."""
@@ -165,9 +165,33 @@ def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
         yield path, value
 
 
+def _active(document: dict[str, Any]) -> dict[str, Any]:
+    """The tier document without the parts that build nothing: a section with `enabled: false`,
+    and `model_store.fsx` unless the model store is FSx for Lustre. An example value inherited
+    into a part that is off reaches no resource, so it is not reported."""
+
+    def prune(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: prune(v)
+                for k, v in value.items()
+                if not (isinstance(v, dict) and v.get("enabled") is False)
+            }
+        if isinstance(value, list):
+            return [prune(v) for v in value]
+        return value
+
+    pruned: dict[str, Any] = prune(document)
+    store = pruned.get("model_store", {})
+    if store.get("kind") != ModelStoreKind.FSX_LUSTRE.value:
+        store.pop("fsx", None)
+    return pruned
+
+
 def find_placeholders(config: TierConfig) -> list[Placeholder]:
-    """Every documentation value in a tier's string fields, in field order; empty when none."""
-    document = config.model_dump(mode="json", by_alias=True)
+    """Every documentation value in the string fields of a tier's active parts (see
+    :func:`_active`), in field order; empty when none."""
+    document = _active(config.model_dump(mode="json", by_alias=True))
     found = []
     for path, value in _walk(document, ""):
         if why := classify(value):

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from gpufarm.config import ConfigError, load_preset
+from gpufarm.config import ConfigError, build_tier, load_preset
 from gpufarm.config.placeholders import Placeholder, classify, find_placeholders
 
-from .factories import make_tier
+from .factories import make_enterprise, make_tier, production_document
 
 OWN_CIDR = "10.20.0.0/16"
 OWN_CERT = "arn:aws:acm:us-east-1:210987654321:certificate/6f1c2d3e-4b5a-4c7d-9e8f-0a1b2c3d4e5f"
@@ -110,6 +110,23 @@ def test_the_presets_example_values_are_found_by_field() -> None:
         "ingress.allowed_cidrs[0]",
         "ingress.private_link.allowed_principals[0]",
     ]
+
+
+def test_parts_that_build_nothing_are_not_reported() -> None:
+    """An example inherited into a part that is off reaches no resource."""
+    production = production_document()
+    production["model_store"]["kind"] = "s3-mountpoint"  # the FSx import path is left unused
+    production["models"] = [
+        {**m, "weights": "s3://acme-llm-weights/" + m["weights"].split("/", 3)[3]}
+        for m in production["models"]
+    ]
+    production["ingress"]["certificate_arn"] = OWN_CERT
+    production["ingress"]["allowed_cidrs"] = [OWN_CIDR]
+    assert find_placeholders(build_tier(production)) == []
+    enterprise = load_preset("enterprise")
+    assert "ingress.private_link.allowed_principals[0]" in [p.path for p in find_placeholders(enterprise)]
+    off = make_enterprise({"ingress": {"private_link": {"enabled": False}}})
+    assert "ingress.private_link.allowed_principals[0]" not in [p.path for p in find_placeholders(off)]
 
 
 def test_a_tier_with_its_own_values_has_none() -> None:
