@@ -553,8 +553,9 @@ def render_reference() -> str:
         "",
         "Values that only ever appear in examples are found in every field of the parts the tier "
         "builds (a section with `enabled: false`, and `model_store.fsx` unless `model_store.kind` is "
-        "`fsx-lustre`, are skipped; gpufarm/config/placeholders.py): AWS's documentation accounts (123456789012, "
-        "012345678901, three blocks of one repeated digit such as 111122223333, twelve equal digits), "
+        "`fsx-lustre`, are skipped; gpufarm/config/placeholders.py): AWS's documentation accounts "
+        "(123456789012, 012345678901, three blocks of one repeated digit such as 111122223333, "
+        "twelve equal digits), "
         "the documentation address ranges 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24 (RFC 5737) "
         "and 2001:db8::/32 (RFC 3849), resource IDs that are all zeros, and example buckets (an "
         f"`example` label, or the presets' {', '.join(f'`{b}`' for b in sorted(PRESET_EXAMPLE_BUCKETS))}). "
