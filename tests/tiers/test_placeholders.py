@@ -78,9 +78,39 @@ def test_the_poc_template_refuses_to_deploy(poc_template: dict[str, Any]) -> Non
     }
 
 
+def test_the_production_preset_warns_for_each_class_of_example_value(
+    production_template: dict[str, Any], production_dir: Path
+) -> None:
+    metadata = json.loads((production_dir / "gpufarm-production.metadata.json").read_text())
+    warnings = [
+        entry["data"]
+        for entry in metadata["/gpufarm-production"]
+        if entry["type"] == "aws:cdk:warning" and f"[ack: {PLACEHOLDER_WARNING_ID}]" in entry["data"]
+    ]
+    tail = f": replace it before deploying [ack: {PLACEHOLDER_WARNING_ID}]"
+    assert warnings == [
+        "models[0].weights = 's3://gpufarm-production-models/meta-llama/Llama-3.3-70B-Instruct/' is a "
+        f"documentation value (the preset's example model bucket){tail}",
+        "models[1].weights = 's3://gpufarm-production-models/Qwen/Qwen3-32B/' is a documentation value "
+        f"(the preset's example model bucket){tail}",
+        "model_store.fsx.import_path = 's3://gpufarm-production-models/' is a documentation value "
+        f"(the preset's example model bucket){tail}",
+        "ingress.certificate_arn = 'arn:aws:acm:us-east-1:111122223333:certificate/"
+        "00000000-0000-4000-8000-000000000000' is a documentation value (AWS documentation account "
+        f"111122223333, all-zero resource ID 00000000-0000-4000-8000-000000000000){tail}",
+        "ingress.allowed_cidrs[0] = '203.0.113.0/24' is a documentation value (RFC 5737 TEST-NET-3, "
+        f"203.0.113.0/24){tail}",
+    ]
+
+
 def test_the_production_template_refuses_once_per_placeholder(production_template: dict[str, Any]) -> None:
     production = load_preset("production")
     assert placeholder_assertions(production_template) == expected_assertions(production)
+    assert placeholder_assertions(production_template)[3] == (
+        "ingress.certificate_arn holds a documentation value (AWS documentation account 111122223333, "
+        "all-zero resource ID 00000000-0000-4000-8000-000000000000); replace it in the tier file and "
+        "synthesize again"
+    )
     assert len(placeholder_assertions(production_template)) == 5
 
 
