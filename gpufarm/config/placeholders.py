@@ -3,10 +3,10 @@
 A tier file copied from a preset or a guide can keep values that were only ever examples: an
 AWS documentation account, an address range reserved for documentation, an all-zero resource
 ID, an example bucket. They synthesize, and then fail at deploy (or, worse, point at someone
-else's resource). :func:`find_placeholders` recognises them in every string field of a tier, from
-the tables below; `gpufarm synth` and `cdk synth` warn about each, `gpufarm preflight` fails a row
-per field, and the stack gets a CloudFormation rule that refuses to deploy
-(:mod:`gpufarm.stacks.tier`).
+else's resource). :func:`find_placeholders` recognises them in every string field of the parts
+a tier builds, from the tables below; `gpufarm synth` and `cdk synth` warn about each,
+`gpufarm preflight` fails a row per field, and the stack gets a CloudFormation rule that refuses
+to deploy (:mod:`gpufarm.stacks.tier`).
 
 What counts as a documentation value (the rules, and their sources):
 
