@@ -391,6 +391,7 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         f"at most {MAX_SCRAPER_SUBNETS} while `observability.prometheus.enabled` (one scraper "
         "subnet per zone).",
     ),
+    ("models[].served_model_name", "does not end with `@bedrock` while fallback is enabled."),
     (
         "ingress.inspection.cidr",
         f"leaves a /{MIN_APPLIANCE_SUBNET_PREFIX} or larger appliance subnet per availability zone.",

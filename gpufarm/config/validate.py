@@ -1536,6 +1536,19 @@ def _namespaces(cfg: TierConfig) -> Iterator[ConfigIssue]:
 
 def _construct_limits(cfg: TierConfig) -> Iterator[ConfigIssue]:
     """Checks constructs make for their direct users, in the tier's own terms."""
+    # Imported here: gpufarm.k8s.gateway reaches this module through gpufarm.k8s.lws.
+    from gpufarm.k8s.gateway import BEDROCK_SUFFIX
+
+    if cfg.fallback.enabled:
+        # The gateway names each model's Bedrock route `<served name>@bedrock`
+        # (gpufarm.k8s.gateway.bedrock_model_name); a served name with that suffix could take it.
+        for i, model in enumerate(cfg.models):
+            if model.api_model_name.endswith(BEDROCK_SUFFIX):
+                yield ConfigIssue(
+                    path=f"models[{i}].served_model_name",
+                    message=f"must not end with {BEDROCK_SUFFIX!r} while fallback is enabled (the "
+                    f"gateway's name for a model's Bedrock route), got {model.api_model_name!r}",
+                )
     zones = len(cfg.environment.availability_zones)
     if cfg.observability.prometheus.enabled and zones > MAX_SCRAPER_SUBNETS:
         yield ConfigIssue(

@@ -265,6 +265,14 @@ INVALID_POC: list[Any] = [
         ],
         id="reserved-max-num-seqs",
     ),
+    pytest.param(
+        model_override(served_model_name="qwen@bedrock"),
+        [
+            "models[0].served_model_name: must not end with '@bedrock' while fallback is enabled "
+            "(the gateway's name for a model's Bedrock route), got 'qwen@bedrock'"
+        ],
+        id="served-name-taking-the-bedrock-route-name",
+    ),
 ]
 
 
@@ -468,6 +476,22 @@ def test_controller_namespaces_match_the_constructs() -> None:
     from gpufarm.constructs.observability import DCGM_NAMESPACE
 
     assert set(GPUFARM_CONTROLLER_NAMESPACES) == {LWS_NAMESPACE, DCGM_NAMESPACE}
+
+
+def test_known_gpu_families_are_those_reserved_node_groups_accept() -> None:
+    """node_groups[].instance_type is checked against the catalog; the construct's own list must
+    hold every catalog family, so the tier path never reaches its check."""
+    from gpufarm.config.catalog import GPU_FAMILIES
+    from gpufarm.constructs.reserved_capacity import NVIDIA_GPU_FAMILIES
+
+    assert set(GPU_FAMILIES) <= NVIDIA_GPU_FAMILIES
+
+
+def test_health_check_timeout_is_the_one_the_constructs_set() -> None:
+    from gpufarm.constructs import ingress, nlb
+
+    assert ingress.HEALTH_CHECK_TIMEOUT_SECONDS is HEALTH_CHECK_TIMEOUT_SECONDS
+    assert nlb.HEALTH_CHECK_TIMEOUT_SECONDS is HEALTH_CHECK_TIMEOUT_SECONDS
 
 
 def test_inspection_subnet_limit_matches_the_construct() -> None:
