@@ -3,6 +3,10 @@ config checks, with the field path and the value, before any construct is built.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +22,7 @@ from gpufarm.config.validate import (
     s3_bucket_problem,
 )
 from gpufarm.k8s.lws import LWS_NAMESPACE
+from tests.conftest import REPO
 
 from .factories import (
     make_production,
@@ -521,3 +526,48 @@ def test_profile_source_regions_come_from_the_table(prefix: str, region: str, ca
 def test_destination_regions_extend_the_source_regions() -> None:
     target = BedrockTargetConfig(model_id="eu.meta.x-v1:0", destination_regions=["eu-west-2", "eu-west-1"])
     assert profile_callable_from("eu", "eu-west-2", target.destination_regions)
+
+
+def test_app_refuses_inputs_that_once_reached_the_constructs_and_writes_nothing(tmp_path: Path) -> None:
+    """Run as the CDK CLI runs it: exit 2 with every issue, no traceback, no cloud assembly.
+
+    Mixed system-node architectures reached `InferenceCluster` (a ValueError naming
+    'system_nodes.instance_types' as a traceback); a 5 s health-check interval was refused only
+    by the ELB API at deploy.
+    """
+    tier_file = tmp_path / "mine.yaml"
+    tier_file.write_text(
+        "extends: production\n"
+        "cluster:\n  system_nodes:\n    instance_types: [m7i.xlarge, m7g.xlarge]\n"
+        "ingress:\n  health_check_interval_seconds: 5\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
+    env.update(
+        HOME=str(tmp_path),
+        PATH=f"{REPO / '.venv' / 'bin'}:{env.get('PATH', '')}",
+        AWS_EC2_METADATA_DISABLED="true",
+        JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION="1",
+        CDK_OUTDIR=str(out),
+        CDK_CONTEXT_JSON=json.dumps({"tier_file": str(tier_file)}),
+    )
+    result = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "python"), "app.py"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"invalid {tier_file}:",
+        "  - cluster.system_nodes.instance_types: must share one CPU architecture (one AMI serves the "
+        "node group), got arm64 ['m7g.xlarge'] and x86_64 ['m7i.xlarge']",
+        "  - ingress.health_check_interval_seconds: must be greater than the health-check timeout "
+        "(5 s; the ELB API refuses an interval that is not), got 5",
+    ]
+    # The CDK app makes its output folder when it starts; nothing may be written into it.
+    assert not out.exists() or not any(out.iterdir())
