@@ -349,6 +349,11 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "at least the GPUs of the smallest instance the pool may launch (else no node starts).",
     ),
     (
+        "models[].cpu",
+        "`cpu` and `memory_gib` fit one instance the model's pools may launch with its GPUs "
+        "(checked where the catalog knows every candidate's vCPUs and memory).",
+    ),
+    (
         "node_pools[].ami_version",
         "an AL2023 release (`v20251120`) only with `ami_family` `al2023`, a Bottlerocket release "
         "(`1.50.0`) only with `bottlerocket`; `latest` with either.",

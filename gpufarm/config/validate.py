@@ -18,7 +18,7 @@ from gpufarm.config.bedrock import (
     profile_callable_from,
     profile_prefix,
 )
-from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in
+from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in, host_of
 from gpufarm.config.errors import ConfigIssue
 from gpufarm.config.model import (
     APPLIANCE_ROOT_DEVICE,
@@ -1320,12 +1320,7 @@ def _instance_architecture(instance_type: str) -> str | None:
 
 def _pool_min_gpus(pool: NodePoolConfig) -> tuple[str, int] | None:
     """The smallest instance (by GPUs) the pool may launch, with its GPU count; None if none is known."""
-    if pool.instance_types:
-        candidates = [t for t in pool.instance_types if gpus_in(t) is not None]
-    else:
-        candidates = [
-            t for f in pool.instance_families if f in GPU_FAMILIES for t in GPU_FAMILIES[f].instance_types()
-        ]
+    candidates = _pool_candidates(pool)
     if not candidates:
         return None
     smallest = min(candidates, key=lambda t: gpus_in(t) or 0)
@@ -1362,6 +1357,47 @@ def _pool_deployable(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 message="must be 'latest' or a Bottlerocket release such as '1.50.0' with ami_family "
                 f"'bottlerocket' (a version such as 'v20251120' is AL2023's), got {version!r}",
             )
+
+
+def _pool_candidates(pool: NodePoolConfig) -> list[str]:
+    """Every known instance type the pool may launch."""
+    if pool.instance_types:
+        return [t for t in pool.instance_types if gpus_in(t) is not None]
+    return [t for f in pool.instance_families if f in GPU_FAMILIES for t in GPU_FAMILIES[f].instance_types()]
+
+
+def _pods_fit_hosts(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    """A model's pod must fit the CPU and memory of some instance its pools may launch.
+
+    Checked only when the catalog knows the host of every candidate with enough GPUs
+    (:data:`gpufarm.config.catalog.HOST_SPECS`): an unknown one might hold the pod. The host's
+    full size is an upper bound (the kubelet reserves part of it), so only pods that fit no
+    instance at all are refused.
+    """
+    for where, model in _placements(cfg):
+        targets = placement_of(cfg, model)
+        if not targets or not all(isinstance(t, NodePoolConfig) for t in targets):
+            continue  # a node group has one instance type, which EC2 checks when it is created
+        candidates = [
+            t
+            for pool in targets
+            if isinstance(pool, NodePoolConfig)
+            for t in _pool_candidates(pool)
+            if (gpus_in(t) or 0) >= model.gpus
+        ]
+        hosts = [spec for t in candidates if (spec := host_of(t)) is not None]
+        if not candidates or len(hosts) != len(candidates):
+            continue
+        if any(model.cpu <= cpus and model.memory_gib <= memory for cpus, memory in hosts):
+            continue
+        cpus, memory = max(h[0] for h in hosts), max(h[1] for h in hosts)
+        field, value = ("cpu", model.cpu) if model.cpu > cpus else ("memory_gib", model.memory_gib)
+        yield ConfigIssue(
+            path=f"{where}.{field}",
+            message=f"must fit one instance the model's pool(s) may launch with {model.gpus} GPU(s) "
+            f"(at most {cpus} vCPUs and {memory} GiB; the pod asks {model.cpu:g} CPU and "
+            f"{model.memory_gib} GiB), got {value:g}",
+        )
 
 
 def _system_nodes(cfg: TierConfig) -> Iterator[ConfigIssue]:
@@ -1584,6 +1620,7 @@ VALIDATORS: tuple[_Validator, ...] = (
     _prefill_decode,
     _compliance,
     _pool_deployable,
+    _pods_fit_hosts,
     _system_nodes,
     _health_check,
     _secrets,

@@ -278,6 +278,22 @@ INVALID_POC: list[Any] = [
         ],
         id="served-name-taking-the-bedrock-route-name",
     ),
+    pytest.param(
+        pool_override(instance_types=["g6e.xlarge"]),
+        [
+            "models[0].cpu: must fit one instance the model's pool(s) may launch with 1 GPU(s) (at "
+            "most 4 vCPUs and 32 GiB; the pod asks 6 CPU and 48 GiB), got 6"
+        ],
+        id="pod-larger-than-the-pools-only-instance",
+    ),
+    pytest.param(
+        overrides(pool_override(instance_families=["g5"]), model_override(memory_gib=1000)),
+        [
+            "models[0].memory_gib: must fit one instance the model's pool(s) may launch with 1 GPU(s) "
+            "(at most 192 vCPUs and 768 GiB; the pod asks 6 CPU and 1000 GiB), got 1000"
+        ],
+        id="pod-memory-above-every-instance-of-the-family",
+    ),
 ]
 
 
@@ -400,6 +416,15 @@ VALID: list[Any] = [
         id="region-added-through-destination-regions",
     ),
     pytest.param(model_override(extra_args=["--enable-prefix-caching", "-O3"]), id="unreserved-flags"),
+    pytest.param(
+        overrides(pool_override(instance_types=["g6e.2xlarge"]), model_override(cpu=8, memory_gib=64)),
+        id="pod-as-large-as-its-instance",
+    ),
+    # The catalog has no host sizes for g6: the pod is not judged against them.
+    pytest.param(
+        overrides(pool_override(instance_families=["g6"]), model_override(memory_gib=2000)),
+        id="pool-of-unknown-host-sizes",
+    ),
 ]
 
 
