@@ -399,7 +399,8 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ("models[].served_model_name", "does not end with `@bedrock` while fallback is enabled."),
     (
         "ingress.inspection.cidr",
-        f"leaves a /{MIN_APPLIANCE_SUBNET_PREFIX} or larger appliance subnet per availability zone.",
+        f"leaves a /{MIN_APPLIANCE_SUBNET_PREFIX} or larger appliance subnet per availability zone; "
+        "`appliances.instance_type` is an EC2 instance type as the CDK reads it (`c6in.large`).",
     ),
 )
 """The rules of gpufarm/config/validate.py, one line each: (field path, what it must satisfy)."""

@@ -1594,6 +1594,15 @@ def _construct_limits(cfg: TierConfig) -> Iterator[ConfigIssue]:
             f"subnet per zone, {MAX_SCRAPER_SUBNETS} at most), got {zones}",
         )
     inspection = cfg.ingress.inspection
+    appliance_type = inspection.appliances.instance_type
+    if inspection.enabled and _instance_architecture(appliance_type) is None:
+        # TrafficInspection picks the Amazon Linux 2023 image by the type's architecture, which
+        # aws-cdk-lib reads from the name (and throws on one it cannot read).
+        yield ConfigIssue(
+            path="ingress.inspection.appliances.instance_type",
+            message="must be an EC2 instance type such as 'c6in.large' (family, generation, "
+            f"capabilities, '.', size), got {appliance_type!r}",
+        )
     if inspection.enabled:
         network = ipaddress.IPv4Network(inspection.cidr)
         split = (zones - 1).bit_length()  # bits that give each zone its own subnet

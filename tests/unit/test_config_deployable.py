@@ -444,6 +444,18 @@ def test_arm_system_nodes_of_one_architecture_are_accepted() -> None:
     assert cfg.cluster.system_nodes.instance_types == ["m7g.xlarge", "c7gn.2xlarge"]
 
 
+def test_inspection_appliance_type_must_be_readable() -> None:
+    inspection = {"ingress": {"inspection": {"enabled": True}, "scheme": "internet-facing"}}
+    bad = overrides(inspection, {"ingress": {"inspection": {"appliances": {"instance_type": "c6in large"}}}})
+    issues = [i for i in _all_issues(make_production_document_with(bad)) if "appliances" in i]
+    assert issues == [
+        "ingress.inspection.appliances.instance_type: must be an EC2 instance type such as "
+        "'c6in.large' (family, generation, capabilities, '.', size), got 'c6in large'"
+    ]
+    good = overrides(inspection, {"ingress": {"inspection": {"appliances": {"instance_type": "c7gn.large"}}}})
+    assert [i for i in _all_issues(make_production_document_with(good)) if "appliances" in i] == []
+
+
 def test_inspection_cidr_must_leave_a_subnet_per_zone() -> None:
     """A /26 split over 3 zones (4 parts) leaves /28s; a /27 would leave /29s."""
     inspection = {"ingress": {"inspection": {"enabled": True}, "scheme": "internet-facing"}}
