@@ -82,7 +82,8 @@ SHORT_FLAGS: dict[str, str] = {
 vLLM registers them beside the long name (`parallel_group.add_argument("--tensor-parallel-size",
 "-tp", ...)`, `"--pipeline-parallel-size", "-pp"`, `model_group.add_argument("--quantization",
 "-q", ...)` in vllm/engine/arg_utils.py, vllm-project/vllm), so either spelling sets the same
-setting. The other short options of the list are not mapped here: gpufarm derives none of them.
+setting. The list's other short options (`-r`, `-n`, `-dp`, ...) are not mapped: their long
+flags were not confirmed from a vLLM source, so they are not reserved.
 """
 
 
