@@ -350,8 +350,8 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ),
     (
         "models[].cpu",
-        "`cpu` and `memory_gib` fit one instance the model's pools may launch with its GPUs "
-        "(checked where the catalog knows every candidate's vCPUs and memory).",
+        "`cpu` and `memory_gib` fit one instance the model may land on (pool or node group) with "
+        "its GPUs (checked where the catalog knows every candidate's vCPUs and memory).",
     ),
     (
         "node_pools[].ami_version",

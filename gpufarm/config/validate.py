@@ -1367,7 +1367,7 @@ def _pool_candidates(pool: NodePoolConfig) -> list[str]:
 
 
 def _pods_fit_hosts(cfg: TierConfig) -> Iterator[ConfigIssue]:
-    """A model's pod must fit the CPU and memory of some instance its pools may launch.
+    """A model's pod must fit the CPU and memory of some instance its pools and node groups may launch.
 
     Checked only when the catalog knows the host of every candidate with enough GPUs
     (:data:`gpufarm.config.catalog.HOST_SPECS`): an unknown one might hold the pod. The host's
@@ -1375,14 +1375,12 @@ def _pods_fit_hosts(cfg: TierConfig) -> Iterator[ConfigIssue]:
     instance at all are refused.
     """
     for where, model in _placements(cfg):
-        targets = placement_of(cfg, model)
-        if not targets or not all(isinstance(t, NodePoolConfig) for t in targets):
-            continue  # a node group has one instance type, which EC2 checks when it is created
         candidates = [
             t
-            for pool in targets
-            if isinstance(pool, NodePoolConfig)
-            for t in _pool_candidates(pool)
+            for target in placement_of(cfg, model)
+            for t in (
+                [target.instance_type] if isinstance(target, NodeGroupConfig) else _pool_candidates(target)
+            )
             if (gpus_in(t) or 0) >= model.gpus
         ]
         hosts = [spec for t in candidates if (spec := host_of(t)) is not None]
@@ -1394,7 +1392,7 @@ def _pods_fit_hosts(cfg: TierConfig) -> Iterator[ConfigIssue]:
         field, value = ("cpu", model.cpu) if model.cpu > cpus else ("memory_gib", model.memory_gib)
         yield ConfigIssue(
             path=f"{where}.{field}",
-            message=f"must fit one instance the model's pool(s) may launch with {model.gpus} GPU(s) "
+            message=f"must fit one instance the model may land on with {model.gpus} GPU(s) "
             f"(at most {cpus} vCPUs and {memory} GiB; the pod asks {model.cpu:g} CPU and "
             f"{model.memory_gib} GiB), got {value:g}",
         )

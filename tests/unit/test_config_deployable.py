@@ -25,6 +25,8 @@ from gpufarm.k8s.lws import LWS_NAMESPACE
 from tests.conftest import REPO
 
 from .factories import (
+    enterprise_part,
+    make_enterprise,
     make_production,
     make_tier,
     model_override,
@@ -281,15 +283,15 @@ INVALID_POC: list[Any] = [
     pytest.param(
         pool_override(instance_types=["g6e.xlarge"]),
         [
-            "models[0].cpu: must fit one instance the model's pool(s) may launch with 1 GPU(s) (at "
-            "most 4 vCPUs and 32 GiB; the pod asks 6 CPU and 48 GiB), got 6"
+            "models[0].cpu: must fit one instance the model may land on with 1 GPU(s) (at most "
+            "4 vCPUs and 32 GiB; the pod asks 6 CPU and 48 GiB), got 6"
         ],
         id="pod-larger-than-the-pools-only-instance",
     ),
     pytest.param(
         overrides(pool_override(instance_families=["g5"]), model_override(memory_gib=1000)),
         [
-            "models[0].memory_gib: must fit one instance the model's pool(s) may launch with 1 GPU(s) "
+            "models[0].memory_gib: must fit one instance the model may land on with 1 GPU(s) "
             "(at most 192 vCPUs and 768 GiB; the pod asks 6 CPU and 1000 GiB), got 1000"
         ],
         id="pod-memory-above-every-instance-of-the-family",
@@ -431,6 +433,27 @@ VALID: list[Any] = [
 @pytest.mark.parametrize("override", VALID)
 def test_valid_poc_variants(override: dict[str, Any]) -> None:
     assert make_tier(override).name == "poc"
+
+
+def test_pod_larger_than_its_node_groups_instance() -> None:
+    """A node group has one instance type: a pod larger than it never starts there."""
+    with pytest.raises(ConfigError) as caught:
+        make_enterprise(
+            overrides(
+                enterprise_part("node_groups", 1, instance_type="p4d.24xlarge"),
+                enterprise_part("models", 0, cpu=100),
+            )
+        )
+    assert [str(i) for i in caught.value.issues] == [
+        "models[0].cpu: must fit one instance the model may land on with 8 GPU(s) (at most 96 vCPUs "
+        "and 1152 GiB; the pod asks 100 CPU and 900 GiB), got 100"
+    ]
+    assert make_enterprise(
+        overrides(
+            enterprise_part("node_groups", 1, instance_type="p4d.24xlarge"),
+            enterprise_part("models", 0, cpu=96),
+        )
+    )
 
 
 def test_system_nodes_are_not_checked_in_auto_mode() -> None:
