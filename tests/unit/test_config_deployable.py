@@ -241,6 +241,20 @@ INVALID_POC: list[Any] = [
         id="apac-profile-from-a-region-outside-the-table",
     ),
     pytest.param(
+        model_override(
+            bedrock={
+                "model_id": "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+                "region": "us-gov-west-1",
+            }
+        ),
+        [
+            "models[0].bedrock.model_id: must be an inference profile of the calling region "
+            "'us-gov-west-1': a 'global' profile is called from a commercial region (not 'us-gov-' or "
+            "'cn-'), got 'global.anthropic.claude-sonnet-4-5-20250929-v1:0'"
+        ],
+        id="global-profile-from-govcloud",
+    ),
+    pytest.param(
         model_override(extra_args=["--pipeline_parallel_size=2"]),
         [
             "models[0].extra_args[0]: must not set --pipeline-parallel-size (gpufarm derives it from "
@@ -454,6 +468,20 @@ def test_pod_larger_than_its_node_groups_instance() -> None:
             enterprise_part("models", 0, cpu=96),
         )
     )
+
+
+def test_multi_node_model_may_not_choose_its_executor() -> None:
+    with pytest.raises(ConfigError) as caught:
+        make_enterprise(enterprise_part("models", 0, extra_args=["--distributed_executor_backend=mp"]))
+    assert [str(i) for i in caught.value.issues] == [
+        "models[0].extra_args[0]: must not set --distributed-executor-backend on a multi-node model "
+        "(gpufarm runs its replicas with Ray), got '--distributed_executor_backend=mp'"
+    ]
+    # A single-node model runs no Ray: the flag is its own to set.
+    single = make_enterprise(
+        enterprise_part("models", 1, extra_args=["--distributed-executor-backend", "mp"])
+    )
+    assert single.models[1].extra_args == flags
 
 
 def test_system_nodes_are_not_checked_in_auto_mode() -> None:
