@@ -478,9 +478,8 @@ def test_multi_node_model_may_not_choose_its_executor() -> None:
         "(gpufarm runs its replicas with Ray), got '--distributed_executor_backend=mp'"
     ]
     # A single-node model runs no Ray: the flag is its own to set.
-    single = make_enterprise(
-        enterprise_part("models", 1, extra_args=["--distributed-executor-backend", "mp"])
-    )
+    flags = ["--distributed-executor-backend", "mp"]
+    single = make_enterprise(enterprise_part("models", 1, extra_args=flags))
     assert single.models[1].extra_args == flags
 
 
