@@ -21,6 +21,7 @@ import aws_cdk as cdk
 
 from gpufarm.config import ConfigError, ConfigIssue, TierConfig, load_preset, load_tier_file, preset_names
 from gpufarm.constructs.compliance import enable_compliance_checks
+from gpufarm.debug import debugging, internal_error_message, one_line
 from gpufarm.eks_support import support_status, today
 from gpufarm.stacks import GpuFarmStack
 
@@ -128,8 +129,6 @@ def add_tiers(
     return app
 
 
-DEBUG_ENV = "GPUFARM_DEBUG"
-"""Set to 1 to print the traceback of any error the app or the command line reports in one line."""
 GATE_FAILED_PREFIX = "ValidationFailed:"
 """How aws-cdk-lib's synth error begins when a validation plugin (cdk-nag, deploy rules) failed.
 
@@ -161,17 +160,6 @@ class OutputFolderError(Exception):
 
 class GateFailedError(Exception):
     """The compliance gate failed: a cdk-nag finding is not acknowledged or a deploy rule broken."""
-
-
-def debugging() -> bool:
-    """True when :data:`DEBUG_ENV` asks for tracebacks."""
-    return os.environ.get(DEBUG_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def one_line(text: str) -> str:
-    """`text` with its lines joined by '; ' (jsii and CDK messages span several lines)."""
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    return "; ".join(lines) or "(no message)"
 
 
 def is_gate_failure(exc: BaseException) -> bool:
@@ -251,14 +239,6 @@ def _report(message: str, exc: BaseException | None = None) -> None:
     if exc is not None and debugging():
         traceback.print_exception(exc, file=sys.stderr)
     print(message, file=sys.stderr)
-
-
-def internal_error_message(where: str, exc: BaseException) -> str:
-    """One line for an error that is not bad input nor a failed check: a bug, or the machine."""
-    return (
-        f"{where}: internal error: {type(exc).__name__}: {one_line(str(exc))} "
-        f"(run again with {DEBUG_ENV}=1 for the traceback)"
-    )
 
 
 def main(*, context: Mapping[str, Any] | None = None, outdir: str | Path | None = None) -> int:

@@ -247,6 +247,11 @@ def _read(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise PriceTableError(f"cannot read the price file {str(path)!r}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise PriceTableError(
+            f"the price file {str(path)!r} is not UTF-8 text: byte {exc.start} is "
+            f"{exc.object[exc.start]:#04x}"
+        ) from None
     except yaml.YAMLError as exc:
         raise PriceTableError(f"the price file {str(path)!r} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):

@@ -210,6 +210,11 @@ def load_throughput_table(path: str | Path | None = None) -> ThroughputTable:
         raise ThroughputTableError(
             f"cannot read the throughput table {str(file)!r}: {exc.strerror}"
         ) from None
+    except UnicodeDecodeError as exc:
+        raise ThroughputTableError(
+            f"the throughput table {str(file)!r} is not UTF-8 text: byte {exc.start} is "
+            f"{exc.object[exc.start]:#04x}"
+        ) from None
     except yaml.YAMLError as exc:
         raise ThroughputTableError(f"the throughput table {str(file)!r} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
