@@ -1,7 +1,8 @@
 """The CDK app: which tiers to synthesize, from context, with clean errors and exit codes.
 
 Context keys: ``tier`` (a preset name), ``tier_file`` (a YAML path). With neither, every preset
-is synthesized. Exit status: 0 ok, 1 compliance gate failed, 2 invalid input.
+is synthesized. Exit status: 0 ok, 1 compliance gate failed or an internal error, 2 invalid
+input; every error is one line on standard error (``GPUFARM_DEBUG=1`` adds the traceback).
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ class ConstructInputError(Exception):
 class OutputFolderError(Exception):
     """The folder a cloud assembly should go to is a file, or cannot be created or written.
 
-    `reason` says why, such as "is a file, not a folder" or "cannot create it: Permission denied".
+    `reason` says why, such as "is a file, not a folder" or "cannot write to it: Not a directory".
     """
 
     def __init__(self, folder: Path, reason: str) -> None:
