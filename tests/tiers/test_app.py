@@ -304,3 +304,18 @@ def test_staged_keeps_the_assembly_of_a_failed_gate(tmp_path: Path) -> None:
         (staging / "validation-report.json").write_text("{}")
         raise app_module.GateFailedError("compliance gate failed")
     assert [p.name for p in tmp_path.iterdir()] == ["validation-report.json"]
+
+
+def test_app_py_with_an_output_folder_that_is_a_file_exits_2_without_a_traceback(tmp_path: Path) -> None:
+    """Through `python app.py`, as the CDK CLI runs it: CDK_OUTDIR names a file."""
+    out = tmp_path / "out"
+    out.write_text("a file")
+    env = _clean_env(tmp_path, CDK_OUTDIR=str(out), CDK_CONTEXT_JSON=json.dumps({"tier": "poc"}))
+    result = subprocess.run(
+        [PYTHON, "app.py"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"invalid output folder {str(out)!r}: is a file, not a folder (CDK_OUTDIR, the CDK CLI's --output)"
+    ]
+    assert out.read_text() == "a file"
