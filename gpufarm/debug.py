@@ -28,3 +28,12 @@ def internal_error_message(where: str, exc: BaseException) -> str:
         f"{where}: internal error: {type(exc).__name__}: {one_line(str(exc))} "
         f"(run again with {DEBUG_ENV}=1 for the traceback)"
     )
+
+
+def yaml_problem(exc: Exception) -> str:
+    """A PyYAML error in one line, to follow "is not valid YAML": " at line L, column C: problem"
+    (counted from 1, as the tier loader says it), or ": message" when PyYAML gives no position."""
+    problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
+    if problem and mark is not None:
+        return f" at line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    return f": {one_line(str(exc))}"

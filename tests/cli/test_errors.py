@@ -423,3 +423,16 @@ def test_review_output_pointing_at_a_folder_exits_2(tmp_path: Path) -> None:
     assert failed(run("review", folder, "--output", tmp_path), 2) == [
         f"gpufarm review: cannot write {str(tmp_path)!r}: Is a directory"
     ]
+
+
+@pytest.mark.parametrize(
+    ("flag", "what"),
+    [("--prices", "the price file"), ("--throughput-table", "the throughput table")],
+)
+def test_plan_data_files_that_are_not_yaml_exit_2_in_one_line(tmp_path: Path, flag: str, what: str) -> None:
+    path = tmp_path / "data.yaml"
+    path.write_text("ec2: [\n")
+    assert failed(run("plan", *PLAN, flag, path), 2) == [
+        f"{what} {str(path)!r} is not valid YAML at line 2, column 1: "
+        "expected the node content, but found '<stream end>'"
+    ]
