@@ -315,6 +315,33 @@ class TierDocument:
     preset: str
     mutations: tuple[Mutation, ...]
     text: str
+    encoding: str = "utf-8"
+    """How the file is saved: 'utf-8', 'utf-8-sig' (with a byte-order mark) or 'utf-8-crlf'."""
+    duplicate: str | None = None
+    """A top-level key written twice (first with the preset's value), or None."""
+
+    @property
+    def data(self) -> bytes:
+        """The file's bytes."""
+        if self.encoding == "utf-8-crlf":
+            return self.text.replace("\n", "\r\n").encode("utf-8")
+        return self.text.encode(self.encoding)
+
+
+ENCODINGS = ("utf-8", "utf-8-sig", "utf-8-crlf")
+# NARROWED: no file in another encoding. A UTF-16 or Latin-1 file (and binary content) ends
+# in a UnicodeDecodeError traceback: loader._read_yaml catches OSError around
+# read_text(encoding="utf-8") but not decode errors. Expected fix: loader hardening (such a
+# file becomes a ConfigError naming the file). Then add "utf-16" and "latin-1" here.
+
+DUPLICATE_KEYS = False
+"""Whether documents may write a touched section twice.
+
+NARROWED (off): a duplicated key is accepted and the last block silently wins (yaml.safe_load
+keeps the last value), so `ingress:` written twice drops the first block's settings. Expected
+fix: loader hardening rejects duplicate keys naming the key path. Then set True:
+test_tier_documents requires such a document to be rejected naming the duplicated key.
+"""
 
 
 _PRESETS: dict[str, dict[str, Any]] = {}
@@ -412,9 +439,15 @@ def tier_documents(
         _set(document, m.path, m.value)
     # `extends` merges mappings key by key and replaces lists: every touched top-level
     # section is written in full, as mutated, so the merge gives back exactly `document`.
-    touched = dict.fromkeys(str(m.path[0]) for m in mutations)
+    touched = list(dict.fromkeys(str(m.path[0]) for m in mutations))
     text = dump({"extends": preset, **{key: document[key] for key in touched}})
-    return TierDocument(preset, tuple(mutations), text)
+    duplicate = None
+    if DUPLICATE_KEYS and draw(st.booleans()):
+        duplicate = draw(st.sampled_from(touched))
+        original = resolved_preset(preset).get(duplicate, {})
+        text = dump({"extends": preset, duplicate: original}) + text.split("\n", 1)[1]
+    encoding = draw(st.sampled_from(ENCODINGS))
+    return TierDocument(preset, tuple(mutations), text, encoding, duplicate)
 
 
 def is_number(value: Any) -> bool:

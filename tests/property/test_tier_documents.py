@@ -51,7 +51,7 @@ PATH = re.compile(r"^[^\s.\[\]:]+(\[\d+\]|\.[^\s.\[\]:]+)*$")
 def load(document: TierDocument, folder: Path) -> tuple[int, str, list[TierConfig]]:
     """Exit status, standard error and tiers of `cdk synth -c tier_file=<document>` up to synth."""
     file = folder / "tier.yaml"
-    file.write_text(document.text, encoding="utf-8")
+    file.write_bytes(document.data)
     try:
         configs = select([], str(file), options=("-c tier", "-c tier_file"), source="context")
     except ConfigError as exc:
@@ -132,6 +132,10 @@ def assert_rejected_cleanly(document: TierDocument, file: Path, stderr: str) -> 
         added = {str(m.path[0]) for m in document.mutations if m.kind == "unknown-key"}
         assert re.split(r"[.\[]", path)[0] in TOP_LEVEL | added, f"unknown top-level setting in {line!r}"
         paths.append(path)
+    if document.duplicate is not None:
+        assert any(re.split(r"[.\[]", p)[0] == document.duplicate for p in paths), (
+            f"{document.duplicate} is written twice, but no issue names it:\n{stderr}"
+        )
     for m in live(document):
         if refused_by_type(m):
             where = render_path(m.path)
@@ -178,6 +182,9 @@ def test_generated_tier_file_is_rejected_naming_a_field_or_builds(document: Tier
     with tempfile.TemporaryDirectory() as folder:
         status, stderr, configs = load(document, Path(folder))
         event("rejected" if status == EXIT_BAD_INPUT else "built")
+        assert document.duplicate is None or status == EXIT_BAD_INPUT, (
+            f"{document.duplicate} is written twice, and the document was accepted"
+        )
         if status == EXIT_BAD_INPUT:
             assert_rejected_cleanly(document, Path(folder) / "tier.yaml", stderr)
         else:
