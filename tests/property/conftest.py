@@ -1,5 +1,10 @@
 """Hypothesis profiles for the property tests: reproducible and time-bounded by default.
 
+Setting meanings as hypothesis 6.170 documents them (hypothesis/_settings.py): `derandomize`
+seeds the generator from a hash of the test function, so every run tests the same cases until
+hypothesis, Python or the test changes; `database=None` stores no failing examples between
+runs; `deadline` bounds one test case's duration.
+
 `ci` (the default, used by `make test`): derandomized, so every run tries the same examples
 in the same order, and no example database, so nothing from an earlier run changes what
 runs; a failure prints the example and the `@reproduce_failure` blob. `explore`: random
@@ -15,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 
 SCALE = {"ci": 1, "explore": 10}
 """How many times each test's own example budget a profile runs."""
@@ -29,15 +34,7 @@ settings.register_profile(
     # by `deadline` where they are cheap (see the tests), not here.
     deadline=None,
 )
-settings.register_profile(
-    "explore",
-    derandomize=False,
-    database=None,
-    print_blob=True,
-    deadline=None,
-    # Bigger budgets draw more often from the filtered strategies.
-    suppress_health_check=[HealthCheck.too_slow],
-)
+settings.register_profile("explore", derandomize=False, database=None, print_blob=True, deadline=None)
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.load_profile(PROFILE)
 
