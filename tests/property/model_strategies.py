@@ -330,7 +330,8 @@ class TierDocument:
 
 ENCODINGS = ("utf-8", "utf-8-sig", "utf-8-crlf")
 # NARROWED: no file in another encoding. A UTF-16 or Latin-1 file (and binary content) ends
-# in a UnicodeDecodeError traceback: loader._read_yaml catches OSError around
+# in a UnicodeDecodeError (a traceback from gpufarm.app.select; "internal error", exit 1, from
+# the commands): loader._read_yaml catches OSError around
 # read_text(encoding="utf-8") but not decode errors. Expected fix: loader hardening (such a
 # file becomes a ConfigError naming the file). Then add "utf-16" and "latin-1" here.
 
