@@ -13,7 +13,6 @@ import pytest
 from gpufarm.app import select, select_tiers
 from gpufarm.config import ConfigError, load_tier_file
 from gpufarm.config.yaml_reader import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
-
 from tests.conftest import REPO
 
 
@@ -243,7 +242,10 @@ def test_anchors_and_merge_keys_share_settings(tmp_path: Path) -> None:
             "name: dev\n"
             "ingress:\n"
             "  idle_timeout_seconds: 60\n",
-            ["ingress: is given twice, at lines 2 and 6; YAML would keep only the second: merge them into one"],
+            [
+                "ingress: is given twice, at lines 2 and 6; YAML would keep only the second: "
+                "merge them into one"
+            ],
             id="second-ingress-block",
         ),
         pytest.param(
@@ -256,14 +258,19 @@ def test_anchors_and_merge_keys_share_settings(tmp_path: Path) -> None:
         ),
         pytest.param(
             "extends: poc\nmodels:\n  - name: a\n    gpus: 1\n    'gpus': 2\n",
-            ["models[0].gpus: is given twice, at lines 4 and 5; YAML would keep only the second: merge them into one"],
+            [
+                "models[0].gpus: is given twice, at lines 4 and 5; YAML would keep only the second: "
+                "merge them into one"
+            ],
             id="in-a-list-quoted",
         ),
         pytest.param(
             "name: a\nname: b\nname: c\n",
             [
-                "name: is given twice, at lines 1 and 2; YAML would keep only the second: merge them into one",
-                "name: is given twice, at lines 1 and 3; YAML would keep only the second: merge them into one",
+                "name: is given twice, at lines 1 and 2; YAML would keep only the second: merge them "
+                "into one",
+                "name: is given twice, at lines 1 and 3; YAML would keep only the second: merge them "
+                "into one",
             ],
             id="three-times",
         ),
@@ -302,7 +309,8 @@ def test_duplicate_keys_name_the_key_and_both_lines(tmp_path: Path, text: str, m
         ),
         pytest.param(
             "cluster:\n  secrets_encryption: !!bool maybe\n",
-            "cluster.secrets_encryption: has 'maybe' tagged tag:yaml.org,2002:bool at line 2, which it is not",
+            "cluster.secrets_encryption: has 'maybe' tagged tag:yaml.org,2002:bool at line 2, "
+            "which it is not",
             id="bad-bool",
         ),
         pytest.param(
@@ -364,7 +372,8 @@ def test_a_date_stays_the_text_written(tmp_path: Path) -> None:
         ),
         pytest.param(
             "cluster:\n  kubernetes_version: 1.10\n",
-            "cluster.kubernetes_version: must be a string (quote it: '1.10'), got 1.10 (which YAML reads as 1.1)",
+            "cluster.kubernetes_version: must be a string (quote it: '1.10'), got 1.10 "
+            "(which YAML reads as 1.1)",
             id="version-1.10",
         ),
         pytest.param(
@@ -441,7 +450,9 @@ def test_a_preset_value_broken_by_a_file_in_the_chain_says_where(tmp_path: Path)
     lines = rendered(mine).splitlines()
     assert lines[0] == f"invalid {mine}:"
     assert lines[1].startswith("  - ingress.certificate_arn: must be in the stack's region 'eu-west-1', ")
-    assert lines[1].endswith(f"(set in preset 'production', line 135; {mine} extends team.yaml extends production)")
+    assert lines[1].endswith(
+        f"(set in preset 'production', line 135; {mine} extends team.yaml extends production)"
+    )
 
 
 def test_a_value_the_child_replaces_is_not_blamed_on_the_parent(tmp_path: Path) -> None:
@@ -492,4 +503,7 @@ def test_an_empty_path_object_is_the_current_folder_and_refused(tmp_path: Path) 
     # typer turns `--tier-file ''` into Path(''), which is Path('.'): a folder, never a tier file.
     with pytest.raises(ConfigError) as caught:
         load_tier_file(Path(""))
-    assert caught.value.render() == "invalid .:\n  - is a folder, not a tier file (give the path of a .yaml file)"
+    assert (
+        caught.value.render()
+        == "invalid .:\n  - is a folder, not a tier file (give the path of a .yaml file)"
+    )
