@@ -318,7 +318,7 @@ def _issue(err: ErrorDetails, origins: dict[str, Origin] | None = None) -> Confi
         allowed = ", ".join(holder.model_fields) if holder else "see the config reference"
         return ConfigIssue(path=_path(loc), message=f"is not a known setting (allowed: {allowed})")
     if kind == "string_type":
-        shown = given if written is None else written
+        shown = written if written is not None else json.dumps(given) if isinstance(given, bool) else given
         hint = f" (quote it: '{shown}')" if isinstance(given, int | float | bool) else ""
         return ConfigIssue(path=_path(loc), message=f"must be a string{hint}, {got}")
     if kind in ("too_short", "too_long"):

@@ -365,7 +365,8 @@ class _Builder:
             self._issue(path, f"has {node.value!r} tagged {node.tag} at line {line}, which it is not")
             return None
         read_as = json.dumps(value)
-        if node.style is None and not isinstance(value, str) and read_as != node.value:
+        # An empty value (`name:`) is null as written: nothing to show instead.
+        if node.style is None and node.value and not isinstance(value, str) and read_as != node.value:
             self.origins[path] = Origin(self.shown, line, str(node.value), read_as)
         else:
             self.origins[path] = Origin(self.shown, line)

@@ -387,6 +387,21 @@ def test_a_date_stays_the_text_written(tmp_path: Path) -> None:
             id="on-as-namespace",
         ),
         pytest.param(
+            "name: false\n",
+            "name: must be a string (quote it: 'false'), got False",
+            id="false-as-name",
+        ),
+        pytest.param(
+            "name:\n",
+            "name: must be a string, got None",
+            id="empty-value",
+        ),
+        pytest.param(
+            "name: ~\n",
+            "name: must be a string, got ~ (which YAML reads as null)",
+            id="tilde",
+        ),
+        pytest.param(
             "network:\n  nat_gateways: 010\n",
             "network.nat_gateways: must be <= 6, got 010 (which YAML reads as 8)",
             id="octal-count",
