@@ -150,7 +150,8 @@ def _read_with_extends(
             source=source,
         )
     document = read_document(file, source=source, shown=shown)
-    document.via[shown] = " extends ".join(chain)
+    if preset is None:  # a preset's values are documented; a team file's may be out of sight
+        document.via[shown] = " extends ".join(chain)
     parent = document.data.pop("extends", None)
     document.origins.pop(("extends",), None)
     if parent is None:
@@ -175,7 +176,11 @@ def _read_with_extends(
 def _placed(
     issues: list[ConfigIssue], origins: dict[str, Origin], via: dict[str, str], top: str
 ) -> list[ConfigIssue]:
-    """Issues about a value that a file further up the `extends` chain set say where it was set."""
+    """Issues about a value that a user file further up the `extends` chain set say where it was set.
+
+    Values from a preset are not annotated: the preset is documented and shipped, and its name is
+    in the file's own `extends` chain.
+    """
     out = []
     for issue in issues:
         origin = origins.get(issue.path)

@@ -455,18 +455,29 @@ def test_a_bad_value_set_further_up_the_chain_says_where(tmp_path: Path) -> None
     )
 
 
-def test_a_preset_value_broken_by_a_file_in_the_chain_says_where(tmp_path: Path) -> None:
+def test_a_value_from_a_preset_is_not_annotated(tmp_path: Path) -> None:
     write_bytes(
         tmp_path / "team.yaml",
         b"extends: production\nenvironment:\n  region: eu-west-1\n"
         b"  availability_zones: [eu-west-1a, eu-west-1b, eu-west-1c]\n",
     )
     mine = write_bytes(tmp_path / "my.yaml", b"extends: team.yaml\nname: mine\n")
-    lines = rendered(mine).splitlines()
-    assert lines[0] == f"invalid {mine}:"
-    assert lines[1].startswith("  - ingress.certificate_arn: must be in the stack's region 'eu-west-1', ")
-    assert lines[1].endswith(
-        f"(set in preset 'production', line 135; {mine} extends team.yaml extends production)"
+    assert rendered(mine) == (
+        f"invalid {mine}:\n"
+        "  - ingress.certificate_arn: must be in the stack's region 'eu-west-1', got a certificate in "
+        "'us-east-1'\n"
+        "  - models[0].bedrock.model_id: must be an inference profile of the calling region 'eu-west-1': "
+        "a 'us' profile serves other regions, got 'us.meta.llama3-3-70b-instruct-v1:0'"
+    )
+
+
+def test_a_chain_of_team_files_names_every_link(tmp_path: Path) -> None:
+    write_bytes(tmp_path / "org.yaml", b"extends: production\nnetwork:\n  nat_gateways: 9\n")
+    write_bytes(tmp_path / "team.yaml", b"extends: org.yaml\nname: team\n")
+    mine = write_bytes(tmp_path / "my.yaml", b"extends: team.yaml\n")
+    assert rendered(mine) == (
+        f"invalid {mine}:\n  - network.nat_gateways: must be <= 6, got 9 "
+        f"(set in {tmp_path / 'org.yaml'}, line 3; {mine} extends team.yaml extends org.yaml)"
     )
 
 
