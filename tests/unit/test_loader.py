@@ -3,6 +3,7 @@ implicit conversions shown as written; errors through `extends`; an empty tier-f
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -533,3 +534,27 @@ def test_an_empty_path_object_is_the_current_folder_and_refused(tmp_path: Path) 
         caught.value.render()
         == "invalid .:\n  - is a folder, not a tier file (give the path of a .yaml file)"
     )
+
+
+def test_the_cdk_app_refuses_an_empty_tier_file_context(tmp_path: Path) -> None:
+    # `cdk synth -c tier_file=` hands the app the empty string (aws-cdk@2.1148.1
+    # lib/cli/user-configuration.js, parseStringContextListToObject); main() used to drop it.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))} | {
+        "CDK_OUTDIR": str(tmp_path / "out"),
+        "CDK_CONTEXT_JSON": '{"tier_file": ""}',
+        "HOME": str(tmp_path),
+    }
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.endswith(
+        "invalid context:\n  - tier_file: -c tier_file must be the path of a tier YAML file, got ''\n"
+    )
+    assert not list((tmp_path / "out").glob("*.template.json"))  # before: every preset synthesized
