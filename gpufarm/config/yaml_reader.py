@@ -308,6 +308,7 @@ class _Builder:
         self.shown = shown
         self.origins: dict[Path_, Origin] = {}
         self.issues: list[ConfigIssue] = []
+        self._reported: set[str] = set()
 
     def build(self, node: Node, path: Path_) -> Any:
         line = node.start_mark.line + 1
@@ -380,7 +381,10 @@ class _Builder:
         )
 
     def _issue(self, path: Path_, message: str) -> None:
-        self.issues.append(ConfigIssue(path=render_path(path), message=message))
+        # A node reached through several aliases is built once per place: report it at the first.
+        if message not in self._reported:
+            self._reported.add(message)
+            self.issues.append(ConfigIssue(path=render_path(path), message=message))
 
     def _forget(self, path: Path_) -> None:
         """Drop origins under `path` (a merged-in value that an explicit key replaces)."""

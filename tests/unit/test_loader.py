@@ -113,7 +113,7 @@ def test_files_that_are_not_utf8_text_are_refused(tmp_path: Path, data: bytes, m
 
 def test_a_utf8_byte_order_mark_is_accepted(tmp_path: Path) -> None:
     # Windows editors save "UTF-8 with BOM"; YAML allows the mark at the start of a stream.
-    file = write_bytes(tmp_path / "tier.yaml", b"\xef\xbb\xbfextends: poc\nname: dev\n")
+    file = write_bytes(tmp_path / "tier.yaml", b"\xef\xbb\xbfextends: poc\r\nname: dev\r\n")
     assert load_tier_file(file).name == "dev"
 
 
@@ -334,6 +334,14 @@ def test_duplicate_keys_name_the_key_and_both_lines(tmp_path: Path, text: str, m
 def test_yaml_that_is_not_plain_settings(tmp_path: Path, text: str, message: str) -> None:
     file = write_bytes(tmp_path / "tier.yaml", text.encode())
     assert rendered(file) == f"invalid {file}:\n  - {message}"
+
+
+def test_a_duplicate_key_reached_through_several_aliases_is_reported_once(tmp_path: Path) -> None:
+    file = write_bytes(tmp_path / "tier.yaml", b"x: &a {k: 1, k: 2}\ny: [*a, *a]\n")
+    assert rendered(file) == (
+        f"invalid {file}:\n  - x.k: is given twice, at lines 1 and 1; YAML would keep only the second: "
+        "merge them into one"
+    )
 
 
 def test_keys_stay_the_text_written(tmp_path: Path) -> None:
