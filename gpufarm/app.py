@@ -1,21 +1,28 @@
 """The CDK app: which tiers to synthesize, from context, with clean errors and exit codes.
 
 Context keys: ``tier`` (a preset name), ``tier_file`` (a YAML path). With neither, every preset
-is synthesized. Exit status: 0 ok, 1 compliance gate failed, 2 invalid input.
+is synthesized. Exit status: 0 ok, 1 compliance gate failed or an internal error, 2 invalid
+input; every error is one line on standard error (``GPUFARM_DEBUG=1`` adds the traceback).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
+import shutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+import tempfile
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
 
 from gpufarm.config import ConfigError, ConfigIssue, TierConfig, load_preset, load_tier_file, preset_names
 from gpufarm.constructs.compliance import enable_compliance_checks
+from gpufarm.debug import debugging, internal_error_message, one_line
 from gpufarm.eks_support import support_status, today
 from gpufarm.stacks import GpuFarmStack
 
@@ -138,31 +145,176 @@ def add_tiers(
     return app
 
 
-def main() -> int:
-    """Entry point of `app.py` (run by the CDK CLI)."""
-    probe = cdk.App(builtin_cloud_formation_validation=False)
-    # `is not None`: the CDK CLI passes `-c tier_file=` as the empty string (aws-cdk@2.1148.1
-    # lib/cli/user-configuration.js, parseStringContextListToObject), which select_tiers refuses.
-    context = {
-        key: probe.node.try_get_context(key)
-        for key in ("tier", "tier_file")
-        if probe.node.try_get_context(key) is not None
-    }
+GATE_FAILED_PREFIX = "ValidationFailed:"
+"""How aws-cdk-lib's synth error begins when a validation plugin (cdk-nag, deploy rules) failed.
+
+A construct's own validation fails with `ValidationFailedWithErrors: ...` instead, which is not
+the gate (aws-cdk-lib 2.275.0, core/lib/private/synthesis-validation.js and synthesis.js).
+"""
+STAGING_PREFIX = ".gpufarm-staging-"
+
+
+class ConstructInputError(Exception):
+    """A construct (gpufarm's or aws-cdk-lib's) rejected a value of a tier that passed validation.
+
+    Bad input, exit status 2: the message names the tier's source, the stack and the construct's
+    own message, on one line.
+    """
+
+
+class OutputFolderError(Exception):
+    """The folder a cloud assembly should go to is a file, or cannot be created or written.
+
+    `reason` says why, such as "is a file, not a folder" or "cannot write to it: Not a directory".
+    """
+
+    def __init__(self, folder: Path, reason: str) -> None:
+        self.folder = folder
+        self.reason = reason
+        super().__init__(f"{str(folder)!r}: {reason}")
+
+
+class GateFailedError(Exception):
+    """The compliance gate failed: a cdk-nag finding is not acknowledged or a deploy rule broken."""
+
+
+def is_gate_failure(exc: BaseException) -> bool:
+    """True when a synth error is the compliance gate's (see :data:`GATE_FAILED_PREFIX`)."""
+    return isinstance(exc, RuntimeError) and str(exc).startswith(GATE_FAILED_PREFIX)
+
+
+CONSTRUCT_VALIDATION_PREFIX = "ValidationFailedWithErrors:"
+"""How aws-cdk-lib's synth error begins when a construct's own validation (`node.add_validation`) failed."""
+
+
+@contextmanager
+def building(source: str, stack_name: str) -> Iterator[None]:
+    """Turn a construct's rejection of a tier into :class:`ConstructInputError` naming its source."""
     try:
-        configs = select_tiers(context)
+        yield
+    except (ValueError, RuntimeError) as exc:
+        # A ValueError is a gpufarm construct's check; aws-cdk-lib's checks reach Python through
+        # jsii as a RuntimeError. Building depends on nothing but the tier, so either is bad input.
+        raise ConstructInputError(
+            f"invalid {source}: stack {stack_name}: a construct rejected the tier: {one_line(str(exc))}"
+        ) from exc
+
+
+@contextmanager
+def staged(outdir: Path | None) -> Iterator[Path | None]:
+    """A folder to synthesize into that becomes `outdir`'s content only when synth completes.
+
+    Yields a new hidden folder inside `outdir` (created when missing); when the block ends
+    normally or with :class:`GateFailedError` (the assembly is complete, and its
+    validation-report.json is where the message points), every entry of it replaces the entry of
+    the same name in `outdir`; on any other error it is removed, so a failed synth leaves no
+    partial assembly. A cloud assembly refers to its files by relative paths, so it can move.
+    With `outdir` None, yields None (the CDK picks a temporary folder of its own).
+    """
+    if outdir is None:
+        yield None
+        return
+    if outdir.exists() and not outdir.is_dir():
+        raise OutputFolderError(outdir, "is a file, not a folder")
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=outdir))
+    except OSError as exc:
+        raise OutputFolderError(outdir, f"cannot write to it: {exc.strerror or exc}") from None
+    try:
+        try:
+            yield staging
+        except GateFailedError:
+            _publish(staging, outdir)
+            raise
+        _publish(staging, outdir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _publish(staging: Path, outdir: Path) -> None:
+    for entry in sorted(staging.iterdir()):
+        target = outdir / entry.name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        elif target.exists() or target.is_symlink():
+            target.unlink()
+        os.replace(entry, target)
+
+
+def _outdir_from_environment() -> Path | None:
+    value = os.environ.get(OUTDIR_ENV)
+    return Path(value) if value else None
+
+
+OUTDIR_ENV = "CDK_OUTDIR"
+"""Where the CDK CLI tells the app to write the cloud assembly (its `--output`, default cdk.out)."""
+
+
+def _report(message: str, exc: BaseException | None = None) -> None:
+    if exc is not None and debugging():
+        traceback.print_exception(exc, file=sys.stderr)
+    print(message, file=sys.stderr)
+
+
+def main(*, context: Mapping[str, Any] | None = None, outdir: str | Path | None = None) -> int:
+    """Entry point of `app.py` (run by the CDK CLI): exit 0, 1 or 2 with a message, no traceback.
+
+    `context` is added to the CDK context the CLI passes (`-c`); `outdir` is where the cloud
+    assembly goes (default: the CLI's, from ``CDK_OUTDIR``; without either, a temporary folder).
+
+    2: bad input (a tier, the context, a value a construct rejects, an output folder that cannot
+    be written); 1: the compliance gate failed, or an internal error. The cloud assembly is
+    written to the output folder only when synth completes (:func:`staged`). With
+    ``GPUFARM_DEBUG=1`` the traceback is printed before the message.
+    """
+    try:
+        return _synth_app(context or {}, Path(outdir) if outdir is not None else _outdir_from_environment())
     except ConfigError as exc:
-        print(exc.render(), file=sys.stderr)
+        _report(exc.render(), exc)
         return EXIT_BAD_INPUT
-    app = add_tiers(probe, configs)
-    try:
-        app.synth()
-    except RuntimeError as exc:
-        if "ValidationFailed" in str(exc):
-            print(
-                "compliance gate failed: unacknowledged cdk-nag findings or broken deploy rules; "
-                f"see {app.outdir}/validation-report.json",
-                file=sys.stderr,
-            )
-            return EXIT_CHECK_FAILED
-        raise
+    except ConstructInputError as exc:
+        _report(str(exc), exc)
+        return EXIT_BAD_INPUT
+    except GateFailedError as exc:
+        _report(str(exc), exc)
+        return EXIT_CHECK_FAILED
+    except OutputFolderError as exc:
+        _report(f"invalid output folder {exc} ({OUTDIR_ENV}, the CDK CLI's --output)", exc)
+        return EXIT_BAD_INPUT
+    except Exception as exc:
+        _report(internal_error_message("gpufarm app", exc), exc)
+        return EXIT_CHECK_FAILED
+
+
+def _synth_app(extra_context: Mapping[str, Any], outdir: Path | None) -> int:
+    with staged(outdir) as staging:
+        app = new_app(context=extra_context, outdir=str(staging) if staging is not None else None)
+        context = {
+            key: value
+            for key in ("tier", "tier_file")
+            if (value := app.node.try_get_context(key)) is not None
+        }
+        configs = select_tiers(context)
+        source = str(context["tier_file"]) if context.get("tier_file") else None
+        add_tiers(
+            app,
+            configs,
+            each=lambda config: building(source or f"preset {config.name!r}", config.stack_name),
+        )
+        try:
+            app.synth()
+        except RuntimeError as exc:
+            if is_gate_failure(exc):
+                raise GateFailedError(
+                    "compliance gate failed: unacknowledged cdk-nag findings or broken deploy rules; "
+                    f"see {outdir or app.outdir}/validation-report.json"
+                ) from exc
+            if str(exc).startswith(CONSTRUCT_VALIDATION_PREFIX):
+                where = source or ", ".join(f"preset {config.name!r}" for config in configs)
+                raise ConstructInputError(
+                    f"invalid {where}: a construct rejected the tier at synth: "
+                    f"{one_line(str(exc).removeprefix(CONSTRUCT_VALIDATION_PREFIX))}"
+                ) from exc
+            raise
     return EXIT_OK

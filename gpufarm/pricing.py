@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpufarm.config import merge
+from gpufarm.debug import yaml_problem
 
 HOURS_PER_MONTH = 730.0
 """Hours AWS bills in an average month (8,760 / 12)."""
@@ -247,8 +248,13 @@ def _read(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise PriceTableError(f"cannot read the price file {str(path)!r}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise PriceTableError(
+            f"the price file {str(path)!r} is not UTF-8 text: byte {exc.start} is "
+            f"{exc.object[exc.start]:#04x}"
+        ) from None
     except yaml.YAMLError as exc:
-        raise PriceTableError(f"the price file {str(path)!r} is not valid YAML: {exc}") from None
+        raise PriceTableError(f"the price file {str(path)!r} is not valid YAML{yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise PriceTableError(f"the price file {str(path)!r} must hold a mapping, got {type(data).__name__}")
     return data

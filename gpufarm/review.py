@@ -243,8 +243,14 @@ class StackTemplate:
         return {k: v for k, v in found.items() if v.get("Type") not in _IGNORED_TYPES}
 
 
-def load_assembly(path: str | Path) -> dict[str, StackTemplate]:
-    """Stack name -> template of every stack in a cloud assembly folder (nested assemblies too)."""
+def load_assembly(path: str | Path, *, _seen: frozenset[Path] = frozenset()) -> dict[str, StackTemplate]:
+    """Stack name -> template of every stack in a cloud assembly folder (nested assemblies too).
+
+    Raises :class:`AssemblyError` naming the file and what is wrong when the folder, its
+    manifest or a template is missing, unreadable, not JSON or not of the cloud assembly's shape.
+    """
+    from gpufarm.assembly import STACK_ARTIFACT, artifacts_of, check_template, read_json
+
     folder = Path(path)
     manifest_file = folder / "manifest.json"
     if not folder.is_dir():
@@ -254,23 +260,34 @@ def load_assembly(path: str | Path) -> dict[str, StackTemplate]:
             f"{str(folder)!r} is not a cloud assembly (no manifest.json); give the folder `cdk synth` "
             "or `gpufarm synth` wrote (cdk.out)"
         )
+    if folder.resolve() in _seen:
+        raise AssemblyError(f"{str(folder)!r}: a nested assembly leads back to a folder already read")
+    seen = _seen | {folder.resolve()}
     try:
-        manifest = json.loads(manifest_file.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        artifacts = artifacts_of(read_json(manifest_file))
+    except OSError as exc:
+        raise AssemblyError(f"cannot read {str(manifest_file)!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # not JSON, or not a manifest's shape
         raise AssemblyError(f"cannot read {str(manifest_file)!r}: {exc}") from None
     stacks: dict[str, StackTemplate] = {}
-    for artifact_id, artifact in (manifest.get("artifacts") or {}).items():
+    for artifact_id, artifact in artifacts:
         kind = artifact.get("type")
-        props = artifact.get("properties") or {}
-        if kind == "cdk:cloud-assembly" and props.get("directoryName"):
-            stacks.update(load_assembly(folder / str(props["directoryName"])))
-        if kind != "aws:cloudformation:stack":
+        props = artifact["properties"]
+        if kind == "cdk:cloud-assembly":
+            stacks.update(load_assembly(folder / str(props["directoryName"]), _seen=seen))
+        if kind != STACK_ARTIFACT:
             continue
-        template_file = folder / str(props.get("templateFile", ""))
+        template_file = folder / str(props["templateFile"])
         try:
-            template = json.loads(template_file.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise AssemblyError(f"cannot read the template of {artifact_id!r}: {exc}") from None
+            template = check_template(read_json(template_file))
+        except OSError as exc:
+            raise AssemblyError(
+                f"cannot read the template of {artifact_id!r} ({str(template_file)!r}): {exc.strerror or exc}"
+            ) from None
+        except ValueError as exc:  # not JSON, or not a template's shape
+            raise AssemblyError(
+                f"cannot read the template of {artifact_id!r} ({str(template_file)!r}): {exc}"
+            ) from None
         environment = str(artifact.get("environment", ""))
         region = environment.rsplit("/", 1)[-1] if environment.startswith("aws://") else ""
         name = str(props.get("stackName") or artifact.get("displayName") or artifact_id)

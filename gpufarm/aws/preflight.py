@@ -1500,7 +1500,10 @@ def run_preflight(
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
 
-    session = session or boto3.Session()
+    try:
+        session = session or boto3.Session()  # AWS_PROFILE naming no profile fails here
+    except BotoCoreError as exc:
+        raise _fatal(exc) or PreflightError(f"cannot start an AWS session: {exc}") from None
     config = Config(retries={"mode": "standard", "max_attempts": 5})
     moment = now or datetime.now(UTC)
 

@@ -153,9 +153,9 @@ def live_prices(
     LivePricingError when AWS cannot be reached or refuses.
     """
     base = base or load_prices()
-    session = session or boto3.Session()
     types = sorted(set(instance_types))
     try:
+        session = session or boto3.Session()  # AWS_PROFILE naming no profile fails here
         pricing = session.client("pricing", region_name=PRICING_API_REGION)
         ec2 = session.client("ec2", region_name=region)
         on_demand = _on_demand_prices(pricing, region, types)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+import traceback
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
 from gpufarm.config import ConfigError
+from gpufarm.debug import debugging, internal_error_message
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 """0: everything passed; 1: a check failed (nag, preflight, ...); 2: the input was invalid."""
@@ -51,6 +55,40 @@ def bad_input(message: str) -> NoReturn:
     """Report invalid input and exit with status 2 (no traceback)."""
     errors.print(message, markup=False)
     raise SystemExit(EXIT_BAD_INPUT)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(name: str, command: F) -> F:
+    """`command` with every error it does not handle turned into one line and an exit status.
+
+    A ConfigError is bad input (2, its message); anything else is an internal error (1): its
+    type and message, and how to see the traceback (:data:`DEBUG_ENV`). Exits, click's own
+    errors (usage, abort) and KeyboardInterrupt pass through.
+    """
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise
+        except ConfigError as exc:
+            if debugging():
+                traceback.print_exception(exc, file=sys.stderr)
+            bad_input(exc.render())
+        except Exception as exc:
+            if debugging():
+                traceback.print_exception(exc, file=sys.stderr)
+            errors.print(
+                internal_error_message(f"gpufarm {name}", exc),
+                markup=False,
+                soft_wrap=True,
+            )
+            raise SystemExit(EXIT_CHECK_FAILED) from None
+
+    return run  # type: ignore[return-value]
 
 
 @contextmanager

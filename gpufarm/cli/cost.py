@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,15 +10,20 @@ import typer
 from pydantic import ValidationError
 from rich.markup import escape
 
+from gpufarm.assembly import (
+    NESTED_ASSEMBLY,
+    STACK_ARTIFACT,
+    ManifestShapeError,
+    artifacts_of,
+    check_template,
+    read_json,
+)
 from gpufarm.cli._output import bad_input, config_errors, emit_json, errors, progress, table
 from gpufarm.config import TierConfig, load_preset, load_tier_file, preset_names
 from gpufarm.config.model import TIER_METADATA_KEY
 from gpufarm.eks_support import today
 from gpufarm.estimate import CostEstimate, EstimateError, instance_types_of, monthly_cost
 from gpufarm.pricing import PriceNotFoundError, PriceTable, PriceTableError, load_prices
-
-_STACK_ARTIFACT = "aws:cloudformation:stack"
-_NESTED_ASSEMBLY = "cdk:cloud-assembly"
 
 
 class AssemblyError(ValueError):
@@ -43,9 +47,9 @@ def assembly_tiers(directory: str | Path) -> list[tuple[str, TierConfig]]:
     return found
 
 
-def _load_json(path: Path, root: Path) -> dict[str, Any]:
+def _load_json(path: Path, root: Path) -> Any:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return read_json(path)
     except FileNotFoundError:
         raise AssemblyError(
             f"cannot read the cloud assembly {str(root)!r}: {path.name} not found "
@@ -53,25 +57,37 @@ def _load_json(path: Path, root: Path) -> dict[str, Any]:
         ) from None
     except OSError as exc:
         raise AssemblyError(f"cannot read the cloud assembly {str(root)!r}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:
         raise AssemblyError(f"cannot read the cloud assembly {str(root)!r}: {path.name}: {exc}") from None
-    if not isinstance(data, dict):
-        raise AssemblyError(f"cannot read the cloud assembly {str(root)!r}: {path.name} is not a JSON object")
-    return data
 
 
-def _read_assembly(folder: Path, root: Path) -> list[tuple[str, TierConfig]]:
-    manifest = _load_json(folder / "manifest.json", root)
+def _read_assembly(
+    folder: Path, root: Path, seen: frozenset[Path] = frozenset()
+) -> list[tuple[str, TierConfig]]:
+    if folder.resolve() in seen:
+        raise AssemblyError(
+            f"cannot read the cloud assembly {str(root)!r}: a nested assembly leads back to {str(folder)!r}"
+        )
+    seen = seen | {folder.resolve()}
+    try:
+        artifacts = artifacts_of(_load_json(folder / "manifest.json", root))
+    except ManifestShapeError as exc:
+        raise AssemblyError(f"cannot read the cloud assembly {str(root)!r}: manifest.json {exc}") from None
     found: list[tuple[str, TierConfig]] = []
-    artifacts: dict[str, Any] = manifest.get("artifacts") or {}
-    for name, artifact in sorted(artifacts.items()):
+    for name, artifact in sorted(artifacts):
         kind = artifact.get("type")
-        props: dict[str, Any] = artifact.get("properties") or {}
-        if kind == _NESTED_ASSEMBLY and props.get("directoryName"):
-            found.extend(_read_assembly(folder / str(props["directoryName"]), root))
-        if kind != _STACK_ARTIFACT or not props.get("templateFile"):
+        props: dict[str, Any] = artifact["properties"]
+        if kind == NESTED_ASSEMBLY:
+            found.extend(_read_assembly(folder / str(props["directoryName"]), root, seen))
+        if kind != STACK_ARTIFACT:
             continue
-        template = _load_json(folder / str(props["templateFile"]), root)
+        template_file = folder / str(props["templateFile"])
+        try:
+            template = check_template(_load_json(template_file, root))
+        except ManifestShapeError as exc:
+            raise AssemblyError(
+                f"cannot read the cloud assembly {str(root)!r}: {template_file.name} {exc}"
+            ) from None
         metadata = (template.get("Metadata") or {}).get(TIER_METADATA_KEY)
         if metadata is None:
             continue

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, TypeVar, cast, get_args
 
@@ -45,6 +47,15 @@ def _required(flag: str, value: T | None, what: str) -> T:
     if value is None:
         bad_input(f"{flag} is required ({what})")
     return value
+
+
+@contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """Exit 2 naming --write when the tier file cannot be written (an unwritable folder)."""
+    try:
+        yield
+    except OSError as exc:
+        bad_input(f"--write {str(path)!r}: cannot write it: {exc.strerror or exc}")
 
 
 def _count(n: int, noun: str) -> str:
@@ -221,6 +232,11 @@ def register(app: typer.Typer) -> None:
             _required(
                 "--weights", weights, "a Hugging Face repo id or an S3 URI of the checkpoint, with --write"
             )
+            if write.is_dir():
+                bad_input(
+                    f"--write {str(write)!r}: is a folder; give the tier file's name, "
+                    f"such as {str(write / 'tier.yaml')!r}"
+                )
             if not write.parent.is_dir():
                 bad_input(f"--write: the folder {str(write.parent)!r} does not exist")
         elif weights is not None or name is not None or bedrock_model_id is not None:
@@ -246,7 +262,7 @@ def register(app: typer.Typer) -> None:
         if write is not None and weights is not None:
             from gpufarm.sizing.tierfile import write_tier_file
 
-            with config_errors():
+            with config_errors(), _writing(write):
                 write_tier_file(
                     result,
                     write,

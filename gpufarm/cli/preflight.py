@@ -58,6 +58,12 @@ def load_template(path: Path) -> dict[str, Any]:
         bad_input(f"--template {path}: cannot read the file: {exc.strerror or exc}")
     except json.JSONDecodeError as exc:
         bad_input(f"--template {path}: not JSON ({exc.msg} at line {exc.lineno})")
+    except UnicodeDecodeError as exc:
+        bad_input(
+            f"--template {path}: not JSON (not UTF-8 text: byte {exc.start} is {exc.object[exc.start]:#04x})"
+        )
+    except RecursionError:
+        bad_input(f"--template {path}: not a template (nested too deeply to read)")
     if not isinstance(document, dict) or not isinstance(document.get("Resources"), dict):
         bad_input(
             f"--template {path}: must be a synthesized CloudFormation template with a 'Resources' "

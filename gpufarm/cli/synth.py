@@ -103,11 +103,24 @@ class StackSummary:
 
 
 def cdk_context(folder: Path) -> dict[str, Any]:
-    """The `context` of `folder/cdk.json` (feature flags), or nothing when there is no cdk.json."""
+    """The `context` of `folder/cdk.json` (feature flags), or nothing when there is no cdk.json.
+
+    Exits 2 naming the file when it cannot be read or is not a JSON object.
+    """
     file = folder / "cdk.json"
     if not file.is_file():
         return {}
-    context = json.loads(file.read_text(encoding="utf-8")).get("context", {})
+    try:
+        document = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        bad_input(f"cannot read {str(file)!r}: {exc.strerror or exc}")
+    except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
+        bad_input(f"{str(file)!r} is not JSON: {exc}")
+    if not isinstance(document, dict):
+        bad_input(
+            f"{str(file)!r} must hold a JSON object with a 'context' key, got {type(document).__name__}"
+        )
+    context = document.get("context", {})
     return dict(context) if isinstance(context, dict) else {}
 
 
@@ -172,26 +185,60 @@ def synthesize(configs: list[TierConfig], outdir: Path, context: dict[str, Any])
     """Synthesize `configs` into `outdir` behind the compliance gate; False when the gate failed.
 
     Prints a warning for each tier whose Kubernetes version is in, or near, EKS extended support.
+    The assembly reaches `outdir` only when synth completes or the gate fails
+    (:func:`gpufarm.app.staged`); raises :class:`gpufarm.app.ConstructInputError` when a construct
+    rejects a tier and :class:`gpufarm.app.OutputFolderError` when `outdir` cannot be written.
     """
-    from gpufarm.app import add_tiers, new_app, support_warning
-
-    app = new_app(context=context, outdir=str(outdir))
-    add_tiers(
-        app,
-        configs,
-        each=lambda config: _step(f"building {config.stack_name}", f"built {config.stack_name}"),
+    from gpufarm.app import (
+        CONSTRUCT_VALIDATION_PREFIX,
+        ConstructInputError,
+        GateFailedError,
+        add_tiers,
+        building,
+        is_gate_failure,
+        new_app,
+        staged,
+        support_warning,
     )
-    for config in configs:
-        if warning := support_warning(config):
-            errors.print(f"warning: {config.stack_name}: {warning}", markup=False, soft_wrap=True)
+    from gpufarm.debug import one_line
+
     try:
-        with _step("synthesizing and running the compliance gate", "synthesized"):
-            app.synth()
-    except RuntimeError as exc:
-        if "ValidationFailed" in str(exc):
-            return False
-        raise
+        with staged(outdir) as staging:
+            app = new_app(context=context, outdir=str(staging))
+
+            @contextmanager
+            def each(config: TierConfig) -> Iterator[None]:
+                with (
+                    building(_source(config), config.stack_name),
+                    _step(f"building {config.stack_name}", f"built {config.stack_name}"),
+                ):
+                    yield
+
+            add_tiers(app, configs, each=each)
+            for config in configs:
+                if warning := support_warning(config):
+                    errors.print(f"warning: {config.stack_name}: {warning}", markup=False, soft_wrap=True)
+            try:
+                with _step("synthesizing and running the compliance gate", "synthesized"):
+                    app.synth()
+            except RuntimeError as exc:
+                if is_gate_failure(exc):
+                    raise GateFailedError(str(exc)) from exc
+                if str(exc).startswith(CONSTRUCT_VALIDATION_PREFIX):
+                    where = ", ".join(sorted({_source(config) for config in configs}))
+                    raise ConstructInputError(
+                        f"invalid {where}: a construct rejected the tier at synth: "
+                        f"{one_line(str(exc).removeprefix(CONSTRUCT_VALIDATION_PREFIX))}"
+                    ) from exc
+                raise
+    except GateFailedError:
+        return False
     return True
+
+
+def _source(config: TierConfig) -> str:
+    """The tier, for messages (a preset's name is the preset's; a tier file's is its `name`)."""
+    return f"tier {config.name!r}"
 
 
 def summarize(
@@ -295,7 +342,7 @@ def register(app: typer.Typer) -> None:
         """Synthesize tiers (as `make synth`: cdk-nag gate, then cfn-lint) and summarize each stack:
         resources, GPUs by capacity type, monthly cost estimate, gate results."""
         with _step("loading aws-cdk-lib", "aws-cdk-lib loaded"):
-            from gpufarm.app import select
+            from gpufarm.app import ConstructInputError, OutputFolderError, select
 
         with config_errors():
             configs = select(
@@ -304,11 +351,16 @@ def register(app: typer.Typer) -> None:
                 options=("--tier", "--tier-file"),
                 source="command line",
             )
+        if out.exists() and not out.is_dir():
+            bad_input(f"--out {str(out)!r}: is a file, not a folder")
+        context = cdk_context(Path.cwd())
         try:
-            passed = synthesize(configs, out, cdk_context(Path.cwd()))
-        except ValueError as exc:
+            passed = synthesize(configs, out, context)
+        except ConstructInputError as exc:
             # A construct rejected a value the config model let through: bad input, not a bug.
             bad_input(str(exc))
+        except OutputFolderError as exc:
+            bad_input(f"--out {exc}")
         findings = [] if passed else nag_findings(out)
         if not passed and not findings:
             findings = [

@@ -44,17 +44,6 @@ AWS adds regions over time: a model's `bedrock.destination_regions` replaces thi
 GLOBAL_PREFIX = "global"
 """Global profiles route to any commercial region."""
 
-_SOURCE_REGION_PREFIXES: dict[str, tuple[str, ...]] = {
-    "us": ("us-east-", "us-west-"),
-    "us-gov": ("us-gov-",),
-    "eu": ("eu-",),
-    "apac": ("ap-",),
-    "jp": ("ap-northeast-",),
-    "au": ("ap-southeast-",),
-    "ca": ("ca-",),
-}
-"""Regions a geographic profile can be called from: those of its own geography."""
-
 
 def profile_prefix(model_id: str) -> str | None:
     """The geography prefix of an inference-profile ID ('us', 'eu', 'global'...); None for a model ID."""
@@ -75,11 +64,17 @@ def call_region(target: BedrockTargetConfig, stack_region: str) -> str:
     return target.region or stack_region
 
 
-def profile_callable_from(prefix: str, region: str) -> bool:
-    """Whether a profile of `prefix` can be invoked from `region`."""
+def profile_callable_from(prefix: str, region: str, regions: tuple[str, ...] | list[str] = ()) -> bool:
+    """Whether a profile of `prefix` can be invoked from `region`.
+
+    A geographic profile is called from a region of its own geography: one of
+    :data:`PROFILE_GEOGRAPHIES` for its prefix, or of `regions` when the model lists its
+    `destination_regions` (which replace the table as AWS adds regions). Matching the table, not
+    a name prefix, keeps `ap-southeast-3` out of `au.` and `ap-east-1` out of `apac.`.
+    """
     if prefix == GLOBAL_PREFIX:
         return not region.startswith(("us-gov-", "cn-"))
-    return region.startswith(_SOURCE_REGION_PREFIXES[prefix])
+    return region in (regions or PROFILE_GEOGRAPHIES[prefix])
 
 
 def destination_regions(target: BedrockTargetConfig, stack_region: str) -> list[str]:

@@ -24,6 +24,45 @@ class GpuFamily:
         return [f"{self.family}.{size}" for size in self.sizes]
 
 
+HOST_SPECS: dict[str, tuple[int, int]] = {
+    # (vCPUs, memory GiB) of the GPU instances whose host size a published source gives. Source:
+    # meta-pytorch/torchx@3297a6e2 torchx/specs/named_resources_aws.py ("taken from
+    # https://aws.amazon.com/ec2/instance-types/"; its memory is written as N * GiB with GiB
+    # scaled by a 0.96 "mem tax", so N is the instance's GiB), and for p6-b200
+    # openshift/openshift-docs modules/rosa-sdpolicy-am-aws-compute-types.adoc
+    # ("p6-b200.48xlarge (192 vCPU, 2,048 GiB)"). g6, g7e and p5.4xlarge are not listed: no
+    # source at hand, so pods on them are not checked against the host.
+    "g5.xlarge": (4, 16),
+    "g5.2xlarge": (8, 32),
+    "g5.4xlarge": (16, 64),
+    "g5.8xlarge": (32, 128),
+    "g5.16xlarge": (64, 256),
+    "g5.12xlarge": (48, 192),
+    "g5.24xlarge": (96, 384),
+    "g5.48xlarge": (192, 768),
+    "g6e.xlarge": (4, 32),
+    "g6e.2xlarge": (8, 64),
+    "g6e.4xlarge": (16, 128),
+    "g6e.8xlarge": (32, 256),
+    "g6e.16xlarge": (64, 512),
+    "g6e.12xlarge": (48, 384),
+    "g6e.24xlarge": (96, 768),
+    "g6e.48xlarge": (192, 1536),
+    "p4d.24xlarge": (96, 1152),
+    "p4de.24xlarge": (96, 1152),
+    "p5.48xlarge": (192, 2048),
+    "p5e.48xlarge": (192, 2048),
+    "p5en.48xlarge": (192, 2048),
+    "p6-b200.48xlarge": (192, 2048),
+}
+"""vCPUs and memory (GiB) of a GPU instance type, where known: the most one pod could request."""
+
+
+def host_of(instance_type: str) -> tuple[int, int] | None:
+    """(vCPUs, memory GiB) of one instance of the type, or None when the catalog does not know it."""
+    return HOST_SPECS.get(instance_type)
+
+
 # g5, g6 and g6e share one size ladder: 1 GPU up to 16xlarge, 4 at 12/24xlarge, 8 at 48xlarge.
 _G_SERIES_SIZES = {
     "xlarge": 1,

@@ -26,7 +26,7 @@ _IAM_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}
 _SECRET_REF = re.compile(
     r"^(arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+|[\w/+=.@-]{1,512})$"
 )
-_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
+REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 # Karpenter's own pattern for NodePool disruption budgets: a count, or 0%-100%.
 _BUDGET_NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
 _IMAGE = re.compile(r"^[\w.-]+(:\d+)?(/[\w.-]+)+(:[\w.-]+|@sha256:[0-9a-f]{64})$")
@@ -105,7 +105,7 @@ DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 Duration = Annotated[str, AfterValidator(_duration)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 LogRetentionDays = Annotated[int, AfterValidator(_log_retention)]
-Region = Annotated[str, _pattern(_REGION, "an AWS region name such as 'us-east-1'")]
+Region = Annotated[str, _pattern(REGION, "an AWS region name such as 'us-east-1'")]
 AcmCertificateArn = Annotated[
     str, _pattern(_ACM_ARN, "an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)")
 ]

@@ -28,11 +28,18 @@ from gpufarm.config.catalog import GPU_FAMILIES
 from gpufarm.config.loader import preset_names
 from gpufarm.config.validate import (
     AUTO_MODE_MAX_EXPIRE_HOURS,
+    CFN_DESCRIPTION_MAX_BYTES,
+    GPUFARM_CONTROLLER_NAMESPACES,
+    HEALTH_CHECK_TIMEOUT_SECONDS,
+    KUBERNETES_SYSTEM_NAMESPACES,
+    MAX_SCRAPER_SUBNETS,
+    MIN_APPLIANCE_SUBNET_PREFIX,
+    MULTI_NODE_RESERVED_VLLM_FLAGS,
     RESERVED_VLLM_FLAGS,
     SUPPORTED_KUBERNETES_VERSIONS,
     TENSOR_PARALLEL_SIZES,
 )
-from gpufarm.config.vllm_flags import vllm_flags_version
+from gpufarm.config.vllm_flags import SHORT_FLAGS, vllm_flags_version
 from gpufarm.config.yaml_reader import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
 
 REGENERATE = "python -m gpufarm.config.reference > docs/config-reference.md"
@@ -282,7 +289,9 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ("model_store.fsx.throughput_per_tib", "one of 125, 250, 500, 1000."),
     (
         "models[].extra_args",
-        f"sets none of {', '.join(f'`{f}`' for f in RESERVED_VLLM_FLAGS)} "
+        f"sets none of {', '.join(f'`{f}`' for f in RESERVED_VLLM_FLAGS)}, nor "
+        f"{', '.join(f'`{a}`' for a in SHORT_FLAGS)} (their short forms), nor "
+        f"{', '.join(f'`{f}`' for f in MULTI_NODE_RESERVED_VLLM_FLAGS)} on a multi-node model "
         "(gpufarm derives them from the model config); while `serving.vllm_image` is tagged "
         f"`v{vllm_flags_version()}`, every flag is one of that release's `vllm serve` "
         "(gpufarm/data/vllm_serve_flags.yaml; `--no-<flag>` for a known flag, `_` spelt as `-`, "
@@ -311,7 +320,8 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
         "models[].bedrock.model_id",
         "a foundation-model ID (`provider.model`) or an inference-profile ID (`us.provider.model`); "
-        "a geographic profile must serve the calling region (`bedrock.region`, else the stack's).",
+        "a geographic profile is called from a region of its geography (`bedrock.region`, else the "
+        "stack's): one of gpufarm's table for its prefix, or of `destination_regions` when set.",
     ),
     (
         "models[].bedrock.destination_regions",
@@ -335,6 +345,64 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "needs at least one model with a Bedrock target.",
     ),
     ("ingress.cognito", "needs `ingress.certificate_arn` (HTTPS); not together with `ingress.oidc`."),
+    (
+        "node_pools[].gpu_limit",
+        "at least the GPUs of the smallest instance the pool may launch (else no node starts).",
+    ),
+    (
+        "models[].cpu",
+        "`cpu` and `memory_gib` fit one instance the model may land on (pool or node group) with "
+        "its GPUs (checked where the catalog knows every candidate's vCPUs and memory).",
+    ),
+    (
+        "node_pools[].ami_version",
+        "an AL2023 release (`v20251120`) only with `ami_family` `al2023`, a Bottlerocket release "
+        "(`1.50.0`) only with `bottlerocket`; `latest` with either.",
+    ),
+    (
+        "cluster.system_nodes.instance_types",
+        "with `karpenter` provisioning: EC2 instance types as the CDK reads them (`m7i.xlarge`), "
+        "CPU families only, one CPU architecture, none twice.",
+    ),
+    (
+        "ingress.health_check_interval_seconds",
+        f"greater than the {HEALTH_CHECK_TIMEOUT_SECONDS} s health-check timeout (the ELB API "
+        "refuses an interval that is not).",
+    ),
+    (
+        "models[].hf_token_secret",
+        "a secret name, or a Secrets Manager ARN in `environment.region` (also "
+        "`ingress.oidc.client_secret` and `fallback.master_key_secret`).",
+    ),
+    (
+        "models[].weights",
+        "an `s3://` bucket S3 allows: 3-63 characters of a-z, 0-9, `.`, `-`, a letter or digit "
+        "first and last, no `..`, not an IP address, none of the reserved prefixes (`xn--`, "
+        "`sthree-`, `amzn-s3-demo-`) or suffixes (`-s3alias`, `--ol-s3`, `.mrap`, `--x-s3`); "
+        "the same for `model_store.fsx.import_path`.",
+    ),
+    (
+        "description",
+        f"at most {CFN_DESCRIPTION_MAX_BYTES} bytes in UTF-8 (CloudFormation's limit; a non-ASCII "
+        "character takes 2-4 bytes).",
+    ),
+    (
+        "serving.namespace",
+        f"not {', '.join(f'`{n}`' for n in KUBERNETES_SYSTEM_NAMESPACES)}, "
+        f"{', '.join(f'`{n}`' for n in GPUFARM_CONTROLLER_NAMESPACES)}, `karpenter.namespace` or "
+        "`autoscaling.namespace`.",
+    ),
+    (
+        "environment.availability_zones",
+        f"at most {MAX_SCRAPER_SUBNETS} while `observability.prometheus.enabled` (one scraper "
+        "subnet per zone).",
+    ),
+    ("models[].served_model_name", "does not end with `@bedrock` while fallback is enabled."),
+    (
+        "ingress.inspection.cidr",
+        f"leaves a /{MIN_APPLIANCE_SUBNET_PREFIX} or larger appliance subnet per availability zone; "
+        "`appliances.instance_type` is an EC2 instance type as the CDK reads it (`c6in.large`).",
+    ),
 )
 """The rules of gpufarm/config/validate.py, one line each: (field path, what it must satisfy)."""
 
@@ -497,7 +565,7 @@ def render_reference() -> str:
         "other than strings, numbers, true/false and null are refused, and dates stay the text "
         "written. YAML 1.1 reads some unquoted values as another type (`012345670123` as an octal "
         "number, `no` as false, `1.10` as 1.1): errors show such a value as written; quote it to "
-        "keep it a string (docs/decisions/0034-bounded-tier-file-reading.md).",
+        "keep it a string (docs/decisions/0036-bounded-tier-file-reading.md).",
         "",
         f"Shipped presets: {presets}.",
         "",

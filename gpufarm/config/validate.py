@@ -7,11 +7,18 @@ the user sees every problem in one go.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-from gpufarm.config.bedrock import PROFILE_GEOGRAPHIES, call_region, profile_callable_from, profile_prefix
-from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in
+from gpufarm.config.bedrock import (
+    GLOBAL_PREFIX,
+    PROFILE_GEOGRAPHIES,
+    call_region,
+    profile_callable_from,
+    profile_prefix,
+)
+from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in, host_of
 from gpufarm.config.errors import ConfigIssue
 from gpufarm.config.model import (
     APPLIANCE_ROOT_DEVICE,
@@ -19,7 +26,10 @@ from gpufarm.config.model import (
     FSX_THROUGHPUT_PER_TIB,
     HF_REPO_ID,
     MAX_SHARES,
+    REGION,
     S3_URI,
+    AmiFamily,
+    BedrockTargetConfig,
     CapacityType,
     EndpointAccess,
     InterfaceEndpoint,
@@ -37,7 +47,14 @@ from gpufarm.config.model import (
     TierConfig,
 )
 from gpufarm.config.sizing import fsx_required_gib, is_valid_fsx_capacity
-from gpufarm.config.vllm_flags import applies_to, flag_args, is_known_flag, nearest_flag, vllm_flags_version
+from gpufarm.config.vllm_flags import (
+    applies_to,
+    flag_args,
+    is_known_flag,
+    long_form,
+    nearest_flag,
+    vllm_flags_version,
+)
 from gpufarm.k8s.disagg import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PORT, PD_RESERVED_VLLM_FLAGS
 from gpufarm.k8s.labels import leader_service_name, router_name, workload_name
 from gpufarm.k8s.registries import EKS_REGISTRY_ACCOUNTS
@@ -60,14 +77,23 @@ RESERVED_VLLM_FLAGS = (
     "--port",
     "--host",
     "--tensor-parallel-size",
-    "-tp",
+    "--pipeline-parallel-size",
     "--max-model-len",
     "--gpu-memory-utilization",
     "--served-model-name",
     "--dtype",
     "--download-dir",
+    "--revision",
+    "--quantization",
+    "--max-num-seqs",
 )
-"""Flags gpufarm derives from the model config; setting them in `extra_args` would contradict it."""
+"""Flags gpufarm derives from the model config (`gpufarm.k8s.serving.vllm_args`, and
+`--pipeline-parallel-size` from `pipeline_parallel`); setting them in `extra_args` would
+contradict it. Matched in every spelling vLLM reads: `_` for `-`, `--flag=value`, and the short
+aliases of :data:`gpufarm.config.vllm_flags.SHORT_FLAGS` (`-tp`, `-pp`, `-q`)."""
+
+MULTI_NODE_RESERVED_VLLM_FLAGS = ("--distributed-executor-backend",)
+"""Flags gpufarm sets on a multi-node model (`pipeline_parallel` > 1): Ray runs its replicas."""
 
 _Validator = Callable[[TierConfig], Iterator[ConfigIssue]]
 
@@ -403,6 +429,13 @@ def _models(cfg: TierConfig) -> Iterator[ConfigIssue]:
         yield from _reserved_flags(
             where, model, RESERVED_VLLM_FLAGS, "(gpufarm derives it from the model config)"
         )
+        if model.pipeline_parallel > 1:
+            yield from _reserved_flags(
+                where,
+                model,
+                MULTI_NODE_RESERVED_VLLM_FLAGS,
+                "on a multi-node model (gpufarm runs its replicas with Ray)",
+            )
         yield from _unknown_flags(cfg, where, model)
     yield from _share_names(cfg)
     yield from _capacity_demand(cfg)
@@ -420,10 +453,11 @@ def _reserved_flags(
     """An issue per `extra_args` entry that sets one of `flags` (as vLLM reads it: `--flag`,
     `--flag=value`, `--flag_name`; see :func:`gpufarm.config.vllm_flags.flag_args`)."""
     for found in flag_args(model.extra_args):
-        if found.flag in flags:
+        flag = long_form(found.flag)
+        if flag in flags:
             yield ConfigIssue(
                 path=f"{where}.extra_args[{found.index}]",
-                message=f"must not set {found.flag} {why}, got {found.arg!r}",
+                message=f"must not set {flag} {why}, got {found.arg!r}",
             )
 
 
@@ -1062,11 +1096,12 @@ def _fallback(cfg: TierConfig) -> Iterator[ConfigIssue]:
             continue
         prefix = profile_prefix(target.model_id)
         calling = call_region(target, region)
-        if prefix is not None and not profile_callable_from(prefix, calling):
+        if prefix is not None and not profile_callable_from(prefix, calling, target.destination_regions):
             yield ConfigIssue(
                 path=f"{where}.model_id",
                 message=f"must be an inference profile of the calling region {calling!r}: a "
-                f"{prefix!r} profile serves other regions, got {target.model_id!r}",
+                f"{prefix!r} profile is called from {_profile_sources(prefix, target)}, got "
+                f"{target.model_id!r}",
             )
         if target.destination_regions and prefix in (None, "global"):
             yield ConfigIssue(
@@ -1081,6 +1116,14 @@ def _fallback(cfg: TierConfig) -> Iterator[ConfigIssue]:
             message="needs at least one model with a Bedrock fallback (the guardrail applies on "
             "that path only), got true with none",
         )
+
+
+def _profile_sources(prefix: str, target: BedrockTargetConfig) -> str:
+    """The regions a profile of `prefix` is called from, for a message."""
+    if prefix == GLOBAL_PREFIX:
+        return "a commercial region (not 'us-gov-' or 'cn-')"
+    regions = target.destination_regions or PROFILE_GEOGRAPHIES[prefix]
+    return f"its geography's regions ({_quoted(list(regions))})"
 
 
 def _model_store(cfg: TierConfig) -> Iterator[ConfigIssue]:
@@ -1215,6 +1258,361 @@ def _ingress(cfg: TierConfig) -> Iterator[ConfigIssue]:
             seen.setdefault(port, path)
 
 
+# --------------------------------------------------------------------------- deployability
+#
+# Rules a value can pass on its own and still fail at deploy or at run time: AWS API limits of
+# the fields a user sets, and the checks constructs make for their direct users, mirrored here
+# with the field path so the tier path never reaches a construct with bad input.
+
+HEALTH_CHECK_TIMEOUT_SECONDS = 5
+"""Target health-check timeout of the model target groups (`gpufarm.constructs.ingress` and
+`gpufarm.constructs.nlb` set it; a test keeps them equal)."""
+
+CFN_DESCRIPTION_MAX_BYTES = 1024
+"""CloudFormation's limit on a template's Description: "a literal string that is between 0 and
+1024 bytes in length" (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/template-description-structure.html)."""
+
+KUBERNETES_SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+"""Namespaces every Kubernetes cluster creates for itself."""
+
+GPUFARM_CONTROLLER_NAMESPACES = ("lws-system", "dcgm-exporter")
+"""Fixed namespaces of controllers gpufarm installs: LeaderWorkerSet
+(`gpufarm.k8s.lws.LWS_NAMESPACE`) and the DCGM exporter
+(`gpufarm.constructs.observability.DCGM_NAMESPACE`); a test keeps them equal. Karpenter's and
+KEDA's come from `karpenter.namespace` and `autoscaling.namespace`."""
+
+MAX_SCRAPER_SUBNETS = 5
+"""Subnets an Amazon Managed Service for Prometheus scraper takes at most
+(`gpufarm.constructs.observability.PrometheusMonitoring` checks 2-5); the tier gives it one
+private subnet per availability zone."""
+
+MIN_APPLIANCE_SUBNET_PREFIX = 28
+"""Smallest appliance subnet the inspection VPC carves per zone
+(`gpufarm.constructs.inspection._MIN_APPLIANCE_SUBNET_PREFIX`; a test keeps them equal)."""
+
+_INSTANCE_TYPE = re.compile(r"^([a-z]+)(\d{1,2})([a-z-]*)\.([a-z0-9-]+)$")
+"""An EC2 instance type as aws-cdk-lib reads it (`InstanceType.architecture` in
+aws-cdk-lib@2.275.0 aws-ec2/lib/instance-types.ts): family letters, generation, capabilities,
+then the size. Anything else makes the CDK throw "Malformed instance type identifier"."""
+
+_ACCELERATED_FAMILY = re.compile(r"^(p|g|gr|inf|trn|dl|f|vt)\d")
+"""Families with GPUs or other accelerators (p5, g6e, gr6, inf2, trn1, dl1, f2, vt1); the same
+rule as `gpufarm.constructs.cluster` applies to system nodes."""
+
+_AL2023_RELEASE = re.compile(r"^v\d{8}$")
+_BOTTLEROCKET_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
+
+_SECRET_ARN = re.compile(r"^arn:(aws[a-z-]*):secretsmanager:([a-z0-9-]+):(\d{12}):secret:([\w/+=.@-]+)$")
+
+
+def _instance_architecture(instance_type: str) -> str | None:
+    """'arm64' or 'x86_64' the way aws-cdk-lib decides it; None for a malformed type.
+
+    The CDK calls a type ARM when its family is `a` (a1) or its capabilities contain `g`
+    (m7g, c6gn, r8gd): the same test here, so the config and the CDK never disagree.
+    """
+    match = _INSTANCE_TYPE.match(instance_type)
+    if match is None:
+        return None
+    family, _, capabilities, _ = match.groups()
+    return "arm64" if family == "a" or "g" in capabilities else "x86_64"
+
+
+def _pool_min_gpus(pool: NodePoolConfig) -> tuple[str, int] | None:
+    """The smallest instance (by GPUs) the pool may launch, with its GPU count; None if none is known."""
+    candidates = _pool_candidates(pool)
+    if not candidates:
+        return None
+    smallest = min(candidates, key=lambda t: gpus_in(t) or 0)
+    return smallest, gpus_in(smallest) or 0
+
+
+def _pool_deployable(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    for i, pool in enumerate(cfg.node_pools):
+        where = f"node_pools[{i}]"
+        smallest = _pool_min_gpus(pool)
+        # Karpenter caps a NodePool's total resources at spec.limits
+        # (https://karpenter.sh/docs/concepts/nodepools/#speclimits): a pool whose limit is below
+        # one node's GPUs can never launch that node, while `gpufarm cost` still prices it.
+        if smallest is not None and pool.gpu_limit < smallest[1]:
+            itype, gpus = smallest
+            yield ConfigIssue(
+                path=f"{where}.gpu_limit",
+                message=f"must be at least the GPUs of the smallest instance the pool may launch "
+                f"({itype}: {gpus}), else no node ever starts, got {pool.gpu_limit}",
+            )
+        # Karpenter's alias takes the AMI family's own release format ("al2023@v20240625",
+        # "bottlerocket@v1.10.0": the EC2NodeClass CRD's description of amiSelectorTerms.alias,
+        # karpenter.k8s.aws_ec2nodeclasses.yaml); one family's release is no release of the other.
+        version = pool.ami_version
+        if pool.ami_family is AmiFamily.AL2023 and _BOTTLEROCKET_RELEASE.match(version):
+            yield ConfigIssue(
+                path=f"{where}.ami_version",
+                message="must be 'latest' or an AL2023 release such as 'v20251120' with ami_family "
+                f"'al2023' (a version such as '1.50.0' is Bottlerocket's), got {version!r}",
+            )
+        elif pool.ami_family is AmiFamily.BOTTLEROCKET and _AL2023_RELEASE.match(version):
+            yield ConfigIssue(
+                path=f"{where}.ami_version",
+                message="must be 'latest' or a Bottlerocket release such as '1.50.0' with ami_family "
+                f"'bottlerocket' (a version such as 'v20251120' is AL2023's), got {version!r}",
+            )
+
+
+def _pool_candidates(pool: NodePoolConfig) -> list[str]:
+    """Every known instance type the pool may launch."""
+    if pool.instance_types:
+        return [t for t in pool.instance_types if gpus_in(t) is not None]
+    return [t for f in pool.instance_families if f in GPU_FAMILIES for t in GPU_FAMILIES[f].instance_types()]
+
+
+def _pods_fit_hosts(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    """A model's pod must fit the CPU and memory of some instance its pools and node groups may launch.
+
+    Checked only when the catalog knows the host of every candidate with enough GPUs
+    (:data:`gpufarm.config.catalog.HOST_SPECS`): an unknown one might hold the pod. The host's
+    full size is an upper bound (the kubelet reserves part of it), so only pods that fit no
+    instance at all are refused.
+    """
+    for where, model in _placements(cfg):
+        candidates = [
+            t
+            for target in placement_of(cfg, model)
+            for t in (
+                [target.instance_type] if isinstance(target, NodeGroupConfig) else _pool_candidates(target)
+            )
+            if (gpus_in(t) or 0) >= model.gpus
+        ]
+        hosts = [spec for t in candidates if (spec := host_of(t)) is not None]
+        if not candidates or len(hosts) != len(candidates):
+            continue
+        if any(model.cpu <= cpus and model.memory_gib <= memory for cpus, memory in hosts):
+            continue
+        cpus, memory = max(h[0] for h in hosts), max(h[1] for h in hosts)
+        field, value = ("cpu", model.cpu) if model.cpu > cpus else ("memory_gib", model.memory_gib)
+        yield ConfigIssue(
+            path=f"{where}.{field}",
+            message=f"must fit one instance the model may land on with {model.gpus} GPU(s) "
+            f"(at most {cpus} vCPUs and {memory} GiB; the pod asks {model.cpu:g} CPU and "
+            f"{model.memory_gib} GiB), got {value:g}",
+        )
+
+
+def _system_nodes(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    """System-node instance types, checked before the CDK reads them (only karpenter uses them)."""
+    if cfg.cluster.provisioning is not Provisioning.KARPENTER:
+        return
+    types = cfg.cluster.system_nodes.instance_types
+    by_arch: dict[str, list[str]] = {}
+    for j, itype in enumerate(types):
+        path = f"cluster.system_nodes.instance_types[{j}]"
+        arch = _instance_architecture(itype)
+        if arch is None:
+            yield ConfigIssue(
+                path=path,
+                message="must be an EC2 instance type such as 'm7i.xlarge' (family, generation, "
+                f"capabilities, '.', size), got {itype!r}",
+            )
+            continue
+        if _ACCELERATED_FAMILY.match(itype):
+            yield ConfigIssue(
+                path=path,
+                message="must be a CPU instance type (system pods use no GPU or other accelerator; "
+                f"GPU capacity belongs in node_pools or node_groups), got {itype!r}",
+            )
+            continue
+        by_arch.setdefault(arch, []).append(itype)
+    if len(by_arch) > 1:
+        found = " and ".join(f"{arch} {names!r}" for arch, names in sorted(by_arch.items()))
+        yield ConfigIssue(
+            path="cluster.system_nodes.instance_types",
+            message=f"must share one CPU architecture (one AMI serves the node group), got {found}",
+        )
+    yield from _repeats(
+        "cluster.system_nodes.instance_types", list(types), "must not list an instance type twice"
+    )
+
+
+def _health_check(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    interval = cfg.ingress.health_check_interval_seconds
+    # The ELB API refuses a target group whose health-check timeout is not below its interval
+    # ("ValidationError: Health check interval must be greater than the timeout", as reported in
+    # hashicorp/terraform-provider-aws#48071; aws-cdk-lib checks the same, aws/aws-cdk#29075).
+    if interval <= HEALTH_CHECK_TIMEOUT_SECONDS:
+        yield ConfigIssue(
+            path="ingress.health_check_interval_seconds",
+            message=f"must be greater than the health-check timeout ({HEALTH_CHECK_TIMEOUT_SECONDS} s; "
+            f"the ELB API refuses an interval that is not), got {interval}",
+        )
+
+
+def _secret_refs(cfg: TierConfig) -> Iterator[tuple[str, str]]:
+    """(path, value) of every Secrets Manager reference the tier sets."""
+    for i, model in enumerate(cfg.models):
+        if model.hf_token_secret is not None:
+            yield f"models[{i}].hf_token_secret", model.hf_token_secret
+    if cfg.ingress.oidc is not None:
+        yield "ingress.oidc.client_secret", cfg.ingress.oidc.client_secret
+    if cfg.fallback.master_key_secret is not None:
+        yield "fallback.master_key_secret", cfg.fallback.master_key_secret
+
+
+def _secrets(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    """Secret ARNs must name a secret in the stack's region.
+
+    Pods read `hf_token_secret` and `master_key_secret` with AWS_REGION set to the stack's
+    region (gpufarm/k8s/serving.py, gpufarm/k8s/gateway.py), and CloudFormation resolves the
+    OIDC client secret's dynamic reference in the stack's region: a secret elsewhere is not found.
+    """
+    region = cfg.environment.region
+    for path, value in _secret_refs(cfg):
+        if not value.startswith("arn:"):
+            continue
+        match = _SECRET_ARN.match(value)
+        if match is None or not REGION.match(match.group(2)):
+            yield ConfigIssue(
+                path=path,
+                message="must be a secret name or a Secrets Manager secret ARN "
+                "(arn:aws:secretsmanager:<region>:<account>:secret:<name>), got "
+                f"{value!r}",
+            )
+        elif match.group(2) != region:
+            yield ConfigIssue(
+                path=path,
+                message=f"must be a secret in the stack's region {region!r} (gpufarm reads it "
+                f"there), got a secret in {match.group(2)!r}",
+            )
+
+
+_IPV4_LIKE = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
+_S3_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_S3_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3")
+
+
+def s3_bucket_problem(bucket: str) -> str | None:
+    """Why S3 forbids `bucket` as a general purpose bucket name, or None when it allows it.
+
+    The rules of "General purpose bucket naming rules"
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html): 3-63
+    characters of a-z, 0-9, '.', '-'; starting and ending with a letter or digit; no two
+    adjacent periods; not formatted as an IP address; none of the prefixes `xn--`, `sthree-`,
+    `amzn-s3-demo-`; none of the suffixes `-s3alias`, `--ol-s3`, `.mrap`, `--x-s3`.
+    """
+    if not 3 <= len(bucket) <= 63:
+        return f"3 to 63 characters ({len(bucket)})"
+    if not re.fullmatch(r"[a-z0-9.-]+", bucket):
+        return "only lowercase letters, digits, '.' and '-'"
+    if not (bucket[0].isalnum() and bucket[-1].isalnum()):
+        return "a letter or digit first and last"
+    if ".." in bucket:
+        return "no two adjacent periods"
+    if _IPV4_LIKE.match(bucket):
+        return "not an IP address"
+    for prefix in _S3_RESERVED_PREFIXES:
+        if bucket.startswith(prefix):
+            return f"not the reserved prefix {prefix!r}"
+    for suffix in _S3_RESERVED_SUFFIXES:
+        if bucket.endswith(suffix):
+            return f"not the reserved suffix {suffix!r}"
+    return None
+
+
+def _s3_uris(cfg: TierConfig) -> Iterator[tuple[str, str]]:
+    """(path, URI) of every S3 location the tier names."""
+    for i, model in enumerate(cfg.models):
+        if model.is_s3:
+            yield f"models[{i}].weights", model.weights
+    import_path = cfg.model_store.fsx.import_path
+    if cfg.model_store.kind is ModelStoreKind.FSX_LUSTRE and import_path is not None:
+        yield "model_store.fsx.import_path", import_path
+
+
+def _s3_buckets(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    for path, uri in _s3_uris(cfg):
+        if not S3_URI.match(uri):
+            continue  # not an S3 URI at all: reported with the field
+        bucket = uri[len("s3://") :].split("/", 1)[0]
+        problem = s3_bucket_problem(bucket)
+        if problem is not None:
+            yield ConfigIssue(
+                path=path,
+                message=f"must name a bucket S3 allows ({problem}; S3 general purpose bucket "
+                f"naming rules), got bucket {bucket!r} in {uri!r}",
+            )
+
+
+def _description(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    size = len(cfg.description.encode("utf-8"))
+    if size > CFN_DESCRIPTION_MAX_BYTES:
+        yield ConfigIssue(
+            path="description",
+            message=f"must be at most {CFN_DESCRIPTION_MAX_BYTES} bytes in UTF-8 (CloudFormation's "
+            f"limit on a template description; a non-ASCII character takes 2-4 bytes), got "
+            f"{size} bytes in {len(cfg.description)} characters",
+        )
+
+
+def _namespaces(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    """The serving namespace is gpufarm's own: not a system namespace nor a controller's."""
+    namespace = cfg.serving.namespace
+    owners = {name: "a Kubernetes system namespace" for name in KUBERNETES_SYSTEM_NAMESPACES}
+    for name in GPUFARM_CONTROLLER_NAMESPACES:
+        owners.setdefault(name, "the namespace of a controller gpufarm installs")
+    owners.setdefault(cfg.karpenter.namespace, "karpenter.namespace (Karpenter's controller)")
+    owners.setdefault(cfg.autoscaling.namespace, "autoscaling.namespace (KEDA's operator)")
+    if namespace in owners:
+        yield ConfigIssue(
+            path="serving.namespace",
+            message=f"must be a namespace of its own (gpufarm creates it, labels it and deletes it "
+            f"with the stack), not {owners[namespace]}, got {namespace!r}",
+        )
+
+
+def _construct_limits(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    """Checks constructs make for their direct users, in the tier's own terms."""
+    # Imported here: gpufarm.k8s.gateway reaches this module through gpufarm.k8s.lws.
+    from gpufarm.k8s.gateway import BEDROCK_SUFFIX
+
+    if cfg.fallback.enabled:
+        # The gateway names each model's Bedrock route `<served name>@bedrock`
+        # (gpufarm.k8s.gateway.bedrock_model_name); a served name with that suffix could take it.
+        for i, model in enumerate(cfg.models):
+            if model.api_model_name.endswith(BEDROCK_SUFFIX):
+                yield ConfigIssue(
+                    path=f"models[{i}].served_model_name",
+                    message=f"must not end with {BEDROCK_SUFFIX!r} while fallback is enabled (the "
+                    f"gateway's name for a model's Bedrock route), got {model.api_model_name!r}",
+                )
+    zones = len(cfg.environment.availability_zones)
+    if cfg.observability.prometheus.enabled and zones > MAX_SCRAPER_SUBNETS:
+        yield ConfigIssue(
+            path="environment.availability_zones",
+            message=f"must list at most {MAX_SCRAPER_SUBNETS} zones while "
+            "observability.prometheus.enabled is true (the managed scraper takes one private "
+            f"subnet per zone, {MAX_SCRAPER_SUBNETS} at most), got {zones}",
+        )
+    inspection = cfg.ingress.inspection
+    appliance_type = inspection.appliances.instance_type
+    if inspection.enabled and _instance_architecture(appliance_type) is None:
+        # TrafficInspection picks the Amazon Linux 2023 image by the type's architecture, which
+        # aws-cdk-lib reads from the name (and throws on one it cannot read).
+        yield ConfigIssue(
+            path="ingress.inspection.appliances.instance_type",
+            message="must be an EC2 instance type such as 'c6in.large' (family, generation, "
+            f"capabilities, '.', size), got {appliance_type!r}",
+        )
+    if inspection.enabled:
+        network = ipaddress.IPv4Network(inspection.cidr)
+        split = (zones - 1).bit_length()  # bits that give each zone its own subnet
+        if network.prefixlen + split > MIN_APPLIANCE_SUBNET_PREFIX:
+            yield ConfigIssue(
+                path="ingress.inspection.cidr",
+                message=f"must leave a /{MIN_APPLIANCE_SUBNET_PREFIX} or larger appliance subnet per "
+                f"availability zone ({zones} zones need a /{MIN_APPLIANCE_SUBNET_PREFIX - split} "
+                f"or larger), got {inspection.cidr!r}",
+            )
+
+
 VALIDATORS: tuple[_Validator, ...] = (
     _environment,
     _network,
@@ -1228,6 +1626,15 @@ VALIDATORS: tuple[_Validator, ...] = (
     _kv_cache_routing,
     _prefill_decode,
     _compliance,
+    _pool_deployable,
+    _pods_fit_hosts,
+    _system_nodes,
+    _health_check,
+    _secrets,
+    _s3_buckets,
+    _description,
+    _namespaces,
+    _construct_limits,
 )
 
 

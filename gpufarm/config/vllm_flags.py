@@ -72,6 +72,26 @@ def is_known_flag(flag: str) -> bool:
     return flag in known or (flag.startswith("--no-") and f"--{flag[len('--no-') :]}" in known)
 
 
+SHORT_FLAGS: dict[str, str] = {
+    "-tp": "--tensor-parallel-size",
+    "-pp": "--pipeline-parallel-size",
+    "-q": "--quantization",
+}
+"""Short option strings of `vllm serve` that gpufarm reserves, with the long flag each is an alias of.
+
+vLLM registers them beside the long name (`parallel_group.add_argument("--tensor-parallel-size",
+"-tp", ...)`, `"--pipeline-parallel-size", "-pp"`, `model_group.add_argument("--quantization",
+"-q", ...)` in vllm/engine/arg_utils.py, vllm-project/vllm), so either spelling sets the same
+setting. The list's other short options (`-r`, `-n`, `-dp`, ...) are not mapped: their long
+flags were not confirmed from a vLLM source, so they are not reserved.
+"""
+
+
+def long_form(flag: str) -> str:
+    """The long flag that `flag` sets: `-tp` -> `--tensor-parallel-size`; other flags unchanged."""
+    return SHORT_FLAGS.get(flag, flag)
+
+
 def nearest_flag(flag: str) -> str | None:
     """The known flag closest to `flag` by spelling, or None when none is close."""
     matches = difflib.get_close_matches(flag, sorted(known_flags()), n=1, cutoff=0.6)

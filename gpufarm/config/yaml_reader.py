@@ -27,7 +27,7 @@ Only then are Python values built, by :func:`_Builder` rather than PyYAML's cons
   turned into something other than its text, the text), so errors can show what the user wrote
   (``012345670123``, ``no``, ``1.10``) rather than what YAML made of it.
 
-See docs/decisions/0034-bounded-tier-file-reading.md.
+See docs/decisions/0036-bounded-tier-file-reading.md.
 """
 
 from __future__ import annotations

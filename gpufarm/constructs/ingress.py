@@ -33,6 +33,7 @@ from gpufarm.config.model import (
     OidcAuthConfig,
     default_route_priority,
 )
+from gpufarm.config.validate import HEALTH_CHECK_TIMEOUT_SECONDS
 from gpufarm.constructs._util import access_logs_bucket, construct_id, private_subnets, validate_weights
 from gpufarm.constructs.waf import InferenceWaf
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, TARGET_HEALTHY_THRESHOLD, target_group_binding
@@ -540,7 +541,7 @@ class InferenceAlb(Construct):
             health_check_port=health_check_port,
             health_check_protocol="HTTP",
             health_check_interval_seconds=cfg.health_check_interval_seconds,
-            health_check_timeout_seconds=5,
+            health_check_timeout_seconds=HEALTH_CHECK_TIMEOUT_SECONDS,
             healthy_threshold_count=TARGET_HEALTHY_THRESHOLD,
             unhealthy_threshold_count=3,
             matcher=elbv2.CfnTargetGroup.MatcherProperty(http_code="200"),

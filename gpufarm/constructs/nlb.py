@@ -26,6 +26,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from gpufarm.config.model import IngressConfig, LoadBalancerScheme
+from gpufarm.config.validate import HEALTH_CHECK_TIMEOUT_SECONDS
 from gpufarm.constructs._util import access_logs_bucket, construct_id, private_subnets, validate_weights
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, target_group_binding
 
@@ -455,7 +456,7 @@ class InferenceNlb(Construct):
             health_check_port="traffic-port",
             health_check_protocol="HTTP",
             health_check_interval_seconds=cfg.health_check_interval_seconds,
-            health_check_timeout_seconds=5,
+            health_check_timeout_seconds=HEALTH_CHECK_TIMEOUT_SECONDS,
             healthy_threshold_count=2,
             unhealthy_threshold_count=3,
             matcher=elbv2.CfnTargetGroup.MatcherProperty(http_code="200"),

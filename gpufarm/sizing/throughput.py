@@ -30,6 +30,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from gpufarm.debug import yaml_problem
+
 Precision = Literal["fp16", "bf16", "fp8", "int8", "int4"]
 """Weight precisions `gpufarm plan` knows."""
 
@@ -210,8 +212,15 @@ def load_throughput_table(path: str | Path | None = None) -> ThroughputTable:
         raise ThroughputTableError(
             f"cannot read the throughput table {str(file)!r}: {exc.strerror}"
         ) from None
+    except UnicodeDecodeError as exc:
+        raise ThroughputTableError(
+            f"the throughput table {str(file)!r} is not UTF-8 text: byte {exc.start} is "
+            f"{exc.object[exc.start]:#04x}"
+        ) from None
     except yaml.YAMLError as exc:
-        raise ThroughputTableError(f"the throughput table {str(file)!r} is not valid YAML: {exc}") from None
+        raise ThroughputTableError(
+            f"the throughput table {str(file)!r} is not valid YAML{yaml_problem(exc)}"
+        ) from None
     if not isinstance(data, dict):
         raise ThroughputTableError(
             f"the throughput table {str(file)!r} must hold a mapping, got {type(data).__name__}"

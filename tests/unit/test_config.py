@@ -669,7 +669,10 @@ INVALID: list[Any] = [
     ),
     pytest.param(
         model_override(extra_args=["-tp", "2"]),
-        ["models[0].extra_args[0]: must not set -tp (gpufarm derives it from the model config), got '-tp'"],
+        [
+            "models[0].extra_args[0]: must not set --tensor-parallel-size (gpufarm derives it from "
+            "the model config), got '-tp'"
+        ],
         id="reserved-vllm-flag-short-alias",
     ),
     pytest.param(
@@ -787,7 +790,9 @@ INVALID: list[Any] = [
         model_override(bedrock={"model_id": "eu.meta.llama3-2-3b-instruct-v1:0"}),
         [
             "models[0].bedrock.model_id: must be an inference profile of the calling region "
-            "'us-east-1': a 'eu' profile serves other regions, got 'eu.meta.llama3-2-3b-instruct-v1:0'"
+            "'us-east-1': a 'eu' profile is called from its geography's regions ('eu-central-1', "
+            "'eu-central-2', 'eu-north-1', 'eu-south-1', 'eu-south-2', 'eu-west-1', 'eu-west-3'), "
+            "got 'eu.meta.llama3-2-3b-instruct-v1:0'"
         ],
         id="profile-of-another-geography",
     ),
@@ -919,8 +924,8 @@ VALID: list[Any] = [
         model_override(
             extra_args=[
                 "--no-enable-prefix-caching",
-                "--max_num_seqs",
-                "64",
+                "--max_num_batched_tokens",
+                "8192",
                 "--seed",
                 "-1",
                 "-O3",

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from gpufarm.config import ConfigError, TierConfig, load_preset
+from gpufarm.config.bedrock import PROFILE_GEOGRAPHIES
 from gpufarm.config.model import CompliancePack, NodeGroupConfig, NodePoolConfig, ReservationKind
 from gpufarm.config.validate import placement_of
 
@@ -23,8 +24,18 @@ NLB_MODELS = {
 
 
 def in_region(region: str, *, efa: bool = True) -> dict[str, Any]:
-    """The enterprise preset moved to `region`: zones, node groups and certificate follow."""
+    """The enterprise preset moved to `region`: zones, node groups and certificate follow.
+
+    Models with a `us.` Bedrock profile list `region` among their destination_regions, as a user
+    does for a region gpufarm's geography table does not know yet.
+    """
     document = enterprise_document()
+    models = [
+        {**m, "bedrock": {**m["bedrock"], "destination_regions": [*PROFILE_GEOGRAPHIES["us"], region]}}
+        if isinstance(m.get("bedrock"), dict) and m["bedrock"]["model_id"].startswith("us.")
+        else m
+        for m in document["models"]
+    ]
     groups = [
         {
             **g,
@@ -36,6 +47,7 @@ def in_region(region: str, *, efa: bool = True) -> dict[str, Any]:
     return {
         "environment": {"region": region, "availability_zones": [f"{region}{z}" for z in "abc"]},
         "node_groups": groups,
+        "models": models,
         "ingress": {"certificate_arn": document["ingress"]["certificate_arn"].replace("us-east-1", region)},
     }
 

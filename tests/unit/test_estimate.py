@@ -508,12 +508,13 @@ def test_measured_spot_price_prices_a_spot_pool() -> None:
 
 
 def test_type_without_a_price_is_reported() -> None:
-    tier = make_tier(pool_override(instance_families=["g5"], instance_types=["g5.2xlarge"]))
+    # g5.4xlarge: large enough for the poc model's pod (48 GiB), absent from the price table.
+    tier = make_tier(pool_override(instance_families=["g5"], instance_types=["g5.4xlarge"]))
     with pytest.raises(PriceNotFoundError) as info:
         monthly_cost(tier)
     assert str(info.value) == (
-        "no EC2 on-demand price for 'g5.2xlarge' in the price table (pool 'l40s' may launch "
-        "g5.2xlarge; add one under ec2.on_demand_per_hour in a --prices file)"
+        "no EC2 on-demand price for 'g5.4xlarge' in the price table (pool 'l40s' may launch "
+        "g5.4xlarge; add one under ec2.on_demand_per_hour in a --prices file)"
     )
 
 

@@ -471,13 +471,14 @@ def test_a_value_from_a_preset_is_not_annotated(tmp_path: Path) -> None:
         b"  availability_zones: [eu-west-1a, eu-west-1b, eu-west-1c]\n",
     )
     mine = write_bytes(tmp_path / "my.yaml", b"extends: team.yaml\nname: mine\n")
-    assert rendered(mine) == (
-        f"invalid {mine}:\n"
+    lines = rendered(mine).splitlines()
+    assert lines[:2] == [
+        f"invalid {mine}:",
         "  - ingress.certificate_arn: must be in the stack's region 'eu-west-1', got a certificate in "
-        "'us-east-1'\n"
-        "  - models[0].bedrock.model_id: must be an inference profile of the calling region 'eu-west-1': "
-        "a 'us' profile serves other regions, got 'us.meta.llama3-3-70b-instruct-v1:0'"
-    )
+        "'us-east-1'",
+    ]
+    # The other issue (the preset's 'us.' Bedrock profile) is worded by validate.py; none is annotated.
+    assert [line for line in lines if "(set in " in line] == []
 
 
 def test_a_chain_of_team_files_names_every_link(tmp_path: Path) -> None:
