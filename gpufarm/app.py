@@ -32,11 +32,14 @@ SUPPORT_WARNING_ID = "gpufarm:kubernetes-support"
 
 
 def select_tiers(context: Mapping[str, Any]) -> list[TierConfig]:
-    """The tier configs the context asks for; raises :class:`ConfigError` on bad input."""
+    """The tier configs the context asks for; raises :class:`ConfigError` on bad input.
+
+    A key given with an empty value (``-c tier_file=``) is an error, not a key left out.
+    """
     tier, tier_file = context.get("tier"), context.get("tier_file")
     return select(
-        [str(tier)] if tier else [],
-        str(tier_file) if tier_file else None,
+        [str(tier)] if tier is not None else [],
+        str(tier_file) if tier_file is not None else None,
         options=("-c tier", "-c tier_file"),
         source="context",
     )
@@ -51,10 +54,22 @@ def select(
 ) -> list[TierConfig]:
     """Presets by name (in order, each once), or one tier file, or every preset when given neither.
 
-    `options` names the two inputs in the message for giving both (the CDK context keys by
-    default; the command line passes its flags); raises :class:`ConfigError` on bad input.
+    An empty or blank `tier_file` (``-c tier_file=``, ``--tier-file ''``) is refused, never read as
+    "no tier file": it would otherwise synthesize every preset. `options` names the two inputs in
+    the message for giving both (the CDK context keys by default; the command line passes its
+    flags); raises :class:`ConfigError` on bad input.
     """
     names = list(dict.fromkeys(tiers))
+    if tier_file is not None and not tier_file.strip():
+        raise ConfigError(
+            [
+                ConfigIssue(
+                    path="tier_file",
+                    message=f"{options[1]} must be the path of a tier YAML file, got {tier_file!r}",
+                )
+            ],
+            source=source,
+        )
     if names and tier_file:
         given = names[0] if len(names) == 1 else names
         raise ConfigError(
@@ -67,7 +82,7 @@ def select(
             ],
             source=source,
         )
-    if tier_file:
+    if tier_file is not None:
         return [load_tier_file(tier_file)]
     if names:
         return [load_preset(name) for name in names]

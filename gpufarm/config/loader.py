@@ -12,7 +12,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
@@ -20,6 +19,8 @@ from gpufarm.config._typing import is_union, split_optional
 from gpufarm.config.errors import ConfigError, ConfigIssue
 from gpufarm.config.model import TierConfig
 from gpufarm.config.validate import validate_tier
+from gpufarm.config.yaml_reader import Document, Origin, read_document, render_path
+from gpufarm.config.yaml_reader import Path_ as DocPath
 
 PRESET_DIR = Path(__file__).parent
 """Folder holding the preset tier files (`<name>.yaml`)."""
@@ -32,25 +33,52 @@ def preset_names() -> list[str]:
 
 def load_preset(name: str) -> TierConfig:
     """Load and validate a shipped preset by name (``poc``, ...)."""
-    return build_tier(_resolve_preset(name, seen=()), source=f"preset {name!r}")
+    document = _resolve_preset(name, seen=(), chain=())
+    return _build(document, source=f"preset {name!r}", top=_preset_shown(name))
 
 
 def load_tier_file(path: str | Path) -> TierConfig:
-    """Load and validate a user tier file, following its `extends` chain."""
+    """Load and validate a user tier file, following its `extends` chain.
+
+    The file is read within bounded time and memory (:mod:`gpufarm.config.yaml_reader`); an
+    empty or blank path is refused rather than read as the current folder.
+    """
+    if not str(path).strip():
+        raise ConfigError(
+            [
+                ConfigIssue(
+                    path="tier_file", message=f"must be the path of a tier YAML file, got {str(path)!r}"
+                )
+            ],
+            source="tier selection",
+        )
     file = Path(path)
-    return build_tier(_read_with_extends(file, seen=()), source=str(file))
+    return _build(_read_with_extends(file, seen=(), chain=()), source=str(file), top=str(file))
 
 
-def build_tier(document: dict[str, Any], *, source: str = "tier config") -> TierConfig:
-    """Validate a merged tier document; raise :class:`ConfigError` listing every issue."""
+def build_tier(
+    document: dict[str, Any], *, source: str = "tier config", origins: dict[DocPath, Origin] | None = None
+) -> TierConfig:
+    """Validate a merged tier document; raise :class:`ConfigError` listing every issue.
+
+    `origins` (from :func:`~gpufarm.config.yaml_reader.read_document`) lets messages show a value
+    as the file wrote it when YAML converted it (``012345670123``, ``no``, ``1.10``).
+    """
+    return _build(Document(data=document, origins=dict(origins or {})), source=source, top=source)
+
+
+def _build(document: Document, *, source: str, top: str) -> TierConfig:
+    origins = {render_path(path): origin for path, origin in document.origins.items()}
     try:
         # JSON mode in strict: strings may become enums, but '8' never silently becomes 8.
-        cfg = TierConfig.model_validate_json(json.dumps(document, default=str), strict=True)
+        cfg = TierConfig.model_validate_json(json.dumps(document.data, default=str), strict=True)
     except ValidationError as exc:
-        raise ConfigError([_issue(err) for err in _resolve_unions(exc.errors())], source=source) from None
-    issues = validate_tier(cfg)
-    if issues:
-        raise ConfigError(issues, source=source)
+        issues = [_issue(err, origins) for err in _resolve_unions(exc.errors())]
+        raise ConfigError(_placed(issues, origins, document.via, top), source=source) from None
+    found = validate_tier(cfg)
+    if found:
+        found = [_written(issue, origins) for issue in found]
+        raise ConfigError(_placed(found, origins, document.via, top), source=source)
     return cfg
 
 
@@ -68,33 +96,12 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- reading files
 
 
-def _read_yaml(file: Path, source: str) -> dict[str, Any]:
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(
-            [ConfigIssue(path="", message=f"cannot read the file: {exc.strerror}")], source=source
-        ) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "syntax error"
-        raise ConfigError(
-            [ConfigIssue(path="", message=f"is not valid YAML{where}: {problem}")], source=source
-        ) from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(
-            [ConfigIssue(path="", message=f"must be a mapping of settings, got {type(data).__name__}")],
-            source=source,
-        )
-    return data
+def _preset_shown(name: str) -> str:
+    return f"preset {name!r}"
 
 
-def _resolve_preset(name: str, seen: tuple[str, ...]) -> dict[str, Any]:
+def _resolve_preset(name: str, seen: tuple[str, ...], chain: tuple[str, ...], source: str = "") -> Document:
+    """The preset's document; `source` names the file whose `extends` asked for it, if any."""
     if name not in preset_names():
         raise ConfigError(
             [
@@ -103,33 +110,98 @@ def _resolve_preset(name: str, seen: tuple[str, ...]) -> dict[str, Any]:
                     message=f"must be one of {', '.join(repr(n) for n in preset_names())}, got {name!r}",
                 )
             ],
-            source=seen[-1] if seen else "tier selection",
+            source=source or "tier selection",
         )
-    return _read_with_extends(PRESET_DIR / f"{name}.yaml", seen=seen)
+    return _read_with_extends(PRESET_DIR / f"{name}.yaml", seen=seen, chain=chain, preset=name)
 
 
-def _read_with_extends(file: Path, seen: tuple[str, ...]) -> dict[str, Any]:
-    source = str(file)
+def _through(shown: str, chain: tuple[str, ...]) -> str:
+    """How errors name a file: with the `extends` chain that reached it, if any."""
+    return f"{shown} (reached through {' extends '.join(chain)})" if len(chain) > 1 else shown
+
+
+def _covered(override: dict[str, Any], path: DocPath) -> bool:
+    """Whether merging `override` replaces the value at `path` of the base document."""
+    node: Any = override
+    for part in path:
+        if not isinstance(node, dict):
+            return True
+        if part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _read_with_extends(
+    file: Path, seen: tuple[str, ...], chain: tuple[str, ...], preset: str | None = None, written: str = ""
+) -> Document:
+    """The file's document merged over the one it extends.
+
+    `chain` names the files that led here as each `extends` wrote them; `written` is how the one
+    that extends this file names it.
+    """
+    shown = _preset_shown(preset) if preset else str(file)
+    chain = (*chain, preset or written or str(file))
+    source = _through(shown, chain)
     key = str(file.resolve())
     if key in seen:
         raise ConfigError(
             [ConfigIssue(path="extends", message=f"forms a cycle: {' -> '.join((*seen, key))}")],
             source=source,
         )
-    data = _read_yaml(file, source)
-    parent = data.pop("extends", None)
+    document = read_document(file, source=source, shown=shown)
+    if preset is None:  # a preset's values are documented; a team file's may be out of sight
+        document.via[shown] = " extends ".join(chain)
+    parent = document.data.pop("extends", None)
+    document.origins.pop(("extends",), None)
     if parent is None:
-        return data
+        return document
     if not isinstance(parent, str):
         raise ConfigError(
             [ConfigIssue(path="extends", message=f"must be a preset name or a file path, got {parent!r}")],
             source=source,
         )
     if parent.endswith((".yaml", ".yml")):
-        base = _read_with_extends((file.parent / parent), seen=(*seen, key))
+        base = _read_with_extends((file.parent / parent), seen=(*seen, key), chain=chain, written=parent)
     else:
-        base = _resolve_preset(parent, seen=(*seen, key))
-    return merge(base, data)
+        base = _resolve_preset(parent, seen=(*seen, key), chain=chain, source=source)
+    origins = {path: o for path, o in base.origins.items() if not _covered(document.data, path)}
+    return Document(
+        data=merge(base.data, document.data),
+        origins=origins | document.origins,
+        via=base.via | document.via,
+    )
+
+
+def _placed(
+    issues: list[ConfigIssue], origins: dict[str, Origin], via: dict[str, str], top: str
+) -> list[ConfigIssue]:
+    """Issues about a value that a user file further up the `extends` chain set say where it was set.
+
+    Values from a preset are not annotated: the preset is documented and shipped, and its name is
+    in the file's own `extends` chain.
+    """
+    out = []
+    for issue in issues:
+        origin = origins.get(issue.path)
+        if origin is not None and origin.file != top and origin.file in via:
+            issue = ConfigIssue(
+                path=issue.path,
+                message=f"{issue.message} (set in {origin.file}, line {origin.line}; {via[origin.file]})",
+            )
+        out.append(issue)
+    return out
+
+
+def _written(issue: ConfigIssue, origins: dict[str, Origin]) -> ConfigIssue:
+    """A check's issue about a value YAML converted also says what the file wrote."""
+    origin = origins.get(issue.path)
+    if origin is None or origin.text is None:
+        return issue
+    return ConfigIssue(
+        path=issue.path,
+        message=f"{issue.message} (written {origin.text}, which YAML reads as {origin.read_as})",
+    )
 
 
 # --------------------------------------------------------------------------- pydantic errors
@@ -211,12 +283,19 @@ def _unwrap(annotation: Any) -> Any:
     return _unwrap(inner) if optional else annotation
 
 
-def _issue(err: ErrorDetails) -> ConfigIssue:
+def _issue(err: ErrorDetails, origins: dict[str, Origin] | None = None) -> ConfigIssue:
     loc = tuple(err["loc"])
     kind = err["type"]
     given = err.get("input")
     ctx = err.get("ctx", {})
-    got = f"got {_show(given)}"
+    # A value YAML converted is shown as written: `012345670123`, not the octal number it became.
+    origin = (origins or {}).get(_path(loc))
+    written = origin.text if origin is not None and not isinstance(given, dict | list) else None
+    got = (
+        f"got {written} (which YAML reads as {origin.read_as})"
+        if origin and written
+        else f"got {_show(given)}"
+    )
     messages = {
         "missing": "is required",
         "int_type": f"must be an integer, {got}",
@@ -244,7 +323,8 @@ def _issue(err: ErrorDetails) -> ConfigIssue:
         allowed = ", ".join(holder.model_fields) if holder else "see the config reference"
         return ConfigIssue(path=_path(loc), message=f"is not a known setting (allowed: {allowed})")
     if kind == "string_type":
-        hint = f" (quote it: '{given}')" if isinstance(given, int | float) else ""
+        shown = written if written is not None else json.dumps(given) if isinstance(given, bool) else given
+        hint = f" (quote it: '{shown}')" if isinstance(given, int | float | bool) else ""
         return ConfigIssue(path=_path(loc), message=f"must be a string{hint}, {got}")
     if kind in ("too_short", "too_long"):
         bound = "at least" if kind == "too_short" else "at most"

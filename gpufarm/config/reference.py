@@ -41,6 +41,7 @@ from gpufarm.config.validate import (
     TENSOR_PARALLEL_SIZES,
 )
 from gpufarm.config.vllm_flags import SHORT_FLAGS, vllm_flags_version
+from gpufarm.config.yaml_reader import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
 
 REGENERATE = "python -m gpufarm.config.reference > docs/config-reference.md"
 """The command that rewrites the reference."""
@@ -573,6 +574,15 @@ def render_reference() -> str:
         "`'1.34'` is a string, `1.34` is a number. A user file may start with `extends: <preset>` "
         "(or a path to another tier file, relative to it); mappings then merge key by key and any "
         "other value, lists included, replaces the inherited one.",
+        "",
+        f"A tier file is UTF-8 text (a byte-order mark is allowed) of at most {MAX_FILE_BYTES // 2**20} "
+        f"MiB, nested at most {MAX_DEPTH} levels and holding at most {MAX_VALUES:,} values with YAML "
+        "aliases expanded; a key given twice "
+        "in one mapping is an error. Anchors, aliases and `<<` merge keys may share settings; tags "
+        "other than strings, numbers, true/false and null are refused, and dates stay the text "
+        "written. YAML 1.1 reads some unquoted values as another type (`012345670123` as an octal "
+        "number, `no` as false, `1.10` as 1.1): errors show such a value as written; quote it to "
+        "keep it a string (docs/decisions/0036-bounded-tier-file-reading.md).",
         "",
         f"Shipped presets: {presets}.",
         "",

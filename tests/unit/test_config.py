@@ -200,7 +200,8 @@ def test_extends_missing_parent_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_tier_file(file)
     assert caught.value.render() == (
-        f"invalid {tmp_path / 'nowhere.yaml'}:\n  - cannot read the file: No such file or directory"
+        f"invalid {tmp_path / 'nowhere.yaml'} (reached through {file} extends nowhere.yaml):\n"
+        "  - cannot read the file: No such file or directory"
     )
 
 
@@ -1102,7 +1103,9 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_directory_instead_of_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_tier_file(tmp_path)
-    assert caught.value.render() == f"invalid {tmp_path}:\n  - cannot read the file: Is a directory"
+    assert caught.value.render() == (
+        f"invalid {tmp_path}:\n  - is a folder, not a tier file (give the path of a .yaml file)"
+    )
 
 
 def test_names_differing_only_in_hyphens_are_rejected() -> None:
