@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -72,12 +73,14 @@ def select(
         )
     if names and tier_file:
         given = names[0] if len(names) == 1 else names
+        # A name that is not a plain word is quoted, so the one-line message stays one line.
+        parent = names[0] if re.fullmatch(r"[\w.-]+", names[0]) else repr(names[0])
         raise ConfigError(
             [
                 ConfigIssue(
                     path="tier",
                     message=f"give either {options[0]} or {options[1]}, not both (got tier={given!r}, "
-                    f"tier_file={tier_file!r}); a tier file can start with `extends: {names[0]}`",
+                    f"tier_file={tier_file!r}); a tier file can start with `extends: {parent}`",
                 )
             ],
             source=source,

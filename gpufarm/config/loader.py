@@ -207,9 +207,30 @@ def _written(issue: ConfigIssue, origins: dict[str, Origin]) -> ConfigIssue:
 # --------------------------------------------------------------------------- pydantic errors
 
 
+def _model_names(root: type[BaseModel]) -> frozenset[str]:
+    """The class names of every model reachable from `root`: the tags pydantic gives union members."""
+    seen: dict[str, type[BaseModel]] = {}
+    todo: list[Any] = [root]
+    while todo:
+        annotation = todo.pop()
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            if annotation.__name__ in seen:
+                continue
+            seen[annotation.__name__] = annotation
+            todo += [field.annotation for field in annotation.model_fields.values()]
+        else:
+            todo += list(typing.get_args(annotation))
+    return frozenset(seen)
+
+
+_MODEL_NAMES = _model_names(TierConfig)
+
+
 def _union_tag(part: int | str) -> bool:
-    """pydantic names the member of a union an error came from: 'literal[...]' or a class name."""
-    return isinstance(part, str) and (part.startswith("literal[") or part[:1].isupper())
+    """pydantic names the member of a union an error came from: 'literal[...]' or a model's class
+    name. Only gpufarm's own model names count, so a user's capitalised key (`Name:`) stays in the
+    path it was written at."""
+    return isinstance(part, str) and (part.startswith("literal[") or part in _MODEL_NAMES)
 
 
 def _resolve_unions(errors: list[ErrorDetails]) -> list[ErrorDetails]:

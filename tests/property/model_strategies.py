@@ -329,20 +329,12 @@ class TierDocument:
 
 
 ENCODINGS = ("utf-8", "utf-8-sig", "utf-8-crlf")
-# NARROWED: no file in another encoding. A UTF-16 or Latin-1 file (and binary content) ends
-# in a UnicodeDecodeError (a traceback from gpufarm.app.select; "internal error", exit 1, from
-# the commands): loader._read_yaml catches OSError around
-# read_text(encoding="utf-8") but not decode errors. Expected fix: loader hardening (such a
-# file becomes a ConfigError naming the file). Then add "utf-16" and "latin-1" here.
+"""Encodings a tier file is accepted in; the command-line property feeds UTF-16, Latin-1 and
+binary files, which the loader refuses naming the file."""
 
-DUPLICATE_KEYS = False
-"""Whether documents may write a touched section twice.
-
-NARROWED (off): a duplicated key is accepted and the last block silently wins (yaml.safe_load
-keeps the last value), so `ingress:` written twice drops the first block's settings. Expected
-fix: loader hardening rejects duplicate keys naming the key path. Then set True:
-test_tier_documents requires such a document to be rejected naming the duplicated key.
-"""
+DUPLICATE_KEYS = True
+"""Whether documents may write a touched section twice: test_tier_documents requires such a
+document to be rejected naming the duplicated key."""
 
 
 _PRESETS: dict[str, dict[str, Any]] = {}
@@ -351,7 +343,7 @@ _PRESETS: dict[str, dict[str, Any]] = {}
 def resolved_preset(name: str) -> dict[str, Any]:
     """A preset's document with its own `extends` chain merged (cached; copy before changing)."""
     if name not in _PRESETS:
-        _PRESETS[name] = _resolve_preset(name, seen=())
+        _PRESETS[name] = _resolve_preset(name, seen=(), chain=()).data
     return _PRESETS[name]
 
 
@@ -374,14 +366,23 @@ def _set(document: dict[str, Any], path: Path, value: Any) -> None:
 
 
 UNKNOWN_KEYS = st.one_of(
-    # NARROWED: no key starting with an upper-case letter ("Name", "Replicas"). The loader
-    # reports `environment: {Name: 1}` at `environment` with the top level's allowed keys, and
-    # a top-level `Name: x` with an empty path: loader._union_tag takes any capitalised part of
-    # pydantic's error location for a union member's class name and drops it. Expected fix:
-    # recognise union tags by the union's own member names. Then add "Name" back here and widen
-    # the regex below to [A-Za-z].
-    st.sampled_from(["nmae", "replica", "gpu", "extra", "enabled_", "tls", "ünknown", "0", "<<", "null"]),
-    st.from_regex(r"[a-z][a-z_]{0,12}", fullmatch=True),
+    st.sampled_from(
+        [
+            "nmae",
+            "Name",
+            "Replicas",
+            "replica",
+            "gpu",
+            "extra",
+            "enabled_",
+            "tls",
+            "ünknown",
+            "0",
+            "<<",
+            "null",
+        ]
+    ),
+    st.from_regex(r"[A-Za-z][A-Za-z_]{0,12}", fullmatch=True),
 )
 
 

@@ -133,9 +133,12 @@ def assert_rejected_cleanly(document: TierDocument, file: Path, stderr: str) -> 
         assert re.split(r"[.\[]", path)[0] in TOP_LEVEL | added, f"unknown top-level setting in {line!r}"
         paths.append(path)
     if document.duplicate is not None:
+        # The reader refuses a duplicated key before the model sees the document, so the
+        # other changes are not judged in the same run.
         assert any(re.split(r"[.\[]", p)[0] == document.duplicate for p in paths), (
             f"{document.duplicate} is written twice, but no issue names it:\n{stderr}"
         )
+        return
     for m in live(document):
         if refused_by_type(m):
             where = render_path(m.path)

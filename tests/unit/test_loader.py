@@ -567,3 +567,35 @@ def test_the_cdk_app_refuses_an_empty_tier_file_context(tmp_path: Path) -> None:
         "invalid context:\n  - tier_file: -c tier_file must be the path of a tier YAML file, got ''\n"
     )
     assert not list((tmp_path / "out").glob("*.template.json"))  # before: every preset synthesized
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "extends: poc\nenvironment: {Name: 1}\n",
+            "environment.Name: is not a known setting (allowed: region, account, availability_zones)",
+        ),
+        ("extends: poc\nName: x\n", "Name: is not a known setting (allowed: name, description, "),
+    ],
+)
+def test_a_capitalised_unknown_key_is_named_where_it_was_written(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    # pydantic tags union members with their class names; a user's `Name:` is not one of them.
+    file = tmp_path / "tier.yaml"
+    file.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_tier_file(file)
+    (issue,) = caught.value.issues
+    assert f"{issue.path}: {issue.message}".startswith(expected)
+
+
+def test_a_tier_name_with_a_line_break_keeps_the_message_on_one_line() -> None:
+    with pytest.raises(ConfigError) as caught:
+        select(["a\nb"], "my.yaml")
+    (issue,) = caught.value.issues
+    assert issue.message == (
+        "give either -c tier or -c tier_file, not both (got tier='a\\nb', tier_file='my.yaml'); "
+        "a tier file can start with `extends: 'a\\nb'`"
+    )
