@@ -20,6 +20,7 @@ from gpufarm.deploy_rules.checks import (
     tags_check,
 )
 from gpufarm.deploy_rules.rule import Resource, Rule, Template, literal_int, literal_str, ref_target
+from gpufarm.deploy_rules.shapes import resource as _res
 
 VPC = "AWS::EC2::VPC"
 SUBNET = "AWS::EC2::Subnet"
@@ -292,10 +293,6 @@ def _instance_count(resource: Resource, _: Template) -> Iterator[str]:
 
 
 # --- example templates ------------------------------------------------------------------
-
-
-def _res(kind: str, **props: Any) -> dict[str, Any]:
-    return {"Type": kind, "Properties": props}
 
 
 def _vpc_and_subnets(*blocks: str, vpc: str = "10.0.0.0/16") -> dict[str, Any]:

@@ -12,6 +12,7 @@ import yaml
 
 from gpufarm.deploy_rules.checks import is_set, items, name_check, size_order_problems
 from gpufarm.deploy_rules.rule import Resource, Rule, Template, literal_int, literal_str, ref_target
+from gpufarm.deploy_rules.shapes import resource as _res
 
 CLUSTER = "AWS::EKS::Cluster"
 NODEGROUP = "AWS::EKS::Nodegroup"
@@ -182,10 +183,6 @@ def _pod_identity_names(resource: Resource, _: Template) -> Iterator[str]:
         yield f"Namespace {namespace!r} is not a DNS label (lowercase alphanumerics and '-', at most 63)"
     if account is not None and (len(account) > 253 or not _DNS_SUBDOMAIN.fullmatch(account)):
         yield f"ServiceAccount {account!r} is not a DNS subdomain (lowercase alphanumerics, '-' and '.')"
-
-
-def _res(kind: str, **props: Any) -> dict[str, Any]:
-    return {"Type": kind, "Properties": props}
 
 
 def _cluster(name: str) -> dict[str, Any]:

@@ -266,6 +266,15 @@ def _two_conditions(hosts: int) -> list[dict[str, Any]]:
     ]
 
 
+_ELB_NAME_CHECK = name_check(
+    "Name",
+    max_len=32,
+    pattern=_ELB_NAME,
+    allowed="only letters, digits and hyphens, not beginning or ending with a hyphen",
+)
+"""Target group and load balancer names follow the same rule (CreateTargetGroup, CreateLoadBalancer)."""
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         id="ELBV2-TG-LOR-SLOW-START",
@@ -297,12 +306,7 @@ RULES: tuple[Rule, ...] = (
         resource_type=TARGET_GROUP,
         title="Target group name: at most 32 letters, digits and hyphens, no hyphen at either end",
         doc_url=_API + "API_CreateTargetGroup.html",
-        check=name_check(
-            "Name",
-            max_len=32,
-            pattern=_ELB_NAME,
-            allowed="only letters, digits and hyphens, not beginning or ending with a hyphen",
-        ),
+        check=_ELB_NAME_CHECK,
         bad={"Tg": _tg(Name="gpufarm-production-llama-3-3-70b-data")},
         good={"Tg": _tg(Name="gpufarm-prod-llama-70b")},
     ),
@@ -378,12 +382,7 @@ RULES: tuple[Rule, ...] = (
         resource_type=LOAD_BALANCER,
         title="Load balancer name: at most 32 letters, digits and hyphens, no hyphen at either end",
         doc_url=_API + "API_CreateLoadBalancer.html",
-        check=name_check(
-            "Name",
-            max_len=32,
-            pattern=_ELB_NAME,
-            allowed="only letters, digits and hyphens, not beginning or ending with a hyphen",
-        ),
+        check=_ELB_NAME_CHECK,
         bad={"Lb": _lb(Name="gpufarm_enterprise")},
         good={"Lb": _lb(Name="gpufarm-enterprise")},
     ),
