@@ -889,6 +889,11 @@ class ServingConfig(_Model):
         description="Image of the init container that reads the Hugging Face token secret.",
     )
     port: int = Field(8000, ge=1024, le=65535, description="Port vLLM listens on in the pod.")
+    allowed_client_namespaces: list[DnsLabel] = Field(
+        [],
+        description="Namespaces whose pods may call the gateway and each model's Service in the "
+        "cluster (NetworkPolicy ingress; empty: only the load balancer and gpufarm's own pods).",
+    )
 
 
 FSX_THROUGHPUT_PER_TIB = (125, 250, 500, 1000)

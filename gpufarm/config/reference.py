@@ -410,6 +410,10 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "`autoscaling.namespace`.",
     ),
     (
+        "serving.allowed_client_namespaces",
+        "each namespace once, and not `serving.namespace`.",
+    ),
+    (
         "environment.availability_zones",
         f"at most {MAX_SCRAPER_SUBNETS} while `observability.prometheus.enabled` (one scraper "
         "subnet per zone).",

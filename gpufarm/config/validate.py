@@ -1567,6 +1567,14 @@ def _namespaces(cfg: TierConfig) -> Iterator[ConfigIssue]:
             message=f"must be a namespace of its own (gpufarm creates it, labels it and deletes it "
             f"with the stack), not {owners[namespace]}, got {namespace!r}",
         )
+    clients = cfg.serving.allowed_client_namespaces
+    if namespace in clients:
+        yield ConfigIssue(
+            path="serving.allowed_client_namespaces",
+            message=f"must name other namespaces than serving.namespace (gpufarm's own pods are "
+            f"allowed by their own policies), got {namespace!r}",
+        )
+    yield from _repeats("serving.allowed_client_namespaces", list(clients), "must list each namespace once")
 
 
 def _construct_limits(cfg: TierConfig) -> Iterator[ConfigIssue]:

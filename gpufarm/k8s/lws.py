@@ -67,6 +67,9 @@ WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 """Label LWS puts on every pod of a group: "0" on the leader, 1..size-1 on the workers."""
 GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"
 """Label LWS puts on every pod of a group: a hash unique to the group."""
+GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+"""Label LWS puts on every pod of a group: the group's index, "0".."replicas-1"
+(`GroupIndexLabelKey`, kubernetes-sigs/lws@v0.10.0 api/leaderworkerset/v1/leaderworkerset_types.go)."""
 LEADER_INDEX = "0"
 
 SERVICE_ACCOUNT = "vllm-multinode"
@@ -79,6 +82,10 @@ ZONE_KEY = "topology.kubernetes.io/zone"
 
 RAY_PORT = 6379
 """Port of the Ray head's GCS on the leader; workers join at `$LWS_LEADER_ADDRESS:6379`."""
+RAY_CLIENT_PORT = 10001
+"""Port of the Ray client server `ray start --head` also opens on the leader: the CLI's default for
+`--ray-client-server-port` (https://docs.ray.io/en/latest/cluster/cli.html, `ray start`). Nothing in
+gpufarm uses it; the NetworkPolicies keep it closed to everything outside the group."""
 RAY_OBJECT_STORE_GIB = 4
 """Ray's object store per pod, GiB, held in /dev/shm. vLLM sends only control messages through it;
 Ray's default (30% of the pod's memory) would not fit the memory-backed /dev/shm volume."""

@@ -211,6 +211,27 @@ INVALID_POC: list[Any] = [
         id="serving-in-the-keda-namespace",
     ),
     pytest.param(
+        {"serving": {"allowed_client_namespaces": ["apps", "gpufarm"]}},
+        [
+            "serving.allowed_client_namespaces: must name other namespaces than serving.namespace "
+            "(gpufarm's own pods are allowed by their own policies), got 'gpufarm'"
+        ],
+        id="client-namespace-is-the-serving-namespace",
+    ),
+    pytest.param(
+        {"serving": {"allowed_client_namespaces": ["apps", "apps"]}},
+        ["serving.allowed_client_namespaces: must list each namespace once, got 'apps' 2 times"],
+        id="client-namespace-listed-twice",
+    ),
+    pytest.param(
+        {"serving": {"allowed_client_namespaces": ["Apps_1"]}},
+        [
+            "serving.allowed_client_namespaces[0]: must be a lowercase DNS label (a-z, 0-9, '-', "
+            "starting with a letter, at most 40 characters), got 'Apps_1'"
+        ],
+        id="client-namespace-not-a-dns-label",
+    ),
+    pytest.param(
         {"karpenter": {"namespace": "karpenter"}, "serving": {"namespace": "karpenter"}},
         [
             "serving.namespace: must be a namespace of its own (gpufarm creates it, labels it and "
