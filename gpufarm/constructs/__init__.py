@@ -21,6 +21,7 @@ from gpufarm.constructs.lb_controller import AwsLoadBalancerController
 from gpufarm.constructs.lws import LeaderWorkerSetController, MultiNodeServing
 from gpufarm.constructs.model_store import S3ModelStore
 from gpufarm.constructs.network import InferenceNetwork
+from gpufarm.constructs.network_policy import ServingNetworkPolicies
 from gpufarm.constructs.nlb import AlpnPolicy, InferenceNlb
 from gpufarm.constructs.observability import InferenceAlarms, InferenceDashboard, PrometheusMonitoring
 from gpufarm.constructs.private_link import InferencePrivateLink
@@ -54,6 +55,7 @@ __all__ = [
     "PrometheusMonitoring",
     "ReservedGpuNodeGroup",
     "S3ModelStore",
+    "ServingNetworkPolicies",
     "TrafficInspection",
     "VllmServing",
     "enable_compliance_checks",

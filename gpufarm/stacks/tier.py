@@ -43,6 +43,7 @@ from gpufarm.constructs import (
     KedaAutoscaling,
     KvCacheRouting,
     MultiNodeServing,
+    ServingNetworkPolicies,
     NvidiaDevicePlugin,
     PrometheusMonitoring,
     ReservedGpuNodeGroup,
@@ -219,6 +220,10 @@ class GpuFarmStack(cdk.Stack):
         self._node_pools()
         self._serving()
         self._gateway()
+        # Default deny in the serving namespace, then the flows the workloads above need.
+        self.network_policies = ServingNetworkPolicies(
+            self, "NetworkPolicies", cluster=self.cluster.icluster, tier=config, after=self.serving.namespace_manifest
+        )
         self._ingress()
         self._monitoring()
         self._outputs()
