@@ -86,6 +86,10 @@ def _tcp(*ports: int) -> list[dict[str, Any]]:
     return [{"protocol": "TCP", "port": port} for port in sorted(set(ports))]
 
 
+ALL_TCP = [{"protocol": "TCP"}]
+"""A `ports` list admitting every TCP port (a port entry without `port`)."""
+
+
 def _pods(selector: dict[str, str]) -> dict[str, Any]:
     """A peer: pods of the policy's own namespace matching `selector`."""
     return {"podSelector": {"matchLabels": dict(selector)}}
@@ -239,23 +243,29 @@ def single_node_policies(tier: TierConfig, model: ModelConfig) -> list[dict[str,
         ingress = _routed_ingress(tier, model, tier.serving.port) if model.routed else _serving_ingress(tier, model)
         return [_policy(f"vllm-{model.name}", ns, model_selector(model.name), ingress=ingress, egress=egress)]
     # Prefill/decode: decode pods take the router's requests on the sidecar (the serving port) and
-    # nothing else from outside the model; prefill and decode pods of the model exchange KV blocks
-    # (NIXL's side channel and its transport's ports) with each other only.
-    group = {disagg.PD_GROUP_LABEL: model.name}
-    within = {"from": [_pods(group)]}
+    # nothing else from outside the model; a model's decode pods and prefill pods reach each other
+    # on every port (the sidecar posts prompts to prefill pods; NIXL's side channel and its
+    # transport's connections run between the two roles), never pods of the same role.
+    decode_pods, prefill_pods = model_selector(model.name), disagg.prefill_selector(model.name)
     decode = _policy(
         f"vllm-{model.name}",
         ns,
-        model_selector(model.name),
-        ingress=[*_routed_ingress(tier, model, disagg.DECODE_ENGINE_PORT), within],
-        egress=[{"to": [_pods(group)]}, *egress],
+        decode_pods,
+        ingress=[
+            *_routed_ingress(tier, model, disagg.DECODE_ENGINE_PORT),
+            {"from": [_pods(prefill_pods)], "ports": ALL_TCP},
+        ],
+        egress=[{"to": [_pods(prefill_pods)], "ports": ALL_TCP}, *egress],
     )
     prefill = _policy(
         disagg.prefill_name(model.name),
         ns,
-        disagg.prefill_selector(model.name),
-        ingress=[*_routed_ingress(tier, model, tier.serving.port), within],
-        egress=[{"to": [_pods(group)]}, *egress],
+        prefill_pods,
+        ingress=[
+            *_routed_ingress(tier, model, tier.serving.port),
+            {"from": [_pods(decode_pods)], "ports": ALL_TCP},
+        ],
+        egress=[{"to": [_pods(decode_pods)], "ports": ALL_TCP}, *egress],
     )
     return [decode, prefill]
 
@@ -263,7 +273,7 @@ def single_node_policies(tier: TierConfig, model: ModelConfig) -> list[dict[str,
 def multi_node_policies(tier: TierConfig, model: ModelConfig) -> list[dict[str, Any]]:
     """The policies of a LeaderWorkerSet model: its leaders' serving port, and one fence per group.
 
-    Pods of one group reach each other on every port (Ray's GCS, raylets, object managers and
+    Pods of one group reach each other on every TCP port (Ray's GCS, raylets, object managers and
     workers, NCCL and Gloo all pick ports of their own); nothing outside the group reaches a
     worker, and only the leader's serving port is open to callers. LWS labels every pod of a group
     with the group's index (:data:`gpufarm.k8s.lws.GROUP_INDEX_LABEL`, `0..replicas-1`); a
@@ -283,8 +293,8 @@ def multi_node_policies(tier: TierConfig, model: ModelConfig) -> list[dict[str, 
                 f"vllm-{model.name}-group-{index}",
                 ns,
                 group,
-                ingress=[{"from": [_pods(group)]}],
-                egress=[{"to": [_pods(group)]}, *egress],
+                ingress=[{"from": [_pods(group)], "ports": ALL_TCP}],
+                egress=[{"to": [_pods(group)], "ports": ALL_TCP}, *egress],
             )
         )
     return policies
