@@ -14,6 +14,7 @@ from gpufarm.k8s.labels import workload_name
 from gpufarm.k8s.routing import ENVOY_READY_PORT, ROUTER_PORT, router_name
 from tests.conftest import cfn_lint_errors, nag_violations
 from tests.tiers.conftest import synthesize, variant
+from tests.tiers.flows import check_closed_world, read_tier, unselected_pods
 from tests.tiers.helpers import manifest_of, manifests, model_target_groups, only, resources
 
 
@@ -79,3 +80,15 @@ def test_alb_reaches_the_router_ports(template: dict[str, Any]) -> None:
 def test_routed_variant_passes_the_gates(routed: Path, template: dict[str, Any]) -> None:
     assert nag_violations(routed) == {}
     assert cfn_lint_errors(routed / "gpufarm-production.template.json") == []
+
+
+def test_network_policies_allow_exactly_the_routed_flows(template: dict[str, Any]) -> None:
+    """The router reaches the model's pods; the gateway and the load balancer reach the router only."""
+    tier = read_tier(template)
+    assert unselected_pods(tier) == []
+    assert check_closed_world(tier) == []
+    router, model = router_name("llama-3-3-70b"), workload_name("llama-3-3-70b")
+    assert tier.allowed(router, model, 8000)
+    assert tier.allowed("gateway", router, ROUTER_PORT)
+    assert not tier.allowed("gateway", model, 8000)
+    assert tier.allowed("vpc-host", router, ENVOY_READY_PORT)

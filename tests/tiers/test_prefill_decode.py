@@ -16,6 +16,7 @@ from gpufarm.k8s.labels import GPU_RESOURCE, workload_name
 from gpufarm.k8s.routing import PLUGINS_FILE, ROUTER_PORT, router_name
 from tests.conftest import cfn_lint_errors, nag_violations
 from tests.tiers.conftest import synthesize, variant
+from tests.tiers.flows import check_closed_world, read_tier, unselected_pods
 from tests.tiers.helpers import manifest_of, manifests, model_target_groups
 
 MODEL = "llama-3-3-70b"
@@ -114,3 +115,20 @@ def test_keda_scales_each_role_on_its_own_pods(template: dict[str, Any]) -> None
 def test_split_variant_passes_the_gates(split: Path) -> None:
     assert nag_violations(split) == {}
     assert cfn_lint_errors(split / "gpufarm-production.template.json") == []
+
+
+def test_network_policies_fence_the_decode_pods(template: dict[str, Any]) -> None:
+    """Only the router reaches a decode pod's sidecar; prefill and decode pods exchange KV blocks;
+    a client pod cannot reach a decode pod (and set the prefiller header) directly."""
+    tier = read_tier(template)
+    assert unselected_pods(tier) == []
+    assert check_closed_world(tier) == []
+    decode, prefill, router = workload_name(MODEL), disagg.prefill_name(MODEL), router_name(MODEL)
+    assert tier.allowed(router, decode, 8000)
+    assert tier.allowed(router, prefill, 8000)
+    assert tier.allowed(decode, prefill, 8000)  # the sidecar posts the prompt
+    assert tier.allowed(decode, prefill, disagg.NIXL_SIDE_CHANNEL_PORT)
+    for source in ("gateway", "foreign-pod", "foreign-pod-off-vpc", workload_name(OTHER)):
+        assert not tier.allowed(source, decode, 8000), source
+        assert not tier.allowed(source, decode, disagg.NIXL_SIDE_CHANNEL_PORT), source
+    assert not tier.allowed("gateway", prefill, 8000)
