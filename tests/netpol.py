@@ -102,7 +102,9 @@ def peer_matches(peer: Mapping[str, Any], policy_namespace: str, endpoint: Endpo
     return "podSelector" not in peer or selects(peer["podSelector"], endpoint.labels)
 
 
-def port_matches(entries: list[Mapping[str, Any]] | None, port: int, protocol: str, destination: Endpoint) -> bool:
+def port_matches(
+    entries: list[Mapping[str, Any]] | None, port: int, protocol: str, destination: Endpoint
+) -> bool:
     """Whether a rule's `ports` admit `port`/`protocol` on `destination` (no entries: every port)."""
     if not entries:
         return True
@@ -139,8 +141,13 @@ def _selecting(policies: Iterable[Mapping[str, Any]], pod: Endpoint, kind: str) 
 
 
 def _side_allows(
-    policies: list[Mapping[str, Any]], pod: Endpoint, peer: Endpoint, destination: Endpoint,
-    port: int, protocol: str, kind: str,
+    policies: list[Mapping[str, Any]],
+    pod: Endpoint,
+    peer: Endpoint,
+    destination: Endpoint,
+    port: int,
+    protocol: str,
+    kind: str,
 ) -> bool:
     selecting = _selecting(policies, pod, kind)
     if not selecting:
@@ -162,10 +169,16 @@ def is_isolated(policies: Iterable[Mapping[str, Any]], pod: Endpoint, kind: str)
 
 
 def allowed(
-    policies: Iterable[Mapping[str, Any]], source: Endpoint, destination: Endpoint, port: int, protocol: str = "TCP"
+    policies: Iterable[Mapping[str, Any]],
+    source: Endpoint,
+    destination: Endpoint,
+    port: int,
+    protocol: str = "TCP",
 ) -> bool:
     """Whether `source` may open a connection to `destination` on `port`/`protocol`."""
     found = list(policies)
     if source.is_pod and not _side_allows(found, source, destination, destination, port, protocol, "Egress"):
         return False
-    return not destination.is_pod or _side_allows(found, destination, source, destination, port, protocol, "Ingress")
+    return not destination.is_pod or _side_allows(
+        found, destination, source, destination, port, protocol, "Ingress"
+    )

@@ -20,7 +20,13 @@ class ServingNetworkPolicies(Construct):
     """
 
     def __init__(
-        self, scope: Construct, id: str, *, cluster: eks.ICluster, tier: TierConfig, after: Construct | None = None
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: eks.ICluster,
+        tier: TierConfig,
+        after: Construct | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.namespace = tier.serving.namespace

@@ -134,7 +134,11 @@ def dns_egress(tier: TierConfig) -> dict[str, Any]:
     return {
         "apiVersion": API,
         "kind": "NetworkPolicy",
-        "metadata": {"name": DNS_POLICY, "namespace": tier.serving.namespace, "labels": common_labels("network-policy")},
+        "metadata": {
+            "name": DNS_POLICY,
+            "namespace": tier.serving.namespace,
+            "labels": common_labels("network-policy"),
+        },
         "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [rule]},
     }
 
@@ -147,7 +151,9 @@ def _endpoints(tier: TierConfig) -> set[InterfaceEndpoint]:
     return found
 
 
-def _aws_https(tier: TierConfig, services: set[InterfaceEndpoint], *, other_region: bool = False) -> list[str]:
+def _aws_https(
+    tier: TierConfig, services: set[InterfaceEndpoint], *, other_region: bool = False
+) -> list[str]:
     """CIDRs a pod calling `services` over HTTPS must reach.
 
     The VPC when every service has an interface endpoint with private DNS in it (the endpoint's
@@ -228,7 +234,9 @@ def _serving_ingress(tier: TierConfig, model: ModelConfig) -> list[dict[str, Any
 
 def _routed_ingress(tier: TierConfig, model: ModelConfig, metrics_port: int) -> list[dict[str, Any]]:
     """Who reaches a routed model's serving pods: its router on the serving port, the scraper on metrics."""
-    rules: list[dict[str, Any]] = [{"from": [_pods(router_selector(model.name))], "ports": _tcp(tier.serving.port)}]
+    rules: list[dict[str, Any]] = [
+        {"from": [_pods(router_selector(model.name))], "ports": _tcp(tier.serving.port)}
+    ]
     if scraper := _scraper_peers(tier):
         rules.append({"from": scraper, "ports": _tcp(metrics_port)})
     return rules
@@ -240,7 +248,9 @@ def single_node_policies(tier: TierConfig, model: ModelConfig) -> list[dict[str,
     egress = _model_egress(tier, model)
     pd = model.prefill_decode
     if pd is None:
-        ingress = _routed_ingress(tier, model, tier.serving.port) if model.routed else _serving_ingress(tier, model)
+        ingress = (
+            _routed_ingress(tier, model, tier.serving.port) if model.routed else _serving_ingress(tier, model)
+        )
         return [_policy(f"vllm-{model.name}", ns, model_selector(model.name), ingress=ingress, egress=egress)]
     # Prefill/decode: decode pods take the router's requests on the sidecar (the serving port) and
     # nothing else from outside the model; a model's decode pods and prefill pods reach each other
@@ -334,7 +344,9 @@ def router_policy(tier: TierConfig, model: ModelConfig) -> dict[str, Any]:
         {"to": [_pods(targets)], "ports": _tcp(tier.serving.port)},
         {"to": [_cidr(tier.network.cidr)], "ports": _tcp(HTTPS_PORT)},
     ]
-    return _policy(f"vllm-{model.name}-router", ns, router_selector(model.name), ingress=ingress, egress=egress)
+    return _policy(
+        f"vllm-{model.name}-router", ns, router_selector(model.name), ingress=ingress, egress=egress
+    )
 
 
 def gateway_policy(tier: TierConfig) -> dict[str, Any]:
@@ -358,7 +370,8 @@ def gateway_policy(tier: TierConfig) -> dict[str, Any]:
         services.add(InterfaceEndpoint.SECRETS_MANAGER)
     region = tier.environment.region
     other_region = any(
-        (target := m.bedrock_target) is not None and call_region(target, region) != region for m in tier.models
+        (target := m.bedrock_target) is not None and call_region(target, region) != region
+        for m in tier.models
     )
     egress += _egress_https(_aws_https(tier, services, other_region=other_region))
     egress.append(_pod_identity())

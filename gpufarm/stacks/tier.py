@@ -43,11 +43,11 @@ from gpufarm.constructs import (
     KedaAutoscaling,
     KvCacheRouting,
     MultiNodeServing,
-    ServingNetworkPolicies,
     NvidiaDevicePlugin,
     PrometheusMonitoring,
     ReservedGpuNodeGroup,
     S3ModelStore,
+    ServingNetworkPolicies,
     TrafficInspection,
     VllmServing,
 )
@@ -222,7 +222,11 @@ class GpuFarmStack(cdk.Stack):
         self._gateway()
         # Default deny in the serving namespace, then the flows the workloads above need.
         self.network_policies = ServingNetworkPolicies(
-            self, "NetworkPolicies", cluster=self.cluster.icluster, tier=config, after=self.serving.namespace_manifest
+            self,
+            "NetworkPolicies",
+            cluster=self.cluster.icluster,
+            tier=config,
+            after=self.serving.namespace_manifest,
         )
         self._ingress()
         self._monitoring()

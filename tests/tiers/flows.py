@@ -33,7 +33,27 @@ OFF_VPC_POD = "100.64.0.10"
 """A pod address outside the VPC's CIDR (as with VPC CNI custom networking on a secondary CIDR)."""
 POD_IDENTITY = "169.254.170.23"
 FOREIGN_NS = "apps"
-EXTRA_PORTS = (22, 53, 80, 443, 3000, 5600, 6379, 8000, 8080, 8081, 8200, 8265, 9002, 9090, 10001, 19000, 19001, 29500, 40000)
+EXTRA_PORTS = (
+    22,
+    53,
+    80,
+    443,
+    3000,
+    5600,
+    6379,
+    8000,
+    8080,
+    8081,
+    8200,
+    8265,
+    9002,
+    9090,
+    10001,
+    19000,
+    19001,
+    29500,
+    40000,
+)
 """Ports probed besides every container port: Ray's (GCS, client, dashboard), NCCL's usual
 bootstrap port and an ephemeral one, Envoy's and the picker's, DNS, HTTPS, SSH, the agent's."""
 ANY = -1
@@ -92,7 +112,9 @@ def _ports(containers: tuple[dict[str, Any], ...]) -> dict[str, int]:
 def _vpc_cidr(template: dict[str, Any]) -> str:
     """The CIDR of the tier's own VPC (not the inspection VPC's)."""
     (cidr,) = [
-        v["Properties"]["CidrBlock"] for k, v in resources(template, "AWS::EC2::VPC").items() if k.startswith("Network")
+        v["Properties"]["CidrBlock"]
+        for k, v in resources(template, "AWS::EC2::VPC").items()
+        if k.startswith("Network")
     ]
     return str(cidr)
 
@@ -118,8 +140,16 @@ def _pod_templates(doc: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], s
         for group in range(doc["spec"]["replicas"]):
             for worker in range(lws["size"]):
                 source = lws["leaderTemplate"] if worker == 0 else lws["workerTemplate"]
-                labels = {**source["metadata"]["labels"], LWS_GROUP_INDEX: str(group), LWS_WORKER_INDEX: str(worker)}
-                yield f"{name}-{group}-{worker}", {**source, "metadata": {**source["metadata"], "labels": labels}}, f"{name}/{group}"
+                labels = {
+                    **source["metadata"]["labels"],
+                    LWS_GROUP_INDEX: str(group),
+                    LWS_WORKER_INDEX: str(worker),
+                }
+                yield (
+                    f"{name}-{group}-{worker}",
+                    {**source, "metadata": {**source["metadata"], "labels": labels}},
+                    f"{name}/{group}",
+                )
 
 
 def read_tier(template: dict[str, Any]) -> Tier:
@@ -132,7 +162,10 @@ def read_tier(template: dict[str, Any]) -> Tier:
     vpc_host = next(addresses)
     pods: list[Pod] = []
     for doc in docs:
-        if doc["kind"] not in ("Deployment", "LeaderWorkerSet") or doc["metadata"].get("namespace") != namespace:
+        if (
+            doc["kind"] not in ("Deployment", "LeaderWorkerSet")
+            or doc["metadata"].get("namespace") != namespace
+        ):
             continue
         for pod_id, pod_template, group in _pod_templates(doc):
             spec = pod_template["spec"]
@@ -144,7 +177,17 @@ def read_tier(template: dict[str, Any]) -> Tier:
                 labels=dict(pod_template["metadata"]["labels"]),
                 ports=_ports(containers + inits),
             )
-            pods.append(Pod(pod_id, endpoint, doc["metadata"]["name"], containers, inits, spec.get("serviceAccountName"), group))
+            pods.append(
+                Pod(
+                    pod_id,
+                    endpoint,
+                    doc["metadata"]["name"],
+                    containers,
+                    inits,
+                    spec.get("serviceAccountName"),
+                    group,
+                )
+            )
     specials = {
         # A load balancer's or the managed scraper's network interface, a VPC endpoint, the
         # cluster endpoint: an address in the VPC that is not a pod.
@@ -191,15 +234,23 @@ def _https_to(tier: Tier, pod: Pod, service: str, endpoints: set[str]) -> None:
         tier.needs_anywhere.setdefault(pod.id, set()).add((443, "TCP"))
 
 
-def _derive_needed(tier: Tier, template: dict[str, Any], docs: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+def _derive_needed(
+    tier: Tier, template: dict[str, Any], docs: list[dict[str, Any]], meta: dict[str, Any]
+) -> None:
     ns = tier.namespace
-    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service" and d["metadata"].get("namespace") == ns}
+    services = {
+        d["metadata"]["name"]: d
+        for d in docs
+        if d["kind"] == "Service" and d["metadata"].get("namespace") == ns
+    }
     groups = resources(template, "AWS::ElasticLoadBalancingV2::TargetGroup")
     endpoints = _vpc_endpoint_services(template)
     # The load balancer: each binding's Service port, the target group's control and health ports.
     for binding in (d for d in docs if d["kind"] == "TargetGroupBinding"):
         service = services[binding["spec"]["serviceRef"]["name"]]
-        group = groups[flatten(binding["spec"]["targetGroupARN"]).removeprefix("<Ref:").removesuffix(">")]["Properties"]
+        group = groups[flatten(binding["spec"]["targetGroupARN"]).removeprefix("<Ref:").removesuffix(">")][
+            "Properties"
+        ]
         for pod in _service_pods(tier, service):
             ports = {_target_port(pod, service, binding["spec"]["serviceRef"]["port"])}
             if "TargetControlPort" in group:
@@ -209,7 +260,11 @@ def _derive_needed(tier: Tier, template: dict[str, Any], docs: list[dict[str, An
             for port in ports:
                 tier.need("vpc-host", pod.id, port)
     # The gateway's backends: each api_base names a Service and its port.
-    config_maps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap" and d["metadata"].get("namespace") == ns}
+    config_maps = {
+        d["metadata"]["name"]: d
+        for d in docs
+        if d["kind"] == "ConfigMap" and d["metadata"].get("namespace") == ns
+    }
     gateway_pods = [p for p in tier.pods if p.workload == "gateway"]
     bedrock_entries: list[dict[str, Any]] = []
     if "gateway-config" in config_maps:
@@ -283,9 +338,11 @@ def _derive_needed(tier: Tier, template: dict[str, Any], docs: list[dict[str, An
 
 
 def _weights_source(tier: Tier, pod: Pod) -> str | None:
-    """What `vllm serve` loads: its first argument (a LeaderWorkerSet's workers load what the leader names)."""
+    """What `vllm serve` loads: its first argument (LWS workers load what their leader names)."""
     if pod.group is not None:
-        (leader,) = [p for p in tier.pods if p.group == pod.group and p.endpoint.labels[LWS_WORKER_INDEX] == "0"]
+        (leader,) = [
+            p for p in tier.pods if p.group == pod.group and p.endpoint.labels[LWS_WORKER_INDEX] == "0"
+        ]
         pod = leader
     for container in pod.containers:
         if container["name"] == "vllm" and container.get("args"):
@@ -322,7 +379,15 @@ def is_needed(tier: Tier, source: str, destination: str, port: int, protocol: st
     if destination not in namespace_pods and (port, protocol) in tier.needs_anywhere.get(source, set()):
         return True
     # Endpoints gpufarm does not fence send and receive freely among themselves.
-    unfenced = {"vpc-host", "internet", "pod-identity-agent", "kube-dns", "kube-system-pod", "foreign-pod", "foreign-pod-off-vpc"}
+    unfenced = {
+        "vpc-host",
+        "internet",
+        "pod-identity-agent",
+        "kube-dns",
+        "kube-system-pod",
+        "foreign-pod",
+        "foreign-pod-off-vpc",
+    }
     return source in unfenced and destination in unfenced
 
 
@@ -350,7 +415,10 @@ def unselected_pods(tier: Tier) -> list[str]:
     return [
         p.id
         for p in tier.pods
-        if not (is_isolated(tier.policies, p.endpoint, "Ingress") and is_isolated(tier.policies, p.endpoint, "Egress"))
+        if not (
+            is_isolated(tier.policies, p.endpoint, "Ingress")
+            and is_isolated(tier.policies, p.endpoint, "Egress")
+        )
     ]
 
 

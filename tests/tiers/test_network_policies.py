@@ -48,7 +48,9 @@ def test_policies_allow_exactly_the_needed_flows(tiers: dict[str, Tier], name: s
     assert check_closed_world(tiers[name]) == []
 
 
-def test_the_check_fails_on_a_denied_needed_flow_and_on_an_allowed_unneeded_one(tiers: dict[str, Tier]) -> None:
+def test_the_check_fails_on_a_denied_needed_flow_and_on_an_allowed_unneeded_one(
+    tiers: dict[str, Tier],
+) -> None:
     tier = copy.copy(tiers["enterprise"])
     group = [p for p in tier.policies if p["metadata"]["name"].endswith("-group-0")]
     tier.policies = [p for p in tier.policies if p not in group]
@@ -59,7 +61,10 @@ def test_the_check_fails_on_a_denied_needed_flow_and_on_an_allowed_unneeded_one(
         "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{}]},
     }
     tier.policies = [*tiers["enterprise"].policies, allow_all]
-    assert any("foreign-pod-off-vpc -> gateway" in d and "allowed but not needed" in d for d in check_closed_world(tier))
+    assert any(
+        "foreign-pod-off-vpc -> gateway" in d and "allowed but not needed" in d
+        for d in check_closed_world(tier)
+    )
 
 
 @pytest.mark.parametrize("name", TIERS)
@@ -84,7 +89,11 @@ def test_ray_head_and_nccl_are_fenced_to_the_group(tiers: dict[str, Tier]) -> No
         assert tier.allowed(leader.id, worker.id, port)
     # From anywhere else: no Ray port, no NCCL port, neither on the head nor on a worker.
     outsiders = [p.id for p in tier.pods if p.group != leader.group] + [
-        "vpc-host", "foreign-pod", "foreign-pod-off-vpc", "kube-system-pod", "internet",
+        "vpc-host",
+        "foreign-pod",
+        "foreign-pod-off-vpc",
+        "kube-system-pod",
+        "internet",
     ]
     for source in outsiders:
         for port in (RAY_PORT, RAY_CLIENT_PORT, RAY_DASHBOARD_PORT, *NCCL_PORTS):
@@ -101,7 +110,7 @@ def test_no_pod_reaches_arbitrary_internet_ports(tiers: dict[str, Tier], name: s
 
 
 def test_hugging_face_egress_only_for_models_that_download(tiers: dict[str, Tier]) -> None:
-    """Production's models read S3 weights through FSx (no download); poc's model downloads from Hugging Face."""
+    """Production's models read S3 weights through FSx (no download); poc's downloads from Hugging Face."""
     poc, production = tiers["poc"], tiers["production"]
     assert poc.allowed("vllm-qwen3-8b", "internet", 443)
     for pod in production.pods:

@@ -31,7 +31,9 @@ TEST_NETWORK_POLICY: dict[str, Any] = {
                 "ports": [{"protocol": "TCP", "port": 6379}],
             }
         ],
-        "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/24"}}], "ports": [{"protocol": "TCP", "port": 5978}]}],
+        "egress": [
+            {"to": [{"ipBlock": {"cidr": "10.0.0.0/24"}}], "ports": [{"protocol": "TCP", "port": 5978}]}
+        ],
     },
 }
 
@@ -54,7 +56,7 @@ def _policy(spec: dict[str, Any], name: str = "p", namespace: str = "default") -
         (FRONTEND, 6379, True),
         # "any pod in a namespace with the label project=myproject"
         (MYPROJECT_POD, 6379, True),
-        # "IP addresses in the ranges 172.17.0.0–172.17.0.255 and 172.17.2.0–172.17.255.255"
+        # "IP addresses in the ranges 172.17.0.0-172.17.0.255 and 172.17.2.0-172.17.255.255"
         (Endpoint(ip="172.17.0.9"), 6379, True),
         (Endpoint(ip="172.17.2.1"), 6379, True),
         (Endpoint(ip="172.17.1.9"), 6379, False),  # in `except`
@@ -73,7 +75,8 @@ def test_upstream_example_ingress_is_tcp_only() -> None:
 
 @pytest.mark.parametrize(
     ("ip", "port", "expected"),
-    # "connections from any pod in the default namespace with the label role=db to CIDR 10.0.0.0/24 on TCP port 5978"
+    # "connections from any pod in the default namespace with the label role=db to CIDR
+    # 10.0.0.0/24 on TCP port 5978"
     [("10.0.0.7", 5978, True), ("10.0.0.7", 5979, False), ("10.0.1.7", 5978, False)],
 )
 def test_upstream_example_egress(ip: str, port: int, expected: bool) -> None:
@@ -118,8 +121,12 @@ OR_PEERS = _policy(
         ],
     }
 )
-ALICE_CLIENT = Endpoint(ip="10.1.0.1", namespace="a", labels={"role": "client"}, namespace_labels={"user": "alice"})
-ALICE_OTHER = Endpoint(ip="10.1.0.2", namespace="a", labels={"role": "web"}, namespace_labels={"user": "alice"})
+ALICE_CLIENT = Endpoint(
+    ip="10.1.0.1", namespace="a", labels={"role": "client"}, namespace_labels={"user": "alice"}
+)
+ALICE_OTHER = Endpoint(
+    ip="10.1.0.2", namespace="a", labels={"role": "web"}, namespace_labels={"user": "alice"}
+)
 LOCAL_CLIENT = Endpoint(ip="10.1.0.3", namespace="default", labels={"role": "client"})
 TARGET = Endpoint(ip="10.1.0.9", namespace="default", labels={"app": "t"})
 
@@ -138,13 +145,17 @@ TARGET = Endpoint(ip="10.1.0.9", namespace="default", labels={"app": "t"})
         (OR_PEERS, LOCAL_CLIENT, True),
     ],
 )
-def test_one_peer_with_both_selectors_is_an_and(policy: dict[str, Any], source: Endpoint, expected: bool) -> None:
+def test_one_peer_with_both_selectors_is_an_and(
+    policy: dict[str, Any], source: Endpoint, expected: bool
+) -> None:
     assert allowed([policy], source, TARGET, 80) is expected
 
 
 # "Default policies".
 DENY_INGRESS = _policy({"podSelector": {}, "policyTypes": ["Ingress"]}, "default-deny-ingress")
-ALLOW_ALL_INGRESS = _policy({"podSelector": {}, "ingress": [{}], "policyTypes": ["Ingress"]}, "allow-all-ingress")
+ALLOW_ALL_INGRESS = _policy(
+    {"podSelector": {}, "ingress": [{}], "policyTypes": ["Ingress"]}, "allow-all-ingress"
+)
 DENY_EGRESS = _policy({"podSelector": {}, "policyTypes": ["Egress"]}, "default-deny-egress")
 ALLOW_ALL_EGRESS = _policy({"podSelector": {}, "egress": [{}], "policyTypes": ["Egress"]}, "allow-all-egress")
 DENY_ALL = _policy({"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}, "default-deny-all")
@@ -189,14 +200,19 @@ MULTI_PORT_EGRESS = _policy(
         "podSelector": {"matchLabels": {"role": "db"}},
         "policyTypes": ["Egress"],
         "egress": [
-            {"to": [{"ipBlock": {"cidr": "10.0.0.0/24"}}], "ports": [{"protocol": "TCP", "port": 32000, "endPort": 32768}]}
+            {
+                "to": [{"ipBlock": {"cidr": "10.0.0.0/24"}}],
+                "ports": [{"protocol": "TCP", "port": 32000, "endPort": 32768}],
+            }
         ],
     },
     "multi-port-egress",
 )
 
 
-@pytest.mark.parametrize(("port", "expected"), [(31999, False), (32000, True), (32500, True), (32768, True), (32769, False)])
+@pytest.mark.parametrize(
+    ("port", "expected"), [(31999, False), (32000, True), (32500, True), (32768, True), (32769, False)]
+)
 def test_end_port_range_is_inclusive(port: int, expected: bool) -> None:
     assert allowed([MULTI_PORT_EGRESS], DB, Endpoint(ip="10.0.0.3"), port) is expected
 
@@ -207,7 +223,13 @@ def test_namespace_selected_by_its_automatic_name_label() -> None:
         {
             "podSelector": {},
             "policyTypes": ["Ingress"],
-            "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "frontend"}}}]}],
+            "ingress": [
+                {
+                    "from": [
+                        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "frontend"}}}
+                    ]
+                }
+            ],
         }
     )
     assert allowed([policy], Endpoint(ip="10.2.0.1", namespace="frontend"), TARGET, 80)
@@ -217,7 +239,9 @@ def test_namespace_selected_by_its_automatic_name_label() -> None:
 def test_named_port_is_looked_up_on_the_destination() -> None:
     entries = [{"protocol": "TCP", "port": "http"}]
     assert port_matches(entries, 8000, "TCP", Endpoint(ip="10.0.0.1", namespace="n", ports={"http": 8000}))
-    assert not port_matches(entries, 8001, "TCP", Endpoint(ip="10.0.0.1", namespace="n", ports={"http": 8000}))
+    assert not port_matches(
+        entries, 8001, "TCP", Endpoint(ip="10.0.0.1", namespace="n", ports={"http": 8000})
+    )
 
 
 def test_port_without_number_admits_every_port_of_its_protocol() -> None:
@@ -229,7 +253,11 @@ def test_port_without_number_admits_every_port_of_its_protocol() -> None:
 @pytest.mark.parametrize(
     ("selector", "labels", "expected"),
     [
-        ({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]}, {"tier": "a"}, True),
+        (
+            {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]},
+            {"tier": "a"},
+            True,
+        ),
         ({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a"]}]}, {"tier": "c"}, False),
         ({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["a"]}]}, {}, True),
         ({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["a"]}]}, {"tier": "a"}, False),
