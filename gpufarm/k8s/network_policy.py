@@ -178,8 +178,10 @@ def _pod_identity() -> dict[str, Any]:
 def _model_egress(tier: TierConfig, model: ModelConfig) -> list[dict[str, Any]]:
     """What a vLLM pod sends outside its group: the weights' download and the token's secret.
 
-    `s3://` weights are mounted by the node (Mountpoint or FSx for Lustre CSI drivers), not read
-    over the pod's network, so they need no rule. Hugging Face weights are downloaded over HTTPS
+    `s3://` weights reach the pod as a CSI volume: the driver's node service mounts it
+    (`NodePublishVolume`; the FSx for Lustre client is the node kernel's, and the file system's
+    security group admits the nodes: docs/decisions/0012-fsx-model-store.md), so the pod's own
+    network carries no S3 or Lustre traffic and needs no rule. Hugging Face weights are downloaded over HTTPS
     from the internet. A token read from Secrets Manager needs the Pod Identity agent too.
     """
     cidrs: list[str] = [] if model.is_s3 else [ANYWHERE]
@@ -193,8 +195,11 @@ def _model_egress(tier: TierConfig, model: ModelConfig) -> list[dict[str, Any]]:
 def _load_balancer_peers(tier: TierConfig) -> list[dict[str, Any]]:
     """Where the load balancer's connections and health checks come from: the VPC.
 
-    An ALB, and an NLB with client IP preservation off (gpufarm's target groups), open their
-    connections to IP targets from their own private addresses, which are in the VPC's subnets.
+    An ALB, and an NLB with client IP preservation off (gpufarm's target groups set
+    `preserve_client_ip.enabled` to false: gpufarm/constructs/nlb.py), open their connections to
+    IP targets from their own private addresses, which are in the VPC's subnets. Pods have VPC
+    addresses too (VPC CNI), so this ipBlock also admits any pod on exactly these ports: see
+    docs/decisions/0039-netpol-default-deny-and-flows.md.
     """
     return [_cidr(tier.network.cidr)]
 
