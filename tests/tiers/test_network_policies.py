@@ -10,12 +10,14 @@ port and the ports of Ray, NCCL, DNS, HTTPS and SSH.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
 
 from gpufarm.k8s.lws import RAY_CLIENT_PORT, RAY_PORT
 from tests.tiers.flows import ANY, Tier, check_closed_world, read_tier, unselected_pods
+from tests.tiers.helpers import KUBERNETES_RESOURCE, flatten, resources
 
 TIERS = ("poc", "production", "enterprise")
 RAY_DASHBOARD_PORT = 8265
@@ -126,3 +128,18 @@ def test_load_balancer_reaches_the_agent_not_vllm_with_the_target_optimizer(tier
     assert tier.allowed("vpc-host", pod.id, pod.endpoint.ports["control"])
     assert any(flow[:2] == ("vpc-host", pod.id) for flow in tier.needed)
     assert ANY not in {port for (_, dst, port, _) in tier.needed if dst == pod.id}
+
+
+@pytest.mark.parametrize("name", TIERS)
+def test_policies_are_one_manifest_applied_after_the_namespace(
+    name: str, request: pytest.FixtureRequest
+) -> None:
+    template: dict[str, Any] = request.getfixturevalue(f"{name}_template")
+    holders = {
+        logical_id: json.loads(flatten(r["Properties"]["Manifest"]))
+        for logical_id, r in resources(template, KUBERNETES_RESOURCE).items()
+    }
+    (policies,) = [k for k, docs in holders.items() if any(d["kind"] == "NetworkPolicy" for d in docs)]
+    assert all(d["kind"] == "NetworkPolicy" for d in holders[policies])
+    (namespace,) = [k for k, docs in holders.items() if any(d["kind"] == "Namespace" for d in docs)]
+    assert namespace in template["Resources"][policies]["DependsOn"]
