@@ -28,8 +28,9 @@ from gpufarm.k8s.routing import ENVOY_READY_PORT, ROUTER_PORT, router_selector
 API = "networking.k8s.io/v1"
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-"""Label the API server sets on every namespace to its name (immutable; Kubernetes 1.22 and later:
-https://kubernetes.io/docs/reference/labels-annotations-taints/#kubernetes-io-metadata-name)."""
+"""Immutable label the control plane sets on every namespace, its value the namespace's name
+(https://kubernetes.io/docs/concepts/services-networking/network-policies/, "Targeting a Namespace
+by its name")."""
 
 DNS_NAMESPACE = "kube-system"
 DNS_SELECTOR = {"k8s-app": "kube-dns"}

@@ -389,10 +389,16 @@ VERIFIED_LABELS = {
         "namespace' (https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/"
         "pod_readiness_gate/)"
     ),
+    "kubernetes.io/metadata.name": (
+        "kubernetes/website content/en/docs/concepts/services-networking/network-policies.md, "
+        "'Targeting a Namespace by its name': 'The Kubernetes control plane sets an immutable label "
+        "kubernetes.io/metadata.name on all namespaces, the value of the label is the namespace name' "
+        "(https://kubernetes.io/docs/concepts/services-networking/network-policies/)"
+    ),
 }
 """Vendor labels confirmed in the vendor's documentation that ../shared/upstream-ref does not hold
-(it records labels defined in code; this namespace label is defined by the controller's webhook
-configuration and its docs)."""
+(it records labels defined in code; these namespace labels are defined by the load balancer
+controller's webhook configuration and by the Kubernetes control plane, and documented there)."""
 
 
 def known_labels() -> dict[str, str]:
