@@ -182,8 +182,8 @@ def _model_egress(tier: TierConfig, model: ModelConfig) -> list[dict[str, Any]]:
     `s3://` weights reach the pod as a CSI volume: the driver's node service mounts it
     (`NodePublishVolume`; the FSx for Lustre client is the node kernel's, and the file system's
     security group admits the nodes: docs/decisions/0012-fsx-model-store.md), so the pod's own
-    network carries no S3 or Lustre traffic and needs no rule. Hugging Face weights are downloaded over HTTPS
-    from the internet. A token read from Secrets Manager needs the Pod Identity agent too.
+    network carries no S3 or Lustre traffic and needs no rule. Hugging Face weights are downloaded
+    over HTTPS from the internet. A token read from Secrets Manager needs the Pod Identity agent too.
     """
     cidrs: list[str] = [] if model.is_s3 else [ANYWHERE]
     rules: list[dict[str, Any]] = []
@@ -223,7 +223,7 @@ def _clients(tier: TierConfig) -> list[dict[str, Any]]:
     return [_namespace(n) for n in tier.serving.allowed_client_namespaces]
 
 
-def _serving_ingress(tier: TierConfig, model: ModelConfig) -> list[dict[str, Any]]:
+def _serving_ingress(tier: TierConfig) -> list[dict[str, Any]]:
     """Who reaches a model's serving pods (its plain pods or its leaders) when no router fronts it."""
     port = tier.serving.port
     rules: list[dict[str, Any]] = []
@@ -255,7 +255,7 @@ def single_node_policies(tier: TierConfig, model: ModelConfig) -> list[dict[str,
     pd = model.prefill_decode
     if pd is None:
         ingress = (
-            _routed_ingress(tier, model, tier.serving.port) if model.routed else _serving_ingress(tier, model)
+            _routed_ingress(tier, model, tier.serving.port) if model.routed else _serving_ingress(tier)
         )
         return [_policy(f"vllm-{model.name}", ns, model_selector(model.name), ingress=ingress, egress=egress)]
     # Prefill/decode: decode pods take the router's requests on the sidecar (the serving port) and
@@ -299,7 +299,7 @@ def multi_node_policies(tier: TierConfig, model: ModelConfig) -> list[dict[str, 
     if model.routed:
         ingress = _routed_ingress(tier, model, tier.serving.port)
     else:
-        ingress = _serving_ingress(tier, model)
+        ingress = _serving_ingress(tier)
     policies = [_policy(f"vllm-{model.name}-leader", ns, leader_selector(model.name), ingress=ingress)]
     egress = _model_egress(tier, model)
     for index in range(model.replicas):
