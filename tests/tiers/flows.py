@@ -221,7 +221,7 @@ def _vpc_endpoint_services(template: dict[str, Any]) -> set[str]:
     names = set()
     for endpoint in resources(template, "AWS::EC2::VPCEndpoint").values():
         if endpoint["Properties"].get("VpcEndpointType") == "Interface":
-            names.add(flatten(endpoint["Properties"]["ServiceName"]).rsplit(".", 1)[-1])
+            # com.amazonaws.<region>.<service>, the service possibly dotted (ecr.api)
             names.add(".".join(flatten(endpoint["Properties"]["ServiceName"]).split(".")[3:]))
     return names
 
@@ -296,9 +296,8 @@ def _derive_needed(
         for prefill in tier.pods:
             labels = prefill.endpoint.labels
             if labels.get("gpufarm.io/pd-group") == group_label and labels.get("llm-d.ai/role") == "prefill":
-                for port in (ANY,):
-                    tier.need(decode.id, prefill.id, port)
-                    tier.need(prefill.id, decode.id, port)
+                tier.need(decode.id, prefill.id, ANY)
+                tier.need(prefill.id, decode.id, ANY)
     # LeaderWorkerSet groups: every member reaches every other on every port (Ray, NCCL, Gloo).
     for pod in tier.pods:
         for other in tier.pods:

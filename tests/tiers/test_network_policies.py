@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from gpufarm.k8s.lws import RAY_CLIENT_PORT, RAY_PORT
-from tests.tiers.flows import ANY, Tier, check_closed_world, read_tier, unselected_pods
+from tests.tiers.flows import Tier, check_closed_world, read_tier, unselected_pods
 from tests.tiers.helpers import KUBERNETES_RESOURCE, flatten, resources
 
 TIERS = ("poc", "production", "enterprise")
@@ -120,14 +120,16 @@ def test_hugging_face_egress_only_for_models_that_download(tiers: dict[str, Tier
             assert not production.allowed(pod.id, "internet", 443), pod.id
 
 
-def test_load_balancer_reaches_the_agent_not_vllm_with_the_target_optimizer(tiers: dict[str, Tier]) -> None:
-    """Production runs the Target Optimizer: the ALB reaches the agent's data and control ports."""
+def test_load_balancer_reaches_the_agents_data_and_control_ports(tiers: dict[str, Tier]) -> None:
+    """Production runs the Target Optimizer: the ALB reaches the agent's data and control ports,
+    which the flows derive from the binding's Service port and the target group's control port."""
     tier = tiers["production"]
     pod = tier.pod("vllm-llama-3-3-70b")
-    assert tier.allowed("vpc-host", pod.id, pod.endpoint.ports["data"])
-    assert tier.allowed("vpc-host", pod.id, pod.endpoint.ports["control"])
-    assert any(flow[:2] == ("vpc-host", pod.id) for flow in tier.needed)
-    assert ANY not in {port for (_, dst, port, _) in tier.needed if dst == pod.id}
+    for name in ("data", "control"):
+        port = pod.endpoint.ports[name]
+        assert ("vpc-host", pod.id, port, "TCP") in tier.needed
+        assert tier.allowed("vpc-host", pod.id, port)
+        assert not tier.allowed("foreign-pod-off-vpc", pod.id, port)
 
 
 @pytest.mark.parametrize("name", TIERS)
