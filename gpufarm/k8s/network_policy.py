@@ -34,8 +34,11 @@ by its name")."""
 
 DNS_NAMESPACE = "kube-system"
 DNS_SELECTOR = {"k8s-app": "kube-dns"}
-"""The cluster DNS pods: the CoreDNS add-on's Deployment in kube-system keeps the `k8s-app:
-kube-dns` label of the upstream manifests (its Service is `kube-dns`)."""
+"""The cluster DNS pods: the `k8s-app: kube-dns` label of the upstream CoreDNS manifests, which
+AWS's published CoreDNS manifests for EKS keep beside `eks.amazonaws.com/component: coredns` (on
+the Deployment and its ConfigMap). The managed add-on's pod template was not read directly; if a
+release dropped the label, DNS from the serving namespace would stop (the flow tests cannot see
+that), so it is named in docs/decisions/0039-netpol-default-deny-and-flows.md."""
 DNS_PORT = 53
 
 POD_IDENTITY_AGENT_CIDR = "169.254.170.23/32"
