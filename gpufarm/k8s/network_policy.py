@@ -299,10 +299,7 @@ def multi_node_policies(tier: TierConfig, model: ModelConfig) -> list[dict[str, 
     LeaderWorkerSet's replicas are fixed in gpufarm (no autoscaling), so the indexes are known here.
     """
     ns = tier.serving.namespace
-    if model.routed:
-        ingress = _routed_ingress(tier, model, tier.serving.port)
-    else:
-        ingress = _serving_ingress(tier)
+    ingress = _routed_ingress(tier, model, tier.serving.port) if model.routed else _serving_ingress(tier)
     policies = [_policy(f"vllm-{model.name}-leader", ns, leader_selector(model.name), ingress=ingress)]
     egress = _model_egress(tier, model)
     for index in range(model.replicas):
