@@ -257,9 +257,7 @@ def single_node_policies(tier: TierConfig, model: ModelConfig) -> list[dict[str,
     egress = _model_egress(tier, model)
     pd = model.prefill_decode
     if pd is None:
-        ingress = (
-            _routed_ingress(tier, model, tier.serving.port) if model.routed else _serving_ingress(tier)
-        )
+        ingress = _routed_ingress(tier, model, tier.serving.port) if model.routed else _serving_ingress(tier)
         return [_policy(f"vllm-{model.name}", ns, model_selector(model.name), ingress=ingress, egress=egress)]
     # Prefill/decode: decode pods take the router's requests on the sidecar (the serving port) and
     # nothing else from outside the model; a model's decode pods and prefill pods reach each other
