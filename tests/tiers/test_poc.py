@@ -125,6 +125,17 @@ def test_gpu_nodepool_uses_auto_mode_nodeclass_and_taint(poc_template: dict[str,
     assert pool["spec"]["disruption"]["consolidationPolicy"] == "WhenEmpty"
 
 
+def test_auto_mode_enforces_network_policies_on_the_gpu_nodes(poc_template: dict[str, Any]) -> None:
+    # Auto Mode's network policy controller is off until kube-system/amazon-vpc-cni says
+    # otherwise (EKS user guide, auto-net-pol, Step 1); then nodes of every NodeClass enforce,
+    # the built-in `default` one the GPU pool uses included. There is no VPC CNI add-on.
+    config_map = manifest_of(poc_template, "ConfigMap", "amazon-vpc-cni")
+    assert config_map["metadata"]["namespace"] == "kube-system"
+    assert config_map["data"] == {"enable-network-policy-controller": "true"}
+    addons = {a["Properties"]["AddonName"] for a in resources(poc_template, "AWS::EKS::Addon").values()}
+    assert "vpc-cni" not in addons
+
+
 # ----------------------------------------------------------------------------- serving
 
 
