@@ -282,8 +282,8 @@ class InferenceCluster(Construct):
         every `elbv2.k8s.aws/v1beta1` TargetGroupBinding depend on it."""
         self.network_policy_enforcement = DependencyGroup()
         """What makes the nodes enforce NetworkPolicies: the `vpc-cni` add-on (standard compute)
-        or the ConfigMap that turns Auto Mode's network policy controller on. NetworkPolicy
-        manifests may depend on it, so that they take effect as soon as they are applied."""
+        or the ConfigMap that turns Auto Mode's network policy controller on. Make NetworkPolicy
+        manifests depend on it, so that enforcement is on before they exist."""
         self.network_policy_controller: eks.KubernetesManifest | None = None
         """The ConfigMap turning Auto Mode's network policy controller on (Auto Mode only)."""
         if system_ami is not None:
