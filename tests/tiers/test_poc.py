@@ -12,6 +12,7 @@ from tests.conftest import PLACEHOLDER_ANNOTATION, cfn_lint_errors
 from tests.tiers.helpers import (
     default_target_group,
     manifest_of,
+    manifests,
     model_target_groups,
     only,
     resources,
@@ -134,6 +135,8 @@ def test_auto_mode_enforces_network_policies_on_the_gpu_nodes(poc_template: dict
     assert config_map["data"] == {"enable-network-policy-controller": "true"}
     addons = {a["Properties"]["AddonName"] for a in resources(poc_template, "AWS::EKS::Addon").values()}
     assert "vpc-cni" not in addons
+    # No NodeClass of gpufarm's own: the ConfigMap is all the built-in one needs.
+    assert not [m for m in manifests(poc_template) if m["kind"] == "NodeClass"]
 
 
 # ----------------------------------------------------------------------------- serving
