@@ -22,7 +22,7 @@ it is switched on, differently per provisioning mode:
   latest/ug/automode/auto-net-pol.adoc, "Step 1: Enable Network Policy Controller" and
   "Step 3: ... Node Class (Optional)").
 
-docs/decisions/0039-enforce-network-policy-enforcement.md records the choices.
+docs/decisions/0040-network-policy-enforcement.md records the choices.
 """
 
 from __future__ import annotations
