@@ -76,6 +76,9 @@ class ScannedObject:
     findings: list[Finding] = field(default_factory=list)
     evaluated: bool = False
     """Whether checkov reported any check (passed or failed) on one of its documents."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Check ID -> comment of the checks checkov itself skipped (only where a document kept its
+    skip annotations: the gate's own documents never do)."""
 
 
 @dataclass
@@ -92,6 +95,10 @@ class ScanResult:
     def of(self, tier: str) -> list[ScannedObject]:
         """The scanned objects of one tier."""
         return [o for o in self.objects if o.tier == tier]
+
+    def only(self, tier: str) -> ScanResult:
+        """The result of one tier alone."""
+        return ScanResult(self.of(tier), [])
 
 
 def object_ref(manifest: Mapping[str, Any]) -> str:
@@ -209,7 +216,7 @@ def scan(objects: Sequence[ScannedObject], workdir: Path) -> ScanResult:
             "kubernetes",
             "--output",
             "json",
-            "--quiet",
+            # Not --quiet: it leaves passed and skipped checks out of the report, and both are read.
             "--compact",
             "--skip-download",
         ],
@@ -233,6 +240,9 @@ def scan(objects: Sequence[ScannedObject], workdir: Path) -> ScanResult:
             continue
         results = report["results"]
         parsing_errors += list(results.get("parsing_errors", []))
+        for record in results.get("skipped_checks", []):
+            comment = record["check_result"].get("suppress_comment", "")
+            owner[record["file_path"]].skipped[record["check_id"]] = comment
         for status in ("passed_checks", "failed_checks"):
             for record in results.get(status, []):
                 obj = owner[record["file_path"]]
