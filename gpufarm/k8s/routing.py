@@ -64,6 +64,7 @@ CONFIG_HASH_ANNOTATION = "gpufarm.io/config-hash"
 """Pod annotation holding the hash of the router's two config files."""
 
 TERMINATION_GRACE_SECONDS = 130
+"""The standalone chart's grace period: long enough for in-flight requests through Envoy to finish."""
 
 CPU_LIMIT_REASON = (
     "the router's Envoy and endpoint picker request CPU and set no CPU limit by design: both sit "
@@ -78,12 +79,12 @@ ENVOY_LIVENESS_REASON = (
     "of a drain; a crashed Envoy exits and the kubelet restarts it (the picker has a liveness probe)"
 )
 """Why the router's Envoy has no liveness probe (checkov CKV_K8S_8). The standalone chart of
-gateway-api-inference-extension v1.5.0 (`config/charts/standalone/values.yaml`) gives its Envoy a
-readiness probe on `/ready` only. That path is Envoy's health check filter in non-pass-through mode,
-which answers 200 or 503 from the server's draining state and fails while `/healthcheck/fail` is
-set (https://www.envoyproxy.io/docs/envoy/v1.31.6/configuration/http/http_filters/health_check_filter;
+gateway-api-inference-extension gives its Envoy a readiness probe on `/ready` only
+(`config/charts/standalone/values.yaml` as read at commit 087c400b, a v1.4 release candidate; the
+v1.5.0 file was not available to confirm it is unchanged). That path is Envoy's health check
+filter in non-pass-through mode, which answers 200 or 503 from the server's draining state and
+fails while `/healthcheck/fail` is set (https://www.envoyproxy.io/docs/envoy/v1.31.6/configuration/http/http_filters/health_check_filter;
 the architecture overview's "HTTP health checking filter")."""
-"""The standalone chart's grace period: long enough for in-flight requests through Envoy to finish."""
 
 
 def router_selector(model_name: str) -> dict[str, str]:
