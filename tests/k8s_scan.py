@@ -2,7 +2,7 @@
 
 checkov runs from its own virtualenv (`.venv-scan`, installed from the hashed
 `k8s-scan/requirements.lock`; its pins cannot sit beside gpufarm's, see
-docs/decisions/0039-scan-checkov-kubernetes-gate.md) as one subprocess over a folder with one
+docs/decisions/0043-checkov-kubernetes-scan-gate.md) as one subprocess over a folder with one
 file per scanned object, so each finding maps back to the object (and the tier) that caused it.
 
 How a finding is judged:

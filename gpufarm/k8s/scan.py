@@ -1,7 +1,7 @@
 """Acknowledgements of Kubernetes scanner findings, written on the manifest that causes them.
 
 The test suite scans every manifest gpufarm renders with checkov's Kubernetes framework
-(tests/tiers/test_k8s_security_scan.py, docs/decisions/0039-scan-checkov-kubernetes-gate.md), as
+(tests/tiers/test_k8s_security_scan.py, docs/decisions/0043-checkov-kubernetes-scan-gate.md), as
 cdk-nag checks the AWS side. A finding that is there by design is acknowledged by the builder
 that makes the manifest, with :func:`scan_acknowledge` and a reason about that workload: the
 acknowledgement travels with the object, in the form checkov itself reads, so anyone who scans the
