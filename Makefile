@@ -10,9 +10,12 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 GATEWAY_VENV := .venv-gateway
 GATEWAY_STAMP := $(GATEWAY_VENV)/.installed
 
-.PHONY: setup gateway-venv synth test lint unit fmt bench clean integ integ-update
+SCAN_VENV := .venv-scan
+SCAN_STAMP := $(SCAN_VENV)/.installed
 
-setup: $(STAMP)
+.PHONY: setup gateway-venv scan-venv synth test lint unit fmt bench clean integ integ-update
+
+setup: $(STAMP) $(SCAN_STAMP)
 
 $(STAMP): pyproject.toml constraints.txt package.json package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,13 +33,23 @@ $(GATEWAY_STAMP): gateway/requirements.lock
 	$(GATEWAY_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes -r gateway/requirements.lock
 	touch $@
 
+## scan-venv: checkov, the Kubernetes scan gate's scanner (tests/tiers/test_k8s_security_scan.py), in
+## its own venv from the hashed lock (its pins, boto3 1.35 among them, cannot sit beside the app's).
+scan-venv: $(SCAN_STAMP)
+
+$(SCAN_STAMP): k8s-scan/requirements.lock
+	rm -rf $(SCAN_VENV)
+	$(PYTHON) -m venv $(SCAN_VENV)
+	$(SCAN_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes -r k8s-scan/requirements.lock
+	touch $@
+
 ## synth: synthesize every tier into cdk.out/ (offline), then lint the templates with cfn-lint.
 synth: setup
 	$(BIN)/npx cdk synth --quiet
 	$(BIN)/cfn-lint --non-zero-exit-code error cdk.out/*.template.json
 
 ## test: lint, type-check and run the whole test suite.
-test: setup lint $(GATEWAY_STAMP)
+test: setup lint $(GATEWAY_STAMP) $(SCAN_STAMP)
 	$(BIN)/python -m pytest
 
 ## integ: deploy each tier's integration test, chat with its model through both routes, destroy it.
@@ -66,4 +79,4 @@ bench: setup $(GATEWAY_STAMP)
 	$(BIN)/python benchmarks/gateway.py
 
 clean:
-	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache $(GATEWAY_VENV)
+	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache $(GATEWAY_VENV) $(SCAN_VENV)

@@ -429,7 +429,9 @@ class ClusterConfig(_Model):
         None, description="IAM role given cluster-admin through an EKS access entry."
     )
     core_addons: list[CoreAddon] = Field(
-        list(CoreAddon), description="EKS add-ons to install when not in Auto Mode (versions: EKS default)."
+        list(CoreAddon),
+        description="EKS add-ons to install when not in Auto Mode (versions: EKS default; `vpc-cni` "
+        "always has its network policy agent on, so NetworkPolicies are enforced).",
     )
     system_nodes: SystemNodesConfig = Field(
         default_factory=SystemNodesConfig, description="System node group (not used in Auto Mode)."

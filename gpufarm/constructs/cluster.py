@@ -34,6 +34,10 @@ from gpufarm.constructs._util import (
     private_subnets,
 )
 from gpufarm.constructs.lb_controller import AwsLoadBalancerController
+from gpufarm.k8s.policy_enforcement import (
+    auto_mode_network_policy_config_map,
+    vpc_cni_configuration_values,
+)
 
 _LOG_TYPES = {
     ControlPlaneLog.API: eks.ClusterLoggingTypes.API,
@@ -150,14 +154,17 @@ class InferenceCluster(Construct):
     deploy) runs in the private subnets with kubectl 1.35, so it reaches a private endpoint.
     Its log groups (which record every manifest and Helm values it applies) are encrypted with
     `logs_key` when given (default: none, CloudWatch Logs' own encryption); the key must let
-    CloudWatch Logs use it.
+    CloudWatch Logs use it. NetworkPolicies are enforced on every node: in Auto Mode the
+    `kube-system/amazon-vpc-cni` ConfigMap turns the network policy controller on (nodes of the
+    built-in `default` NodeClass then enforce, default allow for pods no policy selects).
 
     With `provisioning: karpenter` the cluster uses standard compute instead of Auto Mode (GPU
     nodes come from Karpenter, built elsewhere): a managed node group `SystemNodes` for system
     pods (AL2023 standard AMI, on-demand, sizes and root volume from `system_nodes`, encrypted
     gp3, IMDSv2 only with a hop limit of 1, detailed monitoring, node auto repair, label
     `gpufarm.io/node-role: system`), the `core_addons` as EKS add-ons (VPC CNI with its
-    permissions through Pod Identity, self-managed bootstrap add-ons off), and the AWS Load
+    permissions through Pod Identity and its network policy agent on, `enableNetworkPolicy`,
+    for the system, Karpenter and reserved nodes alike; self-managed bootstrap add-ons off), and the AWS Load
     Balancer Controller on the system nodes for `elbv2.k8s.aws/v1beta1` TargetGroupBindings.
     """
 
@@ -273,8 +280,16 @@ class InferenceCluster(Construct):
         self.load_balancer_controller: AwsLoadBalancerController | None = None
         """The AWS Load Balancer Controller (standard compute only; Auto Mode has its own). Make
         every `elbv2.k8s.aws/v1beta1` TargetGroupBinding depend on it."""
+        self.network_policy_enforcement = DependencyGroup()
+        """What makes the nodes enforce NetworkPolicies: the `vpc-cni` add-on (standard compute)
+        or the ConfigMap that turns Auto Mode's network policy controller on. Make NetworkPolicy
+        manifests depend on it, so that enforcement is on before they exist."""
+        self.network_policy_controller: eks.KubernetesManifest | None = None
+        """The ConfigMap turning Auto Mode's network policy controller on (Auto Mode only)."""
         if system_ami is not None:
             self._standard_compute(vpc, config, system_ami)
+        else:
+            self._auto_mode_network_policies()
         if logs_key is not None:
             self._encrypt_kubectl_logs(logs_key)
         self._acknowledge(config)
@@ -290,12 +305,17 @@ class InferenceCluster(Construct):
         self.cni_role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(_CNI_POLICY))
         for addon in config.core_addons:
             associations = None
+            configuration = None
             if addon is CoreAddon.VPC_CNI:
                 associations = [
                     eks.CfnAddon.PodIdentityAssociationProperty(
                         role_arn=self.cni_role.role_arn, service_account=_CNI_SERVICE_ACCOUNT
                     )
                 ]
+                # The network policy agent enforces NetworkPolicies on every node of the
+                # cluster; validation requires this add-on with karpenter provisioning, and
+                # gpufarm offers no add-on configuration that could turn the agent off.
+                configuration = vpc_cni_configuration_values()
             self.addons[addon.value] = eks.CfnAddon(
                 self,
                 f"Addon{_ADDON_IDS[addon]}",
@@ -303,9 +323,11 @@ class InferenceCluster(Construct):
                 addon_name=addon.value,
                 resolve_conflicts="OVERWRITE",
                 pod_identity_associations=associations,
+                configuration_values=configuration,
             )
         # The agent serves the CNI's credentials, so it is installed first.
         self.addons[CoreAddon.VPC_CNI].node.add_dependency(self.addons[CoreAddon.POD_IDENTITY_AGENT])
+        self.network_policy_enforcement.add(self.addons[CoreAddon.VPC_CNI])
 
         nodes = config.system_nodes
         launch_template = ec2.CfnLaunchTemplate(
@@ -367,6 +389,19 @@ class InferenceCluster(Construct):
             node_selector=self.system_node_label,
         )
         self.load_balancer_controller.chart.node.add_dependency(self.system_ready)
+
+    def _auto_mode_network_policies(self) -> None:
+        """Turn Auto Mode's network policy controller on (off until this ConfigMap exists)."""
+        self.network_policy_controller = eks.KubernetesManifest(
+            self,
+            "NetworkPolicyController",
+            cluster=self.icluster,
+            manifest=[auto_mode_network_policy_config_map()],
+            # `kubectl apply`, as the guide does it: a ConfigMap of that name that already
+            # exists is updated instead of failing the create.
+            overwrite=True,
+        )
+        self.network_policy_enforcement.add(self.network_policy_controller)
 
     @property
     def icluster(self) -> eks.ICluster:

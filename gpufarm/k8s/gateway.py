@@ -25,6 +25,7 @@ from gpufarm.k8s.binding import rollout_min_ready_seconds
 from gpufarm.k8s.labels import POOL_LABEL, common_labels, workload_name
 from gpufarm.k8s.lws import leader_service_name
 from gpufarm.k8s.routing import ROUTER_PORT, router_name
+from gpufarm.k8s.scan import scan_acknowledge
 from gpufarm.k8s.serving import http_probe
 
 NAME = "gateway"
@@ -68,6 +69,12 @@ PRESTOP_SLEEP_SECONDS = 10
 STARTUP_PERIOD_SECONDS = 5
 STARTUP_TIMEOUT_SECONDS = 180
 """Time a gateway container gets to load the proxy before liveness checks start."""
+CPU_LIMIT_REASON = (
+    "the LiteLLM gateway requests fallback.cpu and sets no CPU limit by design: it sits on the path "
+    "of every request and its load follows traffic bursts, and a CFS quota would throttle it "
+    "mid-burst and add latency to every model; memory is limited (fallback.memory_gib)"
+)
+"""Why the gateway has no CPU limit (checkov CKV_K8S_11; see serving.GPU_POD_CPU_LIMIT_REASON)."""
 KEEPALIVE_MARGIN_SECONDS = 5
 """The proxy keeps idle client connections this much longer than the load balancer does, so the
 load balancer never reuses a connection the proxy is closing (which would be a 502)."""
@@ -509,7 +516,7 @@ def gateway_deployment(
     }
     if init_containers:
         pod_spec["initContainers"] = init_containers
-    return {
+    deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
@@ -525,6 +532,7 @@ def gateway_deployment(
             },
         },
     }
+    return scan_acknowledge(deployment, "CKV_K8S_11", CPU_LIMIT_REASON)
 
 
 def pod_disruption_budget(tier: TierConfig, namespace: str) -> dict[str, Any]:

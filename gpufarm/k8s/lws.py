@@ -31,8 +31,10 @@ from gpufarm.k8s.labels import (
     workload_name,
 )
 from gpufarm.k8s.labels import leader_service_name as leader_service_name  # re-exported (see labels.py)
+from gpufarm.k8s.scan import scan_acknowledge
 from gpufarm.k8s.serving import (
     AGENT_DATA_PORT_NAME,
+    GPU_POD_CPU_LIMIT_REASON,
     HF_CACHE_DIR,
     PRESTOP_SLEEP_SECONDS,
     STARTUP_PERIOD_SECONDS,
@@ -140,6 +142,20 @@ done
 1 ignores SIGTERM otherwise, and the pod would wait out its whole grace period). A worker that
 gives up exits non-zero; with `RecreateGroupOnPodRestart` the whole group is then recreated.
 """
+
+WORKER_PROBES_REASON = (
+    "a multi-node worker pod runs only a Ray worker (ray start --block) and serves nothing to probe; "
+    "the leader's probes on vLLM's /health cover the group, and a worker whose Ray process exits "
+    "restarts the whole group (RecreateGroupOnPodRestart)"
+)
+"""Why the worker pods of a LeaderWorkerSet have no liveness or readiness probe (checkov CKV_K8S_8 and
+CKV_K8S_9 on its worker template; the leader's template has both)."""
+
+EFA_CAPABILITY_REASON = (
+    "with EFA the vLLM containers add IPC_LOCK and nothing else: libfabric's EFA provider registers "
+    "(pins) the memory it sends from and receives into for RDMA, which needs that capability"
+)
+"""Why an EFA LeaderWorkerSet adds a capability (checkov CKV_K8S_25)."""
 
 WAIT_FOR_LEADER = """\
 import os, socket, sys, time
@@ -441,7 +457,7 @@ def vllm_leader_worker_set(
         efa=efa,
         sidecars=[],
     )
-    return {
+    lws: dict[str, Any] = {
         "apiVersion": LWS_API,
         "kind": "LeaderWorkerSet",
         "metadata": {"name": name, "namespace": serving.namespace, "labels": labels},
@@ -467,6 +483,12 @@ def vllm_leader_worker_set(
             },
         },
     }
+    scan_acknowledge(lws, "CKV_K8S_11", GPU_POD_CPU_LIMIT_REASON)
+    scan_acknowledge(lws, "CKV_K8S_8", WORKER_PROBES_REASON)
+    scan_acknowledge(lws, "CKV_K8S_9", WORKER_PROBES_REASON)
+    if efa:
+        scan_acknowledge(lws, "CKV_K8S_25", EFA_CAPABILITY_REASON)
+    return lws
 
 
 def vllm_multinode_service(

@@ -22,6 +22,7 @@ from gpufarm.k8s import disagg
 from gpufarm.k8s.labels import MODEL_LABEL, common_labels, model_selector
 from gpufarm.k8s.labels import router_name as router_name  # re-exported (see labels.py)
 from gpufarm.k8s.lws import leader_selector
+from gpufarm.k8s.scan import scan_acknowledge
 
 EPP_IMAGE = "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0"
 """The endpoint picker, Gateway API Inference Extension release v1.5.0."""
@@ -64,6 +65,26 @@ CONFIG_HASH_ANNOTATION = "gpufarm.io/config-hash"
 
 TERMINATION_GRACE_SECONDS = 130
 """The standalone chart's grace period: long enough for in-flight requests through Envoy to finish."""
+
+CPU_LIMIT_REASON = (
+    "the router's Envoy and endpoint picker request CPU and set no CPU limit by design: both sit "
+    "on the path of every request to the model, and a CFS quota would throttle them mid-burst "
+    "and add latency to each request; memory is limited"
+)
+"""Why the router has no CPU limit (checkov CKV_K8S_11; see serving.GPU_POD_CPU_LIMIT_REASON)."""
+
+ENVOY_LIVENESS_REASON = (
+    "Envoy has a readiness probe only, as in the standalone chart: its one health endpoint, /ready, "
+    "answers 503 while Envoy drains, so a liveness probe on it would restart Envoy in the middle "
+    "of a drain; a crashed Envoy exits and the kubelet restarts it (the picker has a liveness probe)"
+)
+"""Why the router's Envoy has no liveness probe (checkov CKV_K8S_8). The standalone chart of
+gateway-api-inference-extension gives its Envoy a readiness probe on `/ready` only
+(`config/charts/standalone/values.yaml` as read at commit 087c400b, a v1.4 release candidate; the
+v1.5.0 file was not available to confirm it is unchanged). That path is Envoy's health check
+filter in non-pass-through mode, which answers 200 or 503 from the server's draining state and
+fails while `/healthcheck/fail` is set (https://www.envoyproxy.io/docs/envoy/v1.31.6/configuration/http/http_filters/health_check_filter;
+the architecture overview's "HTTP health checking filter")."""
 
 
 def router_selector(model_name: str) -> dict[str, str]:
@@ -494,10 +515,10 @@ def router_manifests(
     }
     if node_selector:
         pod_spec["nodeSelector"] = dict(node_selector)
-    deployment = {
+    deployment: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": meta,
+        "metadata": dict(meta),
         "spec": {
             "replicas": 1,
             "strategy": {"type": "Recreate"},
@@ -509,6 +530,8 @@ def router_manifests(
             },
         },
     }
+    scan_acknowledge(deployment, "CKV_K8S_11", CPU_LIMIT_REASON)
+    scan_acknowledge(deployment, "CKV_K8S_8", ENVOY_LIVENESS_REASON)
     service = {
         "apiVersion": "v1",
         "kind": "Service",

@@ -22,6 +22,7 @@ from gpufarm.k8s.labels import (
     share_selector,
     workload_name,
 )
+from gpufarm.k8s.scan import scan_acknowledge
 from gpufarm.k8s.storage import weights_claim_name
 
 SERVICE_ACCOUNT = "vllm"
@@ -37,6 +38,16 @@ AGENT_CONTAINER = "alb-target-control-agent"
 """Name of the ALB Target Optimizer agent sidecar (the name the load balancer controller's injector uses)."""
 AGENT_DATA_PORT_NAME = "data"
 AGENT_CONTROL_PORT_NAME = "control"
+
+GPU_POD_CPU_LIMIT_REASON = (
+    "vLLM pods request CPU and set no CPU limit by design: they run alone on GPU nodes tainted for "
+    "GPU pods, and a CFS quota would throttle vLLM's scheduler and tokenizer threads (and its "
+    "sidecars') while the GPUs wait; memory is limited"
+)
+"""Why vLLM pods have no CPU limit (checkov CKV_K8S_11). A CPU limit is a CFS quota: in each period
+the kernel stops a container that used its quota until the next one (Kubernetes, "Resource
+Management for Pods and Containers", https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/,
+"How Pods with resource limits are run")."""
 
 
 def namespace(name: str, *, readiness_gates: bool = False) -> dict[str, Any]:
@@ -387,7 +398,7 @@ def vllm_deployment(
         replicas = {} if pd.prefill_autoscaling else {"replicas": pd.prefill_replicas}
     else:
         replicas = {} if model.autoscaling else {"replicas": model.replicas}
-    return {
+    deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": name, "namespace": serving.namespace, "labels": labels},
@@ -407,6 +418,7 @@ def vllm_deployment(
             },
         },
     }
+    return scan_acknowledge(deployment, "CKV_K8S_11", GPU_POD_CPU_LIMIT_REASON)
 
 
 def vllm_service(

@@ -25,9 +25,12 @@ from gpufarm.constructs.lb_controller import LBC_CHART_VERSION, UPSTREAM_POLICIE
 from tests.conftest import cdk_context, cfn_lint_errors
 from tests.constructs.helpers import (
     AZS,
+    KUBERNETES_RESOURCE,
     REGION,
     imported_cluster,
     logical_id,
+    manifest_docs,
+    manifest_of,
     new_stack,
     new_vpc,
     partition_arn,
@@ -251,6 +254,47 @@ def test_exposes_the_eks_managed_security_group_and_name(private: Built) -> None
         "Fn::GetAtt": [cluster_id, "ClusterSecurityGroupId"]
     }
     assert stack.resolve(private.cluster.cluster_name) == {"Ref": cluster_id}
+
+
+NETWORK_POLICY_CONFIG_MAP = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {
+        "name": "amazon-vpc-cni",
+        "namespace": "kube-system",
+        "labels": {
+            "app.kubernetes.io/part-of": "gpufarm",
+            "app.kubernetes.io/managed-by": "gpufarm",
+            "app.kubernetes.io/component": "network-policy-enforcement",
+        },
+    },
+    "data": {"enable-network-policy-controller": "true"},
+}
+"""Auto Mode's switch for its network policy controller (EKS user guide, auto-net-pol, Step 1)."""
+
+
+def test_auto_mode_turns_the_network_policy_controller_on(private: Built, public: Built) -> None:
+    for built in (private, public):
+        controller = built.cluster.network_policy_controller
+        assert controller is not None
+        assert manifest_of(built.template, controller) == [NETWORK_POLICY_CONFIG_MAP]
+        props = resources(built.template, KUBERNETES_RESOURCE)[logical_id(controller)]["Properties"]
+        assert props["Overwrite"] is True  # applied, so an existing ConfigMap is updated
+        roots = Dependable.of(built.cluster.network_policy_enforcement).dependency_roots
+        assert [r.node.path for r in roots] == [controller.node.path]
+
+
+def test_auto_mode_gpu_pools_keep_the_builtin_nodeclass_network_policies_need_no_other(
+    private: Built,
+) -> None:
+    # The ConfigMap alone makes nodes of every NodeClass enforce; a custom NodeClass only changes
+    # the agent's default or turns on event logs (auto-net-pol, Step 3, optional).
+    kinds = {
+        doc["kind"]
+        for r in resources(private.template, KUBERNETES_RESOURCE).values()
+        for doc in manifest_docs(r)
+    }
+    assert kinds == {"ConfigMap"}
 
 
 # ------------------------------------------------------------------ standard compute (karpenter)
@@ -513,6 +557,27 @@ def test_vpc_cni_gets_its_policy_through_pod_identity(standard: Standard) -> Non
     role = _role(standard.template, cni_role)
     assert role["AssumeRolePolicyDocument"]["Statement"] == POD_IDENTITY_TRUST
     assert role["ManagedPolicyArns"] == [partition_arn(":iam::aws:policy/AmazonEKS_CNI_Policy")]
+
+
+def test_vpc_cni_enforces_network_policies(standard: Standard, arm: Standard) -> None:
+    # {"enableNetworkPolicy": "true"} (EKS user guide, cni-network-policy-configure, Step 4),
+    # whatever the order of core_addons; no other add-on is configured.
+    for built in (standard, arm):
+        addons = _addons_by_name(built)
+        values = addons["vpc-cni"]["Properties"]["ConfigurationValues"]
+        assert json.loads(values) == {"enableNetworkPolicy": "true"}
+        configured = {n for n, a in addons.items() if "ConfigurationValues" in a["Properties"]}
+        assert configured == {"vpc-cni"}
+        roots = Dependable.of(built.cluster.network_policy_enforcement).dependency_roots
+        assert [r.node.path for r in roots] == [built.cluster.addons["vpc-cni"].node.path]
+        # Enforcement comes from the add-on here; gpufarm applies no ConfigMap of its own.
+        assert built.cluster.network_policy_controller is None
+        assert not [
+            doc
+            for r in resources(built.template, KUBERNETES_RESOURCE).values()
+            for doc in manifest_docs(r)
+            if doc["kind"] == "ConfigMap"
+        ]
 
 
 def test_only_the_vpc_cni_addon_has_a_role(standard: Standard) -> None:

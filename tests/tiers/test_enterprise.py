@@ -62,6 +62,22 @@ def _launch_data(template: dict[str, Any], group: dict[str, Any]) -> dict[str, A
     return data
 
 
+def test_reserved_and_karpenter_nodes_enforce_network_policies(enterprise_template: dict[str, Any]) -> None:
+    # Reserved managed node groups join the same cluster as the system nodes and Karpenter's, so
+    # the one VPC CNI add-on, network policy agent on, serves them all.
+    (cni,) = [
+        a
+        for a in resources(enterprise_template, "AWS::EKS::Addon").values()
+        if a["Properties"]["AddonName"] == "vpc-cni"
+    ]
+    assert json.loads(cni["Properties"]["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
+    groups = resources(enterprise_template, "AWS::EKS::Nodegroup").values()
+    assert len(groups) == 1 + len(ENTERPRISE.node_groups)
+    assert {json.dumps(g["Properties"]["ClusterName"]) for g in groups} == {
+        json.dumps(cni["Properties"]["ClusterName"])
+    }
+
+
 @pytest.mark.parametrize("group", ENTERPRISE.node_groups, ids=[g.name for g in ENTERPRISE.node_groups])
 def test_each_reserved_group_runs_in_its_own_reservation_and_az(
     enterprise_template: dict[str, Any], group: NodeGroupConfig

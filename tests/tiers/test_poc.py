@@ -12,6 +12,7 @@ from tests.conftest import PLACEHOLDER_ANNOTATION, cfn_lint_errors
 from tests.tiers.helpers import (
     default_target_group,
     manifest_of,
+    manifests,
     model_target_groups,
     only,
     resources,
@@ -123,6 +124,19 @@ def test_gpu_nodepool_uses_auto_mode_nodeclass_and_taint(poc_template: dict[str,
     assert spec["taints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
     assert pool["spec"]["limits"] == {"nvidia.com/gpu": str(POC.node_pools[0].gpu_limit)}
     assert pool["spec"]["disruption"]["consolidationPolicy"] == "WhenEmpty"
+
+
+def test_auto_mode_enforces_network_policies_on_the_gpu_nodes(poc_template: dict[str, Any]) -> None:
+    # Auto Mode's network policy controller is off until kube-system/amazon-vpc-cni says
+    # otherwise (EKS user guide, auto-net-pol, Step 1); then nodes of every NodeClass enforce,
+    # the built-in `default` one the GPU pool uses included. There is no VPC CNI add-on.
+    config_map = manifest_of(poc_template, "ConfigMap", "amazon-vpc-cni")
+    assert config_map["metadata"]["namespace"] == "kube-system"
+    assert config_map["data"] == {"enable-network-policy-controller": "true"}
+    addons = {a["Properties"]["AddonName"] for a in resources(poc_template, "AWS::EKS::Addon").values()}
+    assert "vpc-cni" not in addons
+    # No NodeClass of gpufarm's own: the ConfigMap is all the built-in one needs.
+    assert not [m for m in manifests(poc_template) if m["kind"] == "NodeClass"]
 
 
 # ----------------------------------------------------------------------------- serving

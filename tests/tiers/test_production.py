@@ -102,6 +102,20 @@ def test_core_addons_are_eks_addons(production_template: dict[str, Any]) -> None
     assert {a.value for a in PRODUCTION.cluster.core_addons} <= names
 
 
+def test_every_node_enforces_network_policies_through_the_vpc_cni_addon(
+    production_template: dict[str, Any],
+) -> None:
+    # One VPC CNI for the system node group and every Karpenter node, its network policy agent
+    # on (EKS user guide, cni-network-policy-configure); Auto Mode's ConfigMap is not applied.
+    (cni,) = [
+        a
+        for a in resources(production_template, "AWS::EKS::Addon").values()
+        if a["Properties"]["AddonName"] == "vpc-cni"
+    ]
+    assert json.loads(cni["Properties"]["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
+    assert not [m for m in manifests(production_template) if m["metadata"]["name"] == "amazon-vpc-cni"]
+
+
 def test_system_node_group_is_small_on_demand_al2023(production_template: dict[str, Any]) -> None:
     _, group = only(production_template, "AWS::EKS::Nodegroup")
     props = group["Properties"]
