@@ -52,6 +52,17 @@ POD_IDENTITY_AGENT_PORT = 80
 HTTPS_PORT = 443
 ANYWHERE = "0.0.0.0/0"
 
+KUBERNETES_SERVICE_CIDRS = ("10.100.0.1/32", "172.20.0.1/32")
+"""The `kubernetes` Service's ClusterIP in every EKS cluster gpufarm creates. gpufarm sets no
+service CIDR, and then "Kubernetes assigns addresses from either the 10.100.0.0/16 or
+172.20.0.0/16 CIDR blocks" (EKS API, KubernetesNetworkConfigRequest.serviceIpv4Cidr:
+https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/eks/aws.sdk.kotlin.services.eks.model/-kubernetes-network-config-request/service-ipv4-cidr.html);
+the API server takes the first address of that range for the Service (kubernetes/kubernetes
+pkg/controlplane/services.go, ServiceIPRange: `GetIndexedIP(&serviceClusterIPRange, 1)`).
+A pod's connection to it is addressed to the ClusterIP and translated on the node; whether the
+VPC CNI's policy agent judges it before or after translation is not documented, so egress is
+allowed to both the ClusterIP and the endpoint's addresses in the VPC."""
+
 RAY_FENCED_PORTS = (RAY_PORT, RAY_CLIENT_PORT)
 """Ray ports of a group's head that nothing outside the group may reach (the tests name them)."""
 
@@ -328,7 +339,8 @@ def router_policy(tier: TierConfig, model: ModelConfig) -> dict[str, Any]:
 
     The load balancer's target group sends requests to Envoy (:data:`ROUTER_PORT`) and checks
     `/ready` on :data:`ENVOY_READY_PORT`. The picker watches the model's pods through the
-    Kubernetes API: the cluster endpoint's private addresses are in the VPC's subnets.
+    Kubernetes API: at the `kubernetes` Service's ClusterIP (:data:`KUBERNETES_SERVICE_CIDRS`),
+    which the node translates to the cluster endpoint's private addresses in the VPC's subnets.
     """
     ns = tier.serving.namespace
     callers = list(_clients(tier))
@@ -346,7 +358,10 @@ def router_policy(tier: TierConfig, model: ModelConfig) -> dict[str, Any]:
         targets = model_selector(model.name)
     egress = [
         {"to": [_pods(targets)], "ports": _tcp(tier.serving.port)},
-        {"to": [_cidr(tier.network.cidr)], "ports": _tcp(HTTPS_PORT)},
+        {
+            "to": [_cidr(c) for c in (tier.network.cidr, *KUBERNETES_SERVICE_CIDRS)],
+            "ports": _tcp(HTTPS_PORT),
+        },
     ]
     return _policy(
         f"vllm-{model.name}-router", ns, router_selector(model.name), ingress=ingress, egress=egress

@@ -32,6 +32,9 @@ INTERNET = "198.51.100.7"
 OFF_VPC_POD = "100.64.0.10"
 """A pod address outside the VPC's CIDR (as with VPC CNI custom networking on a secondary CIDR)."""
 POD_IDENTITY = "169.254.170.23"
+KUBERNETES_SERVICE_IPS = ("10.100.0.1", "172.20.0.1")
+"""The two addresses EKS may give the `kubernetes` Service (the first of 10.100.0.0/16 or
+172.20.0.0/16, whichever it picks when no service CIDR is set)."""
 FOREIGN_NS = "apps"
 EXTRA_PORTS = (
     22,
@@ -194,6 +197,7 @@ def read_tier(template: dict[str, Any]) -> Tier:
         "vpc-host": Endpoint(ip=vpc_host),
         "internet": Endpoint(ip=INTERNET),
         "pod-identity-agent": Endpoint(ip=POD_IDENTITY),
+        **{f"kubernetes-service-{ip}": Endpoint(ip=ip) for ip in KUBERNETES_SERVICE_IPS},
         "kube-dns": Endpoint(ip=next(addresses), namespace="kube-system", labels={"k8s-app": "kube-dns"}),
         "kube-system-pod": Endpoint(ip=next(addresses), namespace="kube-system", labels={"app": "other"}),
         # Another namespace's pod with a VPC address (the VPC CNI's default) and one without.
@@ -290,6 +294,8 @@ def _derive_needed(
             if all(pod.endpoint.labels.get(k) == v for k, v in selector.items()):
                 tier.need(router.id, pod.id, port)
         tier.need(router.id, "vpc-host", 443)
+        for ip in KUBERNETES_SERVICE_IPS:
+            tier.need(router.id, f"kubernetes-service-{ip}", 443)
     # Prefill/decode: a decode pod's sidecar posts to prefill pods; NIXL runs between the roles.
     for decode in (p for p in tier.pods if any(c["name"] == "routing-sidecar" for c in p.init_containers)):
         group_label = decode.endpoint.labels["gpufarm.io/pd-group"]
@@ -382,6 +388,7 @@ def is_needed(tier: Tier, source: str, destination: str, port: int, protocol: st
         "vpc-host",
         "internet",
         "pod-identity-agent",
+        *(f"kubernetes-service-{ip}" for ip in KUBERNETES_SERVICE_IPS),
         "kube-dns",
         "kube-system-pod",
         "foreign-pod",
