@@ -31,12 +31,13 @@ from gpufarm.k8s.labels import (
     workload_name,
 )
 from gpufarm.k8s.labels import leader_service_name as leader_service_name  # re-exported (see labels.py)
+from gpufarm.k8s.security import VLLM_UID, container_security, efa_engine_security, pod_security
 from gpufarm.k8s.serving import (
     AGENT_DATA_PORT_NAME,
-    HF_CACHE_DIR,
     PRESTOP_SLEEP_SECONDS,
     STARTUP_PERIOD_SECONDS,
     TOKEN_DIR,
+    engine_env,
     http_probe,
     target_control_agent,
     token_init_container,
@@ -228,7 +229,7 @@ def _validate(
 
 def _env(model: ModelConfig, efa: bool) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [
-        {"name": "HF_HOME", "value": HF_CACHE_DIR},
+        *engine_env(),
         {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
         {"name": "DO_NOT_TRACK", "value": "1"},
         {"name": "RAY_USAGE_STATS_ENABLED", "value": "0"},
@@ -301,14 +302,14 @@ def _pod_spec(
                 ]
             }
         },
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": pod_security(VLLM_UID),
+        # Neither Ray nor vLLM calls the Kubernetes API; Pod Identity brings its own token.
+        "automountServiceAccountToken": False,
         "containers": [container],
         "volumes": volumes,
     }
     if model.hf_token_secret:
         spec["serviceAccountName"] = SERVICE_ACCOUNT
-    else:
-        spec["automountServiceAccountToken"] = False
     if init_containers:
         spec["initContainers"] = init_containers
     return spec
@@ -359,10 +360,8 @@ def vllm_leader_worker_set(
     volumes, mounts = _volumes(model, fsx_claim, fsx_sub_path)
     env = _env(model, efa)
     resources = _resources(model, efa, efa_devices)
-    security: dict[str, Any] = {"allowPrivilegeEscalation": False}
-    if efa:
-        # EFA registers (pins) memory for RDMA.
-        security["capabilities"] = {"add": ["IPC_LOCK"]}
+    # EFA registers (pins) memory for RDMA: the one need beyond the restricted profile.
+    security = efa_engine_security() if efa else container_security()
     leader_grace = termination_grace_seconds + PRESTOP_SLEEP_SECONDS
 
     leader = {
@@ -491,11 +490,15 @@ def vllm_multinode_service(
 
 
 def multinode_service_account(namespace: str) -> dict[str, Any]:
-    """The service account of multi-node pods that read a Hugging Face token (Pod Identity, no RBAC)."""
+    """The service account of multi-node pods that read a Hugging Face token (Pod Identity, no RBAC).
+
+    No Kubernetes token, as :func:`gpufarm.k8s.serving.service_account`.
+    """
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": {"name": SERVICE_ACCOUNT, "namespace": namespace, "labels": common_labels("serving")},
+        "automountServiceAccountToken": False,
     }
 
 
