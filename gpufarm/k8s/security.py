@@ -57,6 +57,7 @@ EFA_CAPABILITY = "IPC_LOCK"
 """The one capability an EFA engine keeps: it registers (pins) the memory it sends from and
 receives into, which the kernel bounds by RLIMIT_MEMLOCK unless the process holds CAP_IPC_LOCK."""
 
+
 def container_security(*, run_as_user: int | None = None) -> dict[str, Any]:
     """The `restricted` container securityContext every gpufarm container starts from.
 

@@ -389,6 +389,15 @@ VERIFIED_LABELS = {
         "namespace' (https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/deploy/"
         "pod_readiness_gate/)"
     ),
+    **{
+        f"pod-security.kubernetes.io/{mode}{suffix}": (
+            "kubernetes/kubernetes staging/src/k8s.io/pod-security-admission/api/constants.go: "
+            "EnforceLevelLabel, EnforceVersionLabel, AuditLevelLabel, AuditVersionLabel, WarnLevelLabel, "
+            "WarnVersionLabel ('pod-security.kubernetes.io/' + mode [+ '-version'])"
+        )
+        for mode in ("enforce", "audit", "warn")
+        for suffix in ("", "-version")
+    },
 }
 """Vendor labels confirmed in the vendor's documentation that ../shared/upstream-ref does not hold
 (it records labels defined in code; this namespace label is defined by the controller's webhook
