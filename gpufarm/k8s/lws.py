@@ -348,9 +348,12 @@ def vllm_leader_worker_set(
     group in one zone; `karpenter.sh/do-not-disrupt` on every pod. Probes run on the leader only:
     startup (`startup_timeout_seconds` for the group to form and load), readiness and liveness on
     `/health`. `efa` requests `efa_devices` EFA interfaces per pod (default 1), tolerates
-    `vpc.amazonaws.com/efa` taints, adds IPC_LOCK and sets `FI_PROVIDER=efa` and
+    `vpc.amazonaws.com/efa` taints, adds IPC_LOCK (vLLM then runs as root: a non-root container's
+    added capability has no effect) and sets `FI_PROVIDER=efa` and
     `FI_EFA_USE_DEVICE_RDMA=1`; NCCL uses it only when the image carries the aws-ofi-nccl plugin.
     `target_optimizer` (enabled) adds the ALB target control agent to the leader.
+    Pods run as :func:`gpufarm.k8s.serving.vllm_deployment`'s do: UID 2000, read-only root,
+    HOME and `/tmp` (Ray's session directory) on `emptyDir`s, no Kubernetes token.
     Default: no EFA, no agent, Mountpoint claim.
     """
     _validate(model, node_selector, fsx_claim, fsx_sub_path, efa_devices)

@@ -303,7 +303,10 @@ def vllm_deployment(
     Defaults worth knowing: the startup probe allows `startup_timeout_seconds` for download and
     load before liveness starts; rolling updates add a pod before removing one (maxSurge 1,
     maxUnavailable 0) so capacity never dips; pods carry `karpenter.sh/do-not-disrupt` so
-    voluntary node disruption waits for them; `/dev/shm` is memory-backed for tensor parallelism.
+    voluntary node disruption waits for them; `/dev/shm` is memory-backed for tensor parallelism;
+    every container runs non-root (vLLM as UID 2000) on a read-only root with no capabilities
+    (:mod:`gpufarm.k8s.security`), writing only to its volumes (:func:`engine_env`), and the pod
+    mounts no Kubernetes token.
     `min_ready_seconds` (default 0) holds each rollout step that long after a new pod is Ready:
     where no readiness gate ties Ready to target health, it covers the pod's registration and
     initial health checks (:func:`gpufarm.k8s.binding.min_ready_seconds`).
@@ -321,7 +324,8 @@ def vllm_deployment(
     `prefill_gpus`. Both add the NixlConnector, the shared block size, the role labels and a
     preference for the zone of the model's other pods (KV transfer stays in one AZ). With
     `efa_devices` (kv_transport 'efa') the pods run `efa_image`, request that many EFA interfaces
-    and may lock memory. Default: a plain model.
+    and may lock memory (IPC_LOCK, so vLLM runs as root there:
+    :func:`gpufarm.k8s.security.efa_engine_security`). Default: a plain model.
     """
     if fsx_sub_path is not None and fsx_claim is None:
         raise ValueError(
