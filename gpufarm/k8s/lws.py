@@ -302,7 +302,7 @@ def _pod_spec(
                 ]
             }
         },
-        "securityContext": pod_security(VLLM_UID),
+        "securityContext": pod_security(VLLM_UID, fs_group=False),
         # Neither Ray nor vLLM calls the Kubernetes API; Pod Identity brings its own token.
         "automountServiceAccountToken": False,
         "containers": [container],

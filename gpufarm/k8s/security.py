@@ -104,7 +104,10 @@ def pod_security(uid: int, *, fs_group: bool = True) -> dict[str, Any]:
     """The pod securityContext: every container runs as `uid`:`uid` under RuntimeDefault seccomp.
 
     `fs_group` (default true) makes the pod's volumes group-owned by `uid`, so an `emptyDir`
-    written by an init container is readable by the others.
+    written by an init container is readable by the others. Pods that mount model weights pass
+    false: their `emptyDir`s are world-writable already, and an `fsGroup` would have the kubelet
+    change the group of every file of a volume whose CSI driver asks it to, a walk of the whole
+    model store at every pod start.
     """
     if uid == 0:
         raise ValueError("'uid' must not be 0 (root): pods run as a non-root user")

@@ -407,7 +407,7 @@ def vllm_deployment(
         "terminationGracePeriodSeconds": termination_grace_seconds + PRESTOP_SLEEP_SECONDS,
         "nodeSelector": dict(node_selector or {NODEPOOL_LABEL: nodepool_name(pool_name)}),
         "tolerations": tolerations,
-        "securityContext": pod_security(VLLM_UID),
+        "securityContext": pod_security(VLLM_UID, fs_group=False),
         # vLLM never calls the Kubernetes API; Pod Identity brings its own token (service_account).
         "automountServiceAccountToken": False,
         "containers": [container],
