@@ -15,6 +15,7 @@ from gpufarm.constructs._util import construct_id, pod_identity_role
 from gpufarm.k8s import serving as k8s_serving
 from gpufarm.k8s import storage as k8s_storage
 from gpufarm.k8s.labels import workload_name
+from gpufarm.k8s.security import PodSecurityLevel, level_for, psa_version
 
 
 def secret_arn(scope: Construct, ref: str) -> str:
@@ -61,6 +62,13 @@ class VllmServing(Construct):
     Balancer Controller gates each new pod's readiness on its target health; where the
     controller cannot (EKS Auto Mode), `min_ready_seconds` holds each rollout step instead
     (:func:`gpufarm.k8s.binding.min_ready_seconds`). Defaults: no label, 0.
+
+    Pod Security Admission: the namespace enforces `pod_security` at the rules of
+    `kubernetes_version` and audits and warns at `restricted`
+    (:func:`gpufarm.k8s.security.namespace_labels`). Pass the level every pod of the namespace
+    passes, those of other constructs included (:func:`gpufarm.k8s.security.level_for`); default:
+    derived from this construct's pods alone (`privileged` when `efa_devices` requests EFA
+    interfaces, else `restricted`), at the rules of the `latest` release.
     """
 
     def __init__(
@@ -81,12 +89,24 @@ class VllmServing(Construct):
         efa_devices: Mapping[str, tuple[int, int]] | None = None,
         readiness_gates: bool = False,
         min_ready_seconds: int = 0,
+        pod_security: PodSecurityLevel | None = None,
+        kubernetes_version: str | None = None,
     ) -> None:
         super().__init__(scope, id)
         sub_paths = _fsx_sub_paths(models, fsx_claim, fsx_import_path)
         self.config = config
         self.namespace = config.namespace
-        namespace_docs = [k8s_serving.namespace(config.namespace, readiness_gates=readiness_gates)]
+        if pod_security is None:
+            pod_security = level_for(efa_engines=any(any(d) for d in (efa_devices or {}).values()))
+        self.pod_security = pod_security
+        namespace_docs = [
+            k8s_serving.namespace(
+                config.namespace,
+                readiness_gates=readiness_gates,
+                pod_security=pod_security,
+                pod_security_version=psa_version(kubernetes_version),
+            )
+        ]
         secrets = sorted({m.hf_token_secret for m in models if m.hf_token_secret})
         self.role: iam.Role | None = None
         if secrets:

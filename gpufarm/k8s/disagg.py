@@ -28,6 +28,7 @@ from typing import Any
 
 from gpufarm.config.model import KvTransport, PrefillDecodeConfig, ServingConfig
 from gpufarm.k8s.labels import workload_name
+from gpufarm.k8s.security import NONROOT_UID, container_security
 
 PD_EPP_IMAGE = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"
 """llm-d's endpoint picker (the Gateway API Inference Extension picker plus llm-d's plugins)."""
@@ -140,7 +141,8 @@ def routing_sidecar(serving: ServingConfig) -> dict[str, Any]:
         ],
         "ports": [{"name": SIDECAR_PORT_NAME, "containerPort": serving.port, "protocol": "TCP"}],
         "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        # The image's own user (`USER 65532:65532` in llm-d/llm-d-router Dockerfile.sidecar).
+        "securityContext": container_security(run_as_user=NONROOT_UID),
     }
 
 

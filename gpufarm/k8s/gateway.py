@@ -26,6 +26,7 @@ from gpufarm.k8s.labels import POOL_LABEL, common_labels, workload_name
 from gpufarm.k8s.lws import leader_service_name
 from gpufarm.k8s.routing import ROUTER_PORT, router_name
 from gpufarm.k8s.scan import scan_acknowledge
+from gpufarm.k8s.security import container_security, pod_security
 from gpufarm.k8s.serving import http_probe
 
 NAME = "gateway"
@@ -305,11 +306,16 @@ def _labels() -> dict[str, str]:
 
 
 def service_account(namespace: str) -> dict[str, Any]:
-    """The gateway's service account; its AWS permissions come from a Pod Identity association."""
+    """The gateway's service account; its AWS permissions come from a Pod Identity association.
+
+    No Kubernetes token: the proxy never calls the Kubernetes API, and Pod Identity mounts a token
+    of its own (see :func:`gpufarm.k8s.serving.service_account`).
+    """
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": {"name": SERVICE_ACCOUNT, "namespace": namespace, "labels": _labels()},
+        "automountServiceAccountToken": False,
     }
 
 
@@ -346,14 +352,7 @@ def proxy_args(tier: TierConfig) -> list[str]:
 
 
 def _container_security() -> dict[str, Any]:
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": RUN_AS_USER,
-        "runAsGroup": RUN_AS_USER,
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
+    return container_security(run_as_user=RUN_AS_USER)
 
 
 def _master_key_init_container(tier: TierConfig, secret: str, region: str) -> dict[str, Any]:
@@ -478,6 +477,8 @@ def gateway_deployment(
     spread = {"matchLabels": SELECTOR}
     pod_spec: dict[str, Any] = {
         "serviceAccountName": SERVICE_ACCOUNT,
+        # The proxy never calls the Kubernetes API; Pod Identity brings its own token.
+        "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": PRESTOP_SLEEP_SECONDS + fb.request_timeout_seconds,
         "affinity": {
             "nodeAffinity": {
@@ -504,13 +505,7 @@ def gateway_deployment(
                 "matchLabelKeys": ["pod-template-hash"],
             },
         ],
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": RUN_AS_USER,
-            "runAsGroup": RUN_AS_USER,
-            "fsGroup": RUN_AS_USER,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": pod_security(RUN_AS_USER),
         "containers": [container],
         "volumes": volumes,
     }

@@ -32,13 +32,14 @@ from gpufarm.k8s.labels import (
 )
 from gpufarm.k8s.labels import leader_service_name as leader_service_name  # re-exported (see labels.py)
 from gpufarm.k8s.scan import scan_acknowledge
+from gpufarm.k8s.security import VLLM_UID, container_security, efa_engine_security, pod_security
 from gpufarm.k8s.serving import (
     AGENT_DATA_PORT_NAME,
     GPU_POD_CPU_LIMIT_REASON,
-    HF_CACHE_DIR,
     PRESTOP_SLEEP_SECONDS,
     STARTUP_PERIOD_SECONDS,
     TOKEN_DIR,
+    engine_env,
     http_probe,
     target_control_agent,
     token_init_container,
@@ -251,7 +252,7 @@ def _validate(
 
 def _env(model: ModelConfig, efa: bool) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [
-        {"name": "HF_HOME", "value": HF_CACHE_DIR},
+        *engine_env(),
         {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
         {"name": "DO_NOT_TRACK", "value": "1"},
         {"name": "RAY_USAGE_STATS_ENABLED", "value": "0"},
@@ -324,14 +325,14 @@ def _pod_spec(
                 ]
             }
         },
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": pod_security(VLLM_UID, fs_group=False),
+        # Neither Ray nor vLLM calls the Kubernetes API; Pod Identity brings its own token.
+        "automountServiceAccountToken": False,
         "containers": [container],
         "volumes": volumes,
     }
     if model.hf_token_secret:
         spec["serviceAccountName"] = SERVICE_ACCOUNT
-    else:
-        spec["automountServiceAccountToken"] = False
     if init_containers:
         spec["initContainers"] = init_containers
     return spec
@@ -370,9 +371,12 @@ def vllm_leader_worker_set(
     group in one zone; `karpenter.sh/do-not-disrupt` on every pod. Probes run on the leader only:
     startup (`startup_timeout_seconds` for the group to form and load), readiness and liveness on
     `/health`. `efa` requests `efa_devices` EFA interfaces per pod (default 1), tolerates
-    `vpc.amazonaws.com/efa` taints, adds IPC_LOCK and sets `FI_PROVIDER=efa` and
+    `vpc.amazonaws.com/efa` taints, adds IPC_LOCK (vLLM then runs as root: a non-root container's
+    added capability has no effect) and sets `FI_PROVIDER=efa` and
     `FI_EFA_USE_DEVICE_RDMA=1`; NCCL uses it only when the image carries the aws-ofi-nccl plugin.
     `target_optimizer` (enabled) adds the ALB target control agent to the leader.
+    Pods run as :func:`gpufarm.k8s.serving.vllm_deployment`'s do: UID 2000, read-only root,
+    HOME and `/tmp` (Ray's session directory) on `emptyDir`s, no Kubernetes token.
     Default: no EFA, no agent, Mountpoint claim.
     """
     _validate(model, node_selector, fsx_claim, fsx_sub_path, efa_devices)
@@ -382,10 +386,8 @@ def vllm_leader_worker_set(
     volumes, mounts = _volumes(model, fsx_claim, fsx_sub_path)
     env = _env(model, efa)
     resources = _resources(model, efa, efa_devices)
-    security: dict[str, Any] = {"allowPrivilegeEscalation": False}
-    if efa:
-        # EFA registers (pins) memory for RDMA.
-        security["capabilities"] = {"add": ["IPC_LOCK"]}
+    # EFA registers (pins) memory for RDMA: the one need beyond the restricted profile.
+    security = efa_engine_security() if efa else container_security()
     leader_grace = termination_grace_seconds + PRESTOP_SLEEP_SECONDS
 
     leader = {
@@ -520,11 +522,15 @@ def vllm_multinode_service(
 
 
 def multinode_service_account(namespace: str) -> dict[str, Any]:
-    """The service account of multi-node pods that read a Hugging Face token (Pod Identity, no RBAC)."""
+    """The service account of multi-node pods that read a Hugging Face token (Pod Identity, no RBAC).
+
+    No Kubernetes token, as :func:`gpufarm.k8s.serving.service_account`.
+    """
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": {"name": SERVICE_ACCOUNT, "namespace": namespace, "labels": common_labels("serving")},
+        "automountServiceAccountToken": False,
     }
 
 

@@ -23,6 +23,7 @@ from gpufarm.k8s.labels import MODEL_LABEL, common_labels, model_selector
 from gpufarm.k8s.labels import router_name as router_name  # re-exported (see labels.py)
 from gpufarm.k8s.lws import leader_selector
 from gpufarm.k8s.scan import scan_acknowledge
+from gpufarm.k8s.security import NONROOT_UID, container_security, pod_security
 
 EPP_IMAGE = "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0"
 """The endpoint picker, Gateway API Inference Extension release v1.5.0."""
@@ -85,6 +86,35 @@ v1.5.0 file was not available to confirm it is unchanged). That path is Envoy's 
 filter in non-pass-through mode, which answers 200 or 503 from the server's draining state and
 fails while `/healthcheck/fail` is set (https://www.envoyproxy.io/docs/envoy/v1.31.6/configuration/http/http_filters/health_check_filter;
 the architecture overview's "HTTP health checking filter")."""
+API_ACCESS_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+"""Where in-cluster Kubernetes clients (client-go) read their token, CA bundle and namespace."""
+
+API_ACCESS_VOLUME: dict[str, Any] = {
+    "name": "kube-api-access",
+    "projected": {
+        "sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {
+                "downwardAPI": {
+                    "items": [
+                        {
+                            "path": "namespace",
+                            "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                        }
+                    ]
+                }
+            },
+        ]
+    },
+}
+"""The API-access volume Kubernetes would add to every container, declared for the picker alone.
+
+The same three sources as the volume the service account admission controller injects (a bound
+token of the pod's service account, the `kube-root-ca.crt` CA bundle, the namespace; see
+https://kubernetes.io/docs/reference/access-authn-authz/service-accounts-admin/), so the picker's
+in-cluster client works unchanged, while Envoy, which never calls the API, gets no token.
+"""
 
 
 def router_selector(model_name: str) -> dict[str, str]:
@@ -444,7 +474,6 @@ def router_manifests(
         "data": {ENVOY_CONFIG_FILE: envoy_text},
     }
     config_hash = hashlib.sha256((plugins_text + envoy_text).encode()).hexdigest()
-    no_escalation = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     envoy_container = {
         "name": "envoy",
         "image": ENVOY_IMAGE,
@@ -474,7 +503,7 @@ def router_manifests(
             "timeoutSeconds": 1,
         },
         "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "512Mi"}},
-        "securityContext": no_escalation,
+        "securityContext": container_security(),
         "volumeMounts": [{"name": "envoy-config", "mountPath": ENVOY_CONFIG_MOUNT, "readOnly": True}],
     }
     epp_container = {
@@ -501,16 +530,26 @@ def router_manifests(
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         ],
         "resources": {"requests": {"cpu": epp_cpu, "memory": epp_memory}, "limits": {"memory": epp_memory}},
-        "securityContext": no_escalation,
-        "volumeMounts": [{"name": "plugins-config", "mountPath": CONFIG_MOUNT, "readOnly": True}],
+        "securityContext": container_security(),
+        "volumeMounts": [
+            {"name": "plugins-config", "mountPath": CONFIG_MOUNT, "readOnly": True},
+            {"name": API_ACCESS_VOLUME["name"], "mountPath": API_ACCESS_MOUNT, "readOnly": True},
+        ],
     }
     pod_spec: dict[str, Any] = {
         "serviceAccountName": name,
+        # Only the picker watches pods: it mounts API_ACCESS_VOLUME, Envoy gets no token.
+        "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        # Both images run as distroless `nonroot` (security.NONROOT_UID) and write no files: the
+        # picker keeps its index and its self-signed ext-proc certificate in memory
+        # (gateway-api-inference-extension `pkg/common/tls`, tls.X509KeyPair of in-memory PEM).
+        "securityContext": pod_security(NONROOT_UID),
         "containers": [envoy_container, epp_container],
         "volumes": [
             {"name": "plugins-config", "configMap": {"name": name}},
             {"name": "envoy-config", "configMap": {"name": envoy_meta["name"]}},
+            API_ACCESS_VOLUME,
         ],
     }
     if node_selector:

@@ -23,12 +23,24 @@ from gpufarm.k8s.labels import (
     workload_name,
 )
 from gpufarm.k8s.scan import scan_acknowledge
+from gpufarm.k8s.security import (
+    VLLM_UID,
+    PodSecurityLevel,
+    container_security,
+    efa_engine_security,
+    emptydir,
+    namespace_labels,
+    pod_security,
+)
 from gpufarm.k8s.storage import weights_claim_name
 
 SERVICE_ACCOUNT = "vllm"
 """Service account of the vLLM pods (bound to an IAM role through EKS Pod Identity)."""
 
 HF_CACHE_DIR = "/var/cache/huggingface"
+VLLM_HOME = "/home/vllm"
+"""HOME of the vLLM containers (the image's `vllm` user's home), an `emptyDir` on a read-only root."""
+TMP_DIR = "/tmp"
 TOKEN_DIR = "/var/run/gpufarm/hf"
 MODELS_DIR = "/models"
 STARTUP_PERIOD_SECONDS = 10
@@ -50,14 +62,25 @@ Management for Pods and Containers", https://kubernetes.io/docs/concepts/configu
 "How Pods with resource limits are run")."""
 
 
-def namespace(name: str, *, readiness_gates: bool = False) -> dict[str, Any]:
-    """The serving namespace.
+def namespace(
+    name: str,
+    *,
+    readiness_gates: bool = False,
+    pod_security: PodSecurityLevel = PodSecurityLevel.RESTRICTED,
+    pod_security_version: str = "latest",
+) -> dict[str, Any]:
+    """The serving namespace, with its Pod Security Admission labels.
 
     `readiness_gates` labels it so the AWS Load Balancer Controller injects a target-health
     readiness gate into each new pod that a TargetGroupBinding registers
     (:data:`gpufarm.k8s.binding.READINESS_GATE_INJECT_LABEL`). Default: no label.
+
+    `pod_security` is the profile admission enforces, at the rules of `pod_security_version`
+    (`v1.35`); audit and warn are always `restricted`
+    (:func:`gpufarm.k8s.security.namespace_labels`). Defaults: `restricted`, `latest`.
     """
     labels = common_labels("serving")
+    labels.update(namespace_labels(pod_security, version=pod_security_version))
     if readiness_gates:
         labels[READINESS_GATE_INJECT_LABEL] = "enabled"
     return {
@@ -70,14 +93,44 @@ def namespace(name: str, *, readiness_gates: bool = False) -> dict[str, Any]:
 def service_account(ns: str) -> dict[str, Any]:
     """The vLLM service account; its AWS permissions come from a Pod Identity association.
 
-    Its token stays mounted: the pods that use this account need AWS credentials from Pod
-    Identity, and the account has no Kubernetes RBAC permissions of its own.
+    No Kubernetes token is mounted for it: the pods never call the Kubernetes API (the account
+    has no RBAC permissions), and Pod Identity does not need that token. The EKS Pod Identity
+    webhook adds a projected volume of its own, a service-account token for the audience
+    `pods.eks.amazonaws.com`, and points `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE` at it
+    (aws/amazon-eks-pod-identity-webhook `pkg/handler/testdata/containercredentials/`;
+    https://docs.aws.amazon.com/eks/latest/userguide/pod-id-how-it-works.html).
+    `automountServiceAccountToken` governs only the API-access volume Kubernetes adds itself.
     """
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": {"name": SERVICE_ACCOUNT, "namespace": ns, "labels": common_labels("serving")},
+        "automountServiceAccountToken": False,
     }
+
+
+def engine_env() -> list[dict[str, Any]]:
+    """Where a vLLM container writes: its caches under :data:`VLLM_HOME`, Hugging Face's under HF_HOME.
+
+    The root file system is read-only, so every library that writes must land on a volume:
+    vLLM's compile cache and config (`VLLM_CACHE_ROOT`, `VLLM_CONFIG_ROOT`), Triton's kernels
+    (`TRITON_CACHE_DIR`), PyTorch Inductor's (`TORCHINDUCTOR_CACHE_DIR`) and whatever follows the
+    XDG directories or HOME (FlashInfer's JIT cache, Outlines, Numba). All are variables vLLM
+    0.31.0 reads (`vllm/envs.py`, listed in upstream-ref `vllm@0.31.0.json`); the defaults
+    already fall under HOME or /tmp, and naming them keeps them there if a default changes.
+    """
+    cache = f"{VLLM_HOME}/.cache"
+    values = [
+        ("HOME", VLLM_HOME),
+        ("XDG_CACHE_HOME", cache),
+        ("XDG_CONFIG_HOME", f"{VLLM_HOME}/.config"),
+        ("VLLM_CACHE_ROOT", f"{cache}/vllm"),
+        ("VLLM_CONFIG_ROOT", f"{VLLM_HOME}/.config/vllm"),
+        ("TRITON_CACHE_DIR", f"{cache}/triton"),
+        ("TORCHINDUCTOR_CACHE_DIR", f"{cache}/torchinductor"),
+        ("HF_HOME", HF_CACHE_DIR),
+    ]
+    return [{"name": k, "value": v} for k, v in values]
 
 
 def vllm_args(
@@ -124,7 +177,8 @@ def token_init_container(model: ModelConfig, serving: ServingConfig, region: str
     """Reads the Hugging Face token from Secrets Manager into a memory-backed volume.
 
     The token never appears in the template, the pod spec or a Kubernetes Secret; vLLM's
-    Hugging Face client reads it through `HF_TOKEN_PATH`.
+    Hugging Face client reads it through `HF_TOKEN_PATH`. The AWS CLI runs as the pod's user on a
+    read-only root file system with HOME on the pod's `/tmp` volume, as the gateway's does.
     """
     return {
         "name": "hf-token",
@@ -137,13 +191,17 @@ def token_init_container(model: ModelConfig, serving: ServingConfig, region: str
         "env": [
             {"name": "SECRET_ID", "value": model.hf_token_secret},
             {"name": "AWS_REGION", "value": region},
+            {"name": "HOME", "value": TMP_DIR},
         ],
         "resources": {
             "requests": {"cpu": "50m", "memory": "64Mi"},
             "limits": {"memory": "256Mi"},
         },
-        "securityContext": {"allowPrivilegeEscalation": False},
-        "volumeMounts": [{"name": "hf-token", "mountPath": TOKEN_DIR}],
+        "securityContext": container_security(),
+        "volumeMounts": [
+            {"name": "hf-token", "mountPath": TOKEN_DIR},
+            {"name": "tmp", "mountPath": TMP_DIR},
+        ],
     }
 
 
@@ -185,11 +243,7 @@ def target_control_agent(
             "requests": {"cpu": "250m", "memory": "128Mi"},
             "limits": {"memory": "512Mi"},
         },
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": container_security(),
     }
 
 
@@ -198,17 +252,23 @@ def vllm_volumes(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A vLLM pod's volumes and the vLLM container's mounts.
 
-    A memory-backed `/dev/shm` of `shm_gib`, the Hugging Face cache, the token volume when the
-    model reads a gated repo, and `s3://` weights read-only at `/models/<model>`: from the
-    model's Mountpoint claim, or from `fsx_claim` at `fsx_sub_path`.
+    A memory-backed `/dev/shm` of `shm_gib` (NCCL's and Ray's shared memory), the Hugging Face
+    cache, HOME (:data:`VLLM_HOME`, the caches of :func:`engine_env`) and `/tmp` as the only
+    writable paths of a read-only root file system, the token volume when the model reads a gated
+    repo, and `s3://` weights read-only at `/models/<model>`: from the model's Mountpoint claim,
+    or from `fsx_claim` at `fsx_sub_path`.
     """
     volumes: list[dict[str, Any]] = [
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib}Gi"}},
-        {"name": "hf-cache", "emptyDir": {}},
+        emptydir("dshm", memory=True, size_limit=f"{shm_gib}Gi"),
+        emptydir("hf-cache"),
+        emptydir("home"),
+        emptydir("tmp"),
     ]
     mounts: list[dict[str, Any]] = [
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "hf-cache", "mountPath": HF_CACHE_DIR},
+        {"name": "home", "mountPath": VLLM_HOME},
+        {"name": "tmp", "mountPath": TMP_DIR},
     ]
     if model.hf_token_secret:
         volumes.append({"name": "hf-token", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}})
@@ -254,7 +314,10 @@ def vllm_deployment(
     Defaults worth knowing: the startup probe allows `startup_timeout_seconds` for download and
     load before liveness starts; rolling updates add a pod before removing one (maxSurge 1,
     maxUnavailable 0) so capacity never dips; pods carry `karpenter.sh/do-not-disrupt` so
-    voluntary node disruption waits for them; `/dev/shm` is memory-backed for tensor parallelism.
+    voluntary node disruption waits for them; `/dev/shm` is memory-backed for tensor parallelism;
+    every container runs non-root (vLLM as UID 2000) on a read-only root with no capabilities
+    (:mod:`gpufarm.k8s.security`), writing only to its volumes (:func:`engine_env`), and the pod
+    mounts no Kubernetes token.
     `min_ready_seconds` (default 0) holds each rollout step that long after a new pod is Ready:
     where no readiness gate ties Ready to target health, it covers the pod's registration and
     initial health checks (:func:`gpufarm.k8s.binding.min_ready_seconds`).
@@ -272,7 +335,8 @@ def vllm_deployment(
     `prefill_gpus`. Both add the NixlConnector, the shared block size, the role labels and a
     preference for the zone of the model's other pods (KV transfer stays in one AZ). With
     `efa_devices` (kv_transport 'efa') the pods run `efa_image`, request that many EFA interfaces
-    and may lock memory. Default: a plain model.
+    and may lock memory (IPC_LOCK, so vLLM runs as root there:
+    :func:`gpufarm.k8s.security.efa_engine_security`). Default: a plain model.
     """
     if fsx_sub_path is not None and fsx_claim is None:
         raise ValueError(
@@ -295,7 +359,7 @@ def vllm_deployment(
     if pd_role is not None:
         labels.update(disagg.role_labels(model.name, pd_role))
     env: list[dict[str, Any]] = [
-        {"name": "HF_HOME", "value": HF_CACHE_DIR},
+        *engine_env(),
         {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
         {"name": "DO_NOT_TRACK", "value": "1"},
     ]
@@ -342,22 +406,21 @@ def vllm_deployment(
         "readinessProbe": http_probe("/health", periodSeconds=5, timeoutSeconds=5, failureThreshold=3),
         "livenessProbe": http_probe("/health", periodSeconds=15, timeoutSeconds=10, failureThreshold=4),
         "lifecycle": {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}},
-        "securityContext": {"allowPrivilegeEscalation": False},
+        "securityContext": container_security(),
         "volumeMounts": mounts,
     }
     tolerations = [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
     if efa_devices:
         # EFA registers (pins) the KV-cache buffers it sends from and receives into.
-        container["securityContext"] = {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"add": ["IPC_LOCK"]},
-        }
+        container["securityContext"] = efa_engine_security()
         tolerations.append({"key": EFA_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
     pod_spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": termination_grace_seconds + PRESTOP_SLEEP_SECONDS,
         "nodeSelector": dict(node_selector or {NODEPOOL_LABEL: nodepool_name(pool_name)}),
         "tolerations": tolerations,
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": pod_security(VLLM_UID, fs_group=False),
+        # vLLM never calls the Kubernetes API; Pod Identity brings its own token (service_account).
+        "automountServiceAccountToken": False,
         "containers": [container],
         "volumes": volumes,
     }
@@ -388,8 +451,6 @@ def vllm_deployment(
         }
     if model.hf_token_secret:
         pod_spec["serviceAccountName"] = SERVICE_ACCOUNT
-    else:
-        pod_spec["automountServiceAccountToken"] = False
     if init_containers:
         pod_spec["initContainers"] = init_containers
     # KEDA owns the replica count of an autoscaled model: leaving it out keeps a re-apply of this

@@ -64,6 +64,7 @@ from gpufarm.k8s.binding import binding_api, readiness_gates, rollout_min_ready_
 from gpufarm.k8s.gateway import READINESS_PATH
 from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, NODEPOOL_LABEL, POOL_LABEL, nodepool_name
 from gpufarm.k8s.routing import ENVOY_READY_PORT, ROUTER_PORT
+from gpufarm.k8s.security import level_for
 from gpufarm.k8s.storage import FSX_CLAIM
 
 
@@ -357,6 +358,12 @@ class GpuFarmStack(cdk.Stack):
             for share, part in m.parts()
             if (selector := self._node_selector(part)) is not None
         }
+        pd_efa = {m.name: pd_efa_devices(cfg, m) for m in single if m.prefill_decode is not None}
+        multi_efa = {
+            m.name
+            for m in multi
+            if any(isinstance(t, NodeGroupConfig) and t.efa for t in placement_of(cfg, m))
+        }
         self.serving = VllmServing(
             self,
             "Serving",
@@ -370,9 +377,11 @@ class GpuFarmStack(cdk.Stack):
             fsx_claim=FSX_CLAIM if fsx else None,
             fsx_import_path=cfg.model_store.fsx.import_path if fsx else None,
             node_selectors=selectors,
-            efa_devices={m.name: pd_efa_devices(cfg, m) for m in single if m.prefill_decode is not None},
+            efa_devices=pd_efa,
             readiness_gates=readiness_gates(self.binding_api),
             min_ready_seconds=rollout_min_ready_seconds(cfg),
+            pod_security=level_for(efa_engines=bool(multi_efa) or any(any(d) for d in pd_efa.values())),
+            kubernetes_version=cfg.cluster.kubernetes_version,
         )
         self.model_manifests: dict[str, Construct] = dict(self.serving.model_manifests)
         # A model split into shares has a Service (and a target group) per share.
@@ -397,11 +406,7 @@ class GpuFarmStack(cdk.Stack):
                 after=self.serving.namespace_manifest,
                 fsx_claim=FSX_CLAIM if fsx else None,
                 fsx_import_path=cfg.model_store.fsx.import_path if fsx else None,
-                efa_models={
-                    m.name
-                    for m in multi
-                    if any(isinstance(t, NodeGroupConfig) and t.efa for t in placement_of(cfg, m))
-                },
+                efa_models=multi_efa,
                 termination_grace_seconds=cfg.ingress.deregistration_delay_seconds,
                 target_optimizer=optimizer,
             )

@@ -11,6 +11,7 @@ from gpufarm.config import ModelConfig, ServingConfig
 from gpufarm.config.model import TargetOptimizerConfig
 from gpufarm.constructs import VllmServing
 from gpufarm.k8s import serving as k8s_serving
+from gpufarm.k8s.security import PodSecurityLevel
 from gpufarm.k8s.storage import fsx_sub_path, s3_weights_volume
 from tests.constructs.helpers import (
     CLUSTER_NAME,
@@ -288,3 +289,50 @@ def test_invalid_fsx_input_is_rejected_with_an_exact_message(fsx_args: dict[str,
             **fsx_args,  # type: ignore[arg-type]
         )
     assert str(excinfo.value) == message
+
+
+PD_EFA_MODEL = ModelConfig(
+    name="llama-70b",
+    weights="meta-llama/Llama-3.3-70B-Instruct",
+    gpus=4,
+    prefill_decode={
+        "prefill_replicas": 1,
+        "kv_transport": "efa",
+        "efa_image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-efa:v0.31.0",
+    },
+)
+
+
+def _namespace_labels(**kwargs: object) -> dict[str, str]:
+    stack = new_stack("PodSecurity")
+    serving = VllmServing(
+        stack,
+        "Serving",
+        cluster=imported_cluster(stack),
+        config=ServingConfig(),
+        default_pool="l40s",
+        region=REGION,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    [namespace] = manifest_of(Template.from_stack(stack), serving.namespace_manifest)
+    labels: dict[str, str] = namespace["metadata"]["labels"]
+    return labels
+
+
+def test_namespace_level_defaults_to_what_its_own_pods_pass() -> None:
+    plain = _namespace_labels(models=[OPEN_MODEL])
+    assert plain["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert plain["pod-security.kubernetes.io/enforce-version"] == "latest"
+    tcp = _namespace_labels(models=[PD_EFA_MODEL], efa_devices={"llama-70b": (0, 0)})
+    assert tcp["pod-security.kubernetes.io/enforce"] == "restricted"
+    efa = _namespace_labels(models=[PD_EFA_MODEL], efa_devices={"llama-70b": (16, 16)})
+    assert efa["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert efa["pod-security.kubernetes.io/warn"] == "restricted"
+
+
+def test_namespace_level_and_version_can_be_given() -> None:
+    labels = _namespace_labels(
+        models=[OPEN_MODEL], pod_security=PodSecurityLevel.PRIVILEGED, kubernetes_version="1.35"
+    )
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert labels["pod-security.kubernetes.io/audit-version"] == "v1.35"

@@ -209,12 +209,13 @@ def test_min_ready_seconds_reaches_the_deployment(poc: TierConfig) -> None:
     assert deployment_of(poc, min_ready_seconds=60)["spec"]["minReadySeconds"] == 60
 
 
-def test_service_account_keeps_its_token_for_pod_identity() -> None:
+def test_service_account_mounts_no_kubernetes_token() -> None:
     sa = service_account("serving")
     assert sa["kind"] == "ServiceAccount"
     assert sa["metadata"] == {**sa["metadata"], "name": SERVICE_ACCOUNT, "namespace": "serving"}
-    # Pod Identity credentials must reach the pods that use this account.
-    assert sa.get("automountServiceAccountToken", True) is True
+    # vLLM never calls the Kubernetes API; the Pod Identity webhook mounts a token of its own
+    # (audience pods.eks.amazonaws.com), which this setting does not govern.
+    assert sa["automountServiceAccountToken"] is False
 
 
 # --------------------------------------------------------------------------- vLLM args
@@ -395,16 +396,16 @@ def test_deployment_with_hf_token_secret(hf_token_tier: TierConfig) -> None:
     deployment = deployment_of(hf_token_tier)
     spec = pod_spec(deployment)
     assert spec["serviceAccountName"] == SERVICE_ACCOUNT
-    assert "automountServiceAccountToken" not in spec
+    assert spec["automountServiceAccountToken"] is False
     [init] = spec["initContainers"]
     assert init["image"] == hf_token_tier.serving.aws_cli_image
     init_env = {e["name"]: e["value"] for e in init["env"]}
-    assert init_env == {"SECRET_ID": HF_TOKEN_SECRET, "AWS_REGION": REGION}
+    assert init_env == {"SECRET_ID": HF_TOKEN_SECRET, "AWS_REGION": REGION, "HOME": "/tmp"}
     container = vllm_container(deployment)
     env = {e["name"]: e.get("value") for e in container["env"]}
     token_path = env["HF_TOKEN_PATH"]
     # The init container writes the file vLLM reads, through a shared in-memory volume.
-    [init_mount] = init["volumeMounts"]
+    [init_mount] = [m for m in init["volumeMounts"] if m["name"] == "hf-token"]
     [vllm_mount] = [m for m in container["volumeMounts"] if m["name"] == init_mount["name"]]
     assert vllm_mount["mountPath"] == init_mount["mountPath"]
     assert vllm_mount["readOnly"] is True
@@ -569,6 +570,8 @@ def test_agent_is_bounded_and_unprivileged(agent: dict[str, Any]) -> None:
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
     }
 
 

@@ -182,7 +182,8 @@ def test_tcp_pods_run_the_stock_image_without_efa() -> None:
     container = vllm(deployment("decode"))
     assert container["image"] == SERVING.vllm_image
     assert EFA_RESOURCE not in container["resources"]["requests"]
-    assert "capabilities" not in container["securityContext"]
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert "runAsUser" not in container["securityContext"]
 
 
 def test_both_roles_are_valid_deployments() -> None:

@@ -323,7 +323,9 @@ def test_efa_interfaces_are_requested_with_libfabric_settings(full: dict[str, An
     assert c["resources"]["limits"][EFA_RESOURCE] == "4"
     env = env_of(c)
     assert (env["FI_PROVIDER"], env["FI_EFA_USE_DEVICE_RDMA"]) == ("efa", "1")
-    assert c["securityContext"]["capabilities"] == {"add": ["IPC_LOCK"]}
+    # IPC_LOCK is the one capability kept, and it takes effect only for root.
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
+    assert (c["securityContext"]["runAsUser"], c["securityContext"]["runAsNonRoot"]) == (0, False)
     tolerations = template(full, role)["spec"]["tolerations"]
     assert {"key": EFA_RESOURCE, "operator": "Exists", "effect": "NoSchedule"} in tolerations
 
@@ -333,7 +335,8 @@ def test_without_efa_nothing_of_it_is_set(plain: dict[str, Any], role: str) -> N
     c = container(plain, role)
     assert EFA_RESOURCE not in c["resources"]["requests"]
     assert not {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA"} & set(env_of(c))
-    assert "capabilities" not in c["securityContext"]
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert "runAsUser" not in c["securityContext"]  # the pod's non-root user
 
 
 # --------------------------------------------------------------------------- weights

@@ -312,7 +312,19 @@ def test_envoy_is_ready_only_when_its_ready_listener_answers() -> None:
 
 def test_containers_cannot_escalate_privileges() -> None:
     contexts = [c["securityContext"] for c in _containers(_docs()).values()]
-    assert all(c == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}} for c in contexts)
+    assert (
+        contexts
+        == [
+            {
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"]},
+                "readOnlyRootFilesystem": True,
+                "runAsNonRoot": True,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            }
+        ]
+        * 2
+    )
 
 
 def test_picker_resources_are_configurable() -> None:

@@ -395,6 +395,15 @@ VERIFIED_LABELS = {
         "kubernetes.io/metadata.name on all namespaces, the value of the label is the namespace name' "
         "(https://kubernetes.io/docs/concepts/services-networking/network-policies/)"
     ),
+    **{
+        f"pod-security.kubernetes.io/{mode}{suffix}": (
+            "kubernetes/kubernetes staging/src/k8s.io/pod-security-admission/api/constants.go: "
+            "EnforceLevelLabel, EnforceVersionLabel, AuditLevelLabel, AuditVersionLabel, WarnLevelLabel, "
+            "WarnVersionLabel ('pod-security.kubernetes.io/' + mode [+ '-version'])"
+        )
+        for mode in ("enforce", "audit", "warn")
+        for suffix in ("", "-version")
+    },
 }
 """Vendor labels confirmed in the vendor's documentation that ../shared/upstream-ref does not hold
 (it records labels defined in code; these namespace labels are defined by the load balancer
