@@ -1492,7 +1492,7 @@ def check_placeholders(tier: TierConfig) -> list[CheckResult]:
                 check=Check.PLACEHOLDER,
                 subject="tier",
                 status=Status.PASS,
-                message="no documentation account, address range, resource ID or bucket",
+                message="no documentation account, address range, resource ID or bucket; every image pinned by digest",
             )
         ]
     return [
@@ -1500,7 +1500,7 @@ def check_placeholders(tier: TierConfig) -> list[CheckResult]:
             check=Check.PLACEHOLDER,
             subject=p.path,
             status=Status.FAIL,
-            message=f"{p.value!r} is a documentation value ({p.why}); the stack refuses to deploy",
+            message=f"{p.value!r} is {p.kind} ({p.why}); the stack refuses to deploy",
             fix=f"set {p.path} to your own value",
         )
         for p in found

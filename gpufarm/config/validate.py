@@ -46,6 +46,7 @@ from gpufarm.config.model import (
     ReservationKind,
     TierConfig,
 )
+from gpufarm.config.image_pins import chart_version_issues
 from gpufarm.config.placeholders import open_choice_issues
 from gpufarm.config.sizing import fsx_required_gib, is_valid_fsx_capacity
 from gpufarm.config.vllm_flags import (
@@ -1637,6 +1638,7 @@ VALIDATORS: tuple[_Validator, ...] = (
     _namespaces,
     _construct_limits,
     open_choice_issues,
+    chart_version_issues,
 )
 
 

@@ -12,7 +12,6 @@ from constructs import Construct
 
 from gpufarm.config.catalog import gpus_in
 from gpufarm.config.model import (
-    TARGET_CONTROL_AGENT_IMAGE,
     TIER_METADATA_KEY,
     InterfaceEndpoint,
     KvTransport,
@@ -152,7 +151,7 @@ def refuse_placeholders(stack: cdk.Stack, placeholders: list[Placeholder]) -> No
         assertions=[
             cdk.CfnRuleAssertion(
                 assert_=cdk.Fn.condition_equals(replaced.value_as_string, "yes"),
-                assert_description=f"{p.path} holds a documentation value ({p.why}); replace it "
+                assert_description=f"{p.path} holds {p.kind} ({p.why}); replace it "
                 "in the tier file and synthesize again",
             )
             for p in placeholders
@@ -500,13 +499,6 @@ class GpuFarmStack(cdk.Stack):
                 removal_policy=self.removal,
                 deletion_protection=cfg.termination_protection,
                 weights=weights,
-            )
-        optimizer = cfg.ingress.target_optimizer
-        if optimizer.enabled and optimizer.agent_image == TARGET_CONTROL_AGENT_IMAGE:
-            cdk.Annotations.of(self.ingress).add_warning_v2(
-                "gpufarm:unpinned-agent-image",
-                "ingress.target_optimizer.agent_image is AWS's ':latest' tag (the only one AWS "
-                "publishes): mirror the image and pin its digest so pods do not change under you.",
             )
         if self.gateway is not None:
             self.ingress.route_default_to(port=self.gateway.port, health_check_path=READINESS_PATH)
