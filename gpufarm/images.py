@@ -109,7 +109,8 @@ def parse_table(data: Any) -> dict[str, PinnedImage]:
                 raise ImageTableError(f"{where}.digest must be {DIGEST_HINT}, got {digest!r}")
             if not isinstance(row.get("read_on"), datetime.date):
                 raise ImageTableError(
-                    f"{where}.read_on must be the date the digest was read (YYYY-MM-DD), got {row.get('read_on')!r}"
+                    f"{where}.read_on must be the date the digest was read (YYYY-MM-DD), "
+                    f"got {row.get('read_on')!r}"
                 )
             if not row.get("source"):
                 raise ImageTableError(f"{where}.source must say where the digest was read")

@@ -1492,7 +1492,8 @@ def check_placeholders(tier: TierConfig) -> list[CheckResult]:
                 check=Check.PLACEHOLDER,
                 subject="tier",
                 status=Status.PASS,
-                message="no documentation account, address range, resource ID or bucket; every image pinned by digest",
+                message="no documentation account, address range, resource ID or bucket; "
+                "every image pinned by digest",
             )
         ]
     return [

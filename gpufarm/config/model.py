@@ -1109,7 +1109,9 @@ class FallbackConfig(_Model):
     """The gateway in front of the models: vLLM first, Amazon Bedrock when vLLM cannot answer."""
 
     enabled: bool = Field(True, description="Run the LiteLLM gateway and route the default path to it.")
-    image: ImageRef = Field(image_table.reference("litellm"), description="LiteLLM proxy image, pinned by digest.")
+    image: ImageRef = Field(
+        image_table.reference("litellm"), description="LiteLLM proxy image, pinned by digest."
+    )
     replicas: int = Field(2, ge=2, le=20, description="Gateway pods (at least 2, spread over nodes).")
     cpu: float = Field(1, gt=0, le=16, description="CPU cores requested per gateway pod.")
     memory_gib: int = Field(2, ge=1, le=64, description="Memory per gateway pod, GiB.")

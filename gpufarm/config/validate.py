@@ -20,6 +20,7 @@ from gpufarm.config.bedrock import (
 )
 from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in, host_of
 from gpufarm.config.errors import ConfigIssue
+from gpufarm.config.image_pins import chart_version_issues
 from gpufarm.config.model import (
     APPLIANCE_ROOT_DEVICE,
     BEDROCK_MODEL_ID,
@@ -46,7 +47,6 @@ from gpufarm.config.model import (
     ReservationKind,
     TierConfig,
 )
-from gpufarm.config.image_pins import chart_version_issues
 from gpufarm.config.placeholders import open_choice_issues
 from gpufarm.config.sizing import fsx_required_gib, is_valid_fsx_capacity
 from gpufarm.config.vllm_flags import (

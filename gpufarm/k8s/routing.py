@@ -17,17 +17,18 @@ import hashlib
 import json
 from typing import Any
 
+from gpufarm import images
 from gpufarm.config.model import PrefillDecodeConfig
 from gpufarm.k8s import disagg
 from gpufarm.k8s.labels import MODEL_LABEL, common_labels, model_selector
 from gpufarm.k8s.labels import router_name as router_name  # re-exported (see labels.py)
 from gpufarm.k8s.lws import leader_selector
 
-EPP_IMAGE = "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0"
-"""The endpoint picker, Gateway API Inference Extension release v1.5.0."""
+EPP_IMAGE = images.reference("gaie-epp")
+"""The endpoint picker, Gateway API Inference Extension release v1.5.0, pinned by digest."""
 
-ENVOY_IMAGE = "docker.io/envoyproxy/envoy:distroless-v1.33.2"
-"""The sidecar proxy: the image the standalone chart's Envoy preset runs."""
+ENVOY_IMAGE = images.reference("envoy")
+"""The sidecar proxy: the image the standalone chart's Envoy preset runs, pinned by digest."""
 
 ROUTER_PORT = 8081
 """Envoy's listener for inference requests (the standalone chart's `http` Service port)."""

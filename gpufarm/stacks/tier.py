@@ -210,6 +210,7 @@ class GpuFarmStack(cdk.Stack):
             self,
             "Cluster",
             vpc=self.network.vpc,
+            image_digests=config.images.digests,
             config=config.cluster,
             cluster_name=config.stack_name,
             removal_policy=self.removal,
@@ -285,6 +286,7 @@ class GpuFarmStack(cdk.Stack):
             self,
             "NvidiaDevicePlugin",
             cluster=cluster,
+            image_digests=cfg.images.digests,
             chart_version=cfg.karpenter.nvidia_device_plugin_chart_version,
         )
         self.device_plugin.chart.node.add_dependency(self.cluster.system_ready)
@@ -320,7 +322,9 @@ class GpuFarmStack(cdk.Stack):
             self.node_groups[group.name] = built
             self.node_pools[group.name] = built.nodegroup
         if any(g.efa for g in cfg.node_groups):
-            plugin = EfaDevicePlugin(self, "EfaDevicePlugin", cluster=self.cluster.icluster)
+            plugin = EfaDevicePlugin(
+                self, "EfaDevicePlugin", cluster=self.cluster.icluster, image_digests=cfg.images.digests
+            )
             plugin.chart.node.add_dependency(self.cluster.system_ready)
 
     def _node_selector(self, model: ModelConfig) -> dict[str, str] | None:
@@ -380,6 +384,7 @@ class GpuFarmStack(cdk.Stack):
                 self,
                 "MultiNode",
                 cluster=cluster,
+                image_digests=cfg.images.digests,
                 serving=cfg.serving,
                 models=multi,
                 node_selectors={m.name: selectors[m.name] for m in multi},
@@ -575,6 +580,7 @@ class GpuFarmStack(cdk.Stack):
                 self,
                 "Autoscaling",
                 cluster=self.cluster.icluster,
+                image_digests=cfg.images.digests,
                 config=cfg.autoscaling,
                 workspace_arn=self.monitoring.workspace_arn,
                 query_endpoint=self.monitoring.query_endpoint,
