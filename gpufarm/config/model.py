@@ -1203,10 +1203,13 @@ def _supplied_digests(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
+ImageDigests = Annotated[dict[str, str], AfterValidator(_supplied_digests)]
+
+
 class ImagesConfig(_Model):
     """Digests of the controller images whose digest gpufarm could not confirm (gpufarm/data/images.yaml)."""
 
-    digests: Annotated[dict[str, str], AfterValidator(_supplied_digests)] = Field(
+    digests: ImageDigests = Field(
         {},
         description="Image name -> digest ('sha256:...') of its table tag, for the images the table "
         "holds no digest for; a tier that runs one of them without it is refused at deploy.",
