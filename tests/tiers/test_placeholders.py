@@ -35,7 +35,7 @@ def placeholder_assertions(template: dict[str, Any]) -> list[str]:
 
 def expected_assertions(config: TierConfig) -> list[str]:
     return [
-        f"{p.path} holds a documentation value ({p.why}); replace it in the tier file and synthesize again"
+        f"{p.path} holds {p.kind} ({p.why}); replace it in the tier file and synthesize again"
         for p in find_placeholders(config)
     ]
 
