@@ -35,7 +35,7 @@ from gpufarm.config import CapacityType, NodePoolConfig, TierConfig
 from gpufarm.config.bedrock import destination_regions, foundation_model_id, profile_prefix
 from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in
 from gpufarm.config.model import ModelConfig, NodeGroupConfig, ReservationKind
-from gpufarm.config.placeholders import find_placeholders
+from gpufarm.config.placeholders import UNPINNED_IMAGE, find_placeholders
 from gpufarm.config.validate import placement_of
 from gpufarm.eks_support import WARN_DAYS, support_status
 from gpufarm.pricing import load_prices
@@ -1492,7 +1492,8 @@ def check_placeholders(tier: TierConfig) -> list[CheckResult]:
                 check=Check.PLACEHOLDER,
                 subject="tier",
                 status=Status.PASS,
-                message="no documentation account, address range, resource ID or bucket",
+                message="no documentation account, address range, resource ID or bucket; "
+                "every image pinned by digest",
             )
         ]
     return [
@@ -1500,8 +1501,11 @@ def check_placeholders(tier: TierConfig) -> list[CheckResult]:
             check=Check.PLACEHOLDER,
             subject=p.path,
             status=Status.FAIL,
-            message=f"{p.value!r} is a documentation value ({p.why}); the stack refuses to deploy",
-            fix=f"set {p.path} to your own value",
+            message=f"{p.value!r} is {p.kind} ({p.why}); the stack refuses to deploy",
+            fix=f"set {p.path} to your own value"
+            if p.kind != UNPINNED_IMAGE
+            else f"set {p.path} to an image digest read from the registry "
+            "(docs/operations.md, Refreshing image digests)",
         )
         for p in found
     ]

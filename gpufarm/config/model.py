@@ -15,6 +15,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from gpufarm import images as image_table
+
 # --------------------------------------------------------------------------- value types
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -29,7 +31,7 @@ _SECRET_REF = re.compile(
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 # Karpenter's own pattern for NodePool disruption budgets: a count, or 0%-100%.
 _BUDGET_NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
-_IMAGE = re.compile(r"^[\w.-]+(:\d+)?(/[\w.-]+)+(:[\w.-]+|@sha256:[0-9a-f]{64})$")
+_IMAGE = re.compile(r"^[\w.-]+(:\d+)?(/[\w.-]+)+(:[\w.-]+)?@sha256:[0-9a-f]{64}$")
 
 
 def _dns_label(value: str) -> str:
@@ -117,18 +119,22 @@ NodeBudget = Annotated[
 
 
 def _pinned_image(value: str) -> str:
-    if not _IMAGE.match(value) or value.endswith(":latest"):
+    # Pods run exactly the image reviewed: a tag can be pushed again, a digest cannot
+    # (docs/decisions/0042-images-pinned-by-digest.md).
+    if not _IMAGE.match(value):
         raise ValueError(
-            "must be a container image pinned to a version tag or digest, such as "
-            f"'repo/name:v1.2.3' (not ':latest'), got {value!r}"
+            "must be a container image pinned by digest, such as "
+            f"'repo/name:v1.2.3@sha256:<64 hex digits>' (read it with `crane digest repo/name:v1.2.3`), "
+            f"got {value!r}"
         )
     return value
 
 
 ImageRef = Annotated[str, AfterValidator(_pinned_image)]
 
-TARGET_CONTROL_AGENT_IMAGE = "public.ecr.aws/aws-elb/target-optimizer/target-control-agent:latest"
-"""The ALB target control agent as AWS publishes it: under the `latest` tag only."""
+TARGET_CONTROL_AGENT_IMAGE = image_table.image("target-control-agent").reference()
+"""The ALB target control agent as AWS publishes it: under the `latest` tag only, with no
+digest gpufarm could confirm (gpufarm/data/images.yaml)."""
 
 
 def _agent_image(value: str) -> str:
@@ -884,10 +890,10 @@ class ServingConfig(_Model):
 
     namespace: DnsLabel = Field("gpufarm", description="Namespace of the serving workloads.")
     vllm_image: ImageRef = Field(
-        "vllm/vllm-openai:v0.31.0", description="vLLM OpenAI-compatible server image, pinned."
+        image_table.reference("vllm"), description="vLLM OpenAI-compatible server image, pinned by digest."
     )
     aws_cli_image: ImageRef = Field(
-        "public.ecr.aws/aws-cli/aws-cli:2.31.23",
+        image_table.reference("aws-cli"),
         description="Image of the init container that reads the Hugging Face token secret.",
     )
     port: int = Field(8000, ge=1024, le=65535, description="Port vLLM listens on in the pod.")
@@ -1110,7 +1116,9 @@ class FallbackConfig(_Model):
     """The gateway in front of the models: vLLM first, Amazon Bedrock when vLLM cannot answer."""
 
     enabled: bool = Field(True, description="Run the LiteLLM gateway and route the default path to it.")
-    image: ImageRef = Field("ghcr.io/berriai/litellm:v1.102.1", description="LiteLLM proxy image, pinned.")
+    image: ImageRef = Field(
+        image_table.reference("litellm"), description="LiteLLM proxy image, pinned by digest."
+    )
     replicas: int = Field(2, ge=2, le=20, description="Gateway pods (at least 2, spread over nodes).")
     cpu: float = Field(1, gt=0, le=16, description="CPU cores requested per gateway pod.")
     memory_gib: int = Field(2, ge=1, le=64, description="Memory per gateway pod, GiB.")
@@ -1190,6 +1198,31 @@ class ObservabilityConfig(_Model):
     dashboard: bool = Field(True, description="A CloudWatch dashboard for the tier.")
 
 
+def _supplied_digests(value: dict[str, str]) -> dict[str, str]:
+    allowed = [row.name for row in image_table.unconfirmed() if row.chart is not None]
+    for name, digest in value.items():
+        if name not in allowed:
+            raise ValueError(
+                f"must name images whose digest gpufarm's table lacks ({', '.join(allowed)}), got {name!r}"
+            )
+        if not image_table.DIGEST.match(digest):
+            raise ValueError(f"{name!r} must be a digest, {image_table.DIGEST_HINT}, got {digest!r}")
+    return value
+
+
+ImageDigests = Annotated[dict[str, str], AfterValidator(_supplied_digests)]
+
+
+class ImagesConfig(_Model):
+    """Digests of the controller images whose digest gpufarm could not confirm (gpufarm/data/images.yaml)."""
+
+    digests: ImageDigests = Field(
+        {},
+        description="Image name -> digest ('sha256:...') of its table tag, for the images the table "
+        "holds no digest for; a tier that runs one of them without it is refused at deploy.",
+    )
+
+
 class TierConfig(_Model):
     """A whole tier: everything one gpufarm stack deploys."""
 
@@ -1219,6 +1252,9 @@ class TierConfig(_Model):
     fallback: FallbackConfig = Field(default_factory=FallbackConfig)
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig)
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
+    images: ImagesConfig = Field(
+        default_factory=ImagesConfig, description="Image digests the tier supplies (docs/operations.md)."
+    )
 
     @property
     def stack_name(self) -> str:

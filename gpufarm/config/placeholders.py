@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufarm.config.errors import ConfigIssue
+from gpufarm.config.image_pins import unpinned_images
 from gpufarm.config.model import ModelStoreKind, OpenChoiceConfig, TierConfig
 
 DOCUMENTATION_ACCOUNTS = frozenset({"123456789012", "012345678901", "111122223333", "444455556666"})
@@ -71,6 +72,9 @@ MIN_REASON_CHARS = 20
 PLACEHOLDER_WORDS = frozenset({"todo", "tbd", "fixme", "placeholder", "xxx", "lorem", "changeme"})
 """Words that mark a reason as still to be written (matched as whole words, any case)."""
 
+UNPINNED_IMAGE = "an image not pinned by digest"
+"""The kind of a :class:`Placeholder` that names an image the tier runs without a digest."""
+
 _ARN = re.compile(r"^arn:[^:]+:[^:]*:[^:]*:(?P<account>[^:]*):(?P<resource>.+)$")
 _CIDR_SHAPE = re.compile(r"^[0-9a-fA-F.:]+/\d{1,3}$")
 _PREFIXED_ID = re.compile(r"^[a-z]{1,12}-(?P<id>[0-9a-f-]{8,})$")
@@ -84,12 +88,12 @@ class Placeholder:
     path: str
     value: str
     why: str
+    kind: str = "a documentation value"
+    """What the value is: a documentation value, or an image not pinned by digest."""
 
     def describe(self) -> str:
         """The warning synth prints: the field, the value, the rule it matched and what to do."""
-        return (
-            f"{self.path} = {self.value!r} is a documentation value ({self.why}): replace it before deploying"
-        )
+        return f"{self.path} = {self.value!r} is {self.kind} ({self.why}): replace it before deploying"
 
 
 def documentation_account(account: str) -> str | None:
@@ -190,12 +194,17 @@ def _active(document: dict[str, Any]) -> dict[str, Any]:
 
 def find_placeholders(config: TierConfig) -> list[Placeholder]:
     """Every documentation value in the string fields of a tier's active parts (see
-    :func:`_active`), in field order; empty when none."""
+    :func:`_active`), in field order, then every image the tier runs without a digest
+    (:func:`gpufarm.config.image_pins.unpinned_images`); empty when none."""
     document = _active(config.model_dump(mode="json", by_alias=True))
     found = []
     for path, value in _walk(document, ""):
         if why := classify(value):
             found.append(Placeholder(path=path, value=value, why=why))
+    found += [
+        Placeholder(path=u.path, value=u.value, why=u.why, kind=UNPINNED_IMAGE)
+        for u in unpinned_images(config)
+    ]
     return found
 
 

@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from gpufarm import images as image_table
 from gpufarm.config import model as m
 from gpufarm.config._typing import is_union, split_optional
 from gpufarm.config.catalog import GPU_FAMILIES
@@ -62,11 +63,12 @@ _NAMED_TYPES: tuple[tuple[Any, str], ...] = (
     (m.IamRoleArn, "IAM role ARN"),
     (m.SecretRef, "Secrets Manager secret name or ARN"),
     (m.NodeBudget, "node count (`1`) or percentage (`0%`-`100%`)"),
-    (m.ImageRef, "container image pinned to a tag or digest (not `:latest`)"),
+    (m.ImageRef, "container image pinned by digest (`repo/name:v1.2.3@sha256:...`)"),
     (
         m.AgentImageRef,
-        "container image pinned to a tag or digest (or AWS's own `...target-control-agent:latest`)",
+        "container image pinned by digest (or AWS's own `...target-control-agent:latest`, refused at deploy)",
     ),
+    (m.ImageDigests, "mapping of image name to `sha256:` digest"),
     (m.AccountId, "12-digit AWS account ID"),
     (m.ChartVersion, "exact Helm chart version (`1.2.3`)"),
     (m.AmiVersion, "`latest`, an AL2023 release (`v20251120`) or a Bottlerocket version (`1.50.0`)"),
@@ -79,6 +81,11 @@ _NAMED_TYPES: tuple[tuple[Any, str], ...] = (
 """Annotated aliases of gpufarm/config/model.py and how the reference names them."""
 
 _SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+_CHART_PIN = (
+    "while the tier runs the chart, the version whose image `gpufarm/data/images.yaml` pins by digest "
+    "(the row's `chart`): a chart and its image digest move together."
+)
 
 CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
@@ -424,6 +431,22 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         f"leaves a /{MIN_APPLIANCE_SUBNET_PREFIX} or larger appliance subnet per availability zone; "
         "`appliances.instance_type` is an EC2 instance type as the CDK reads it (`c6in.large`).",
     ),
+    (
+        "karpenter.chart_version",
+        _CHART_PIN,
+    ),
+    (
+        "karpenter.nvidia_device_plugin_chart_version",
+        _CHART_PIN,
+    ),
+    (
+        "autoscaling.keda_chart_version",
+        _CHART_PIN,
+    ),
+    (
+        "observability.prometheus.dcgm_exporter_chart_version",
+        _CHART_PIN,
+    ),
 )
 """The rules of gpufarm/config/validate.py, one line each: (field path, what it must satisfy)."""
 
@@ -643,6 +666,13 @@ def render_reference() -> str:
         f"`example` label, or the presets' {', '.join(f'`{b}`' for b in sorted(PRESET_EXAMPLE_BUCKETS))}). "
         "Synth warns about each; `gpufarm preflight` fails a row per field; the template gets a rule "
         "that makes CloudFormation refuse the deploy before it creates anything.",
+        "",
+        "Images the tier runs without a digest are reported the same way "
+        "(gpufarm/config/image_pins.py): `ingress.target_optimizer.agent_image` while the Target "
+        "Optimizer is on and it is AWS's `:latest`, and `images.digests.<name>` for each controller "
+        "image the tier runs whose digest `gpufarm/data/images.yaml` lacks ("
+        + ", ".join(f"`{row.name}`" for row in image_table.unconfirmed() if row.chart)
+        + "). `images.digests` accepts only those names, each with a `sha256:` digest.",
     ]
     return "\n".join(out) + "\n"
 

@@ -20,6 +20,7 @@ from gpufarm.config.bedrock import (
 )
 from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in, host_of
 from gpufarm.config.errors import ConfigIssue
+from gpufarm.config.image_pins import chart_version_issues
 from gpufarm.config.model import (
     APPLIANCE_ROOT_DEVICE,
     BEDROCK_MODEL_ID,
@@ -1645,6 +1646,7 @@ VALIDATORS: tuple[_Validator, ...] = (
     _namespaces,
     _construct_limits,
     open_choice_issues,
+    chart_version_issues,
 )
 
 

@@ -65,6 +65,7 @@ class KedaAutoscaling(Construct):
         after: Mapping[str, Construct] | None = None,
         node_selector: Mapping[str, str] | None = None,
         target_optimizer: bool = False,
+        image_digests: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
         after = dict(after or {})
@@ -91,7 +92,9 @@ class KedaAutoscaling(Construct):
             service_account=k8s_autoscaling.OPERATOR_SERVICE_ACCOUNT,
             role_arn=self.role.role_arn,
         )
-        values = k8s_autoscaling.keda_values(node_selector=dict(node_selector) if node_selector else None)
+        values = k8s_autoscaling.keda_values(
+            node_selector=dict(node_selector) if node_selector else None, digests=image_digests
+        )
         self.chart = eks.HelmChart(
             self,
             "Chart",

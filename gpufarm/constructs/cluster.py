@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import typing
+from collections.abc import Mapping
 from typing import Final
 
 import aws_cdk as cdk
@@ -166,6 +167,8 @@ class InferenceCluster(Construct):
     permissions through Pod Identity and its network policy agent on, `enableNetworkPolicy`,
     for the system, Karpenter and reserved nodes alike; self-managed bootstrap add-ons off), and the AWS Load
     Balancer Controller on the system nodes for `elbv2.k8s.aws/v1beta1` TargetGroupBindings.
+    `image_digests` (default: none) supplies digests the image table lacks (a tier's
+    `images.digests`), here the load balancer controller's.
     """
 
     def __init__(
@@ -178,6 +181,7 @@ class InferenceCluster(Construct):
         cluster_name: str | None = None,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
         logs_key: kms.IKey | None = None,
+        image_digests: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
         auto_mode = config.provisioning is Provisioning.AUTO_MODE
@@ -287,7 +291,7 @@ class InferenceCluster(Construct):
         self.network_policy_controller: eks.KubernetesManifest | None = None
         """The ConfigMap turning Auto Mode's network policy controller on (Auto Mode only)."""
         if system_ami is not None:
-            self._standard_compute(vpc, config, system_ami)
+            self._standard_compute(vpc, config, system_ami, image_digests)
         else:
             self._auto_mode_network_policies()
         if logs_key is not None:
@@ -295,7 +299,11 @@ class InferenceCluster(Construct):
         self._acknowledge(config)
 
     def _standard_compute(
-        self, vpc: ec2.IVpc, config: ClusterConfig, system_ami: eks.NodegroupAmiType
+        self,
+        vpc: ec2.IVpc,
+        config: ClusterConfig,
+        system_ami: eks.NodegroupAmiType,
+        image_digests: Mapping[str, str] | None,
     ) -> None:
         """System node group, core add-ons and the load balancer controller, in dependency order."""
         cluster_name = self.cluster.cluster_name
@@ -387,6 +395,7 @@ class InferenceCluster(Construct):
             vpc_id=vpc.vpc_id,
             region=cdk.Stack.of(self).region,
             node_selector=self.system_node_label,
+            image_digests=image_digests,
         )
         self.load_balancer_controller.chart.node.add_dependency(self.system_ready)
 

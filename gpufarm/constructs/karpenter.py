@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import aws_cdk as cdk
@@ -586,6 +586,8 @@ class NvidiaDevicePlugin(Construct):
     (without it GPU pods never schedule). Runs only on NVIDIA GPU nodes, tolerating their taint;
     Bottlerocket nodes are skipped (their NVIDIA AMIs include the plugin). Default namespace:
     `kube-system`.
+    `image_digests` (default: none) supplies digests the image table lacks (a tier's
+    `images.digests`).
     """
 
     def __init__(
@@ -596,9 +598,10 @@ class NvidiaDevicePlugin(Construct):
         cluster: eks.ICluster,
         chart_version: str,
         namespace: str = "kube-system",
+        image_digests: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
-        self.values = nvidia_device_plugin_values()
+        self.values = nvidia_device_plugin_values(image_digests)
         self.chart = eks.HelmChart(
             self,
             "Resource",

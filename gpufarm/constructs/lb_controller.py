@@ -11,12 +11,15 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from gpufarm import images
 from gpufarm.constructs._util import acknowledge, pod_identity_role
 from gpufarm.constructs.crd_chart import CrdChart, crd_chart_version
 
 LBC_CHART: Final = "aws-load-balancer-controller"
 LBC_REPOSITORY: Final = "https://aws.github.io/eks-charts"
 LBC_CHART_VERSION: Final = "3.2.2"
+LBC_IMAGE: Final = "aws-load-balancer-controller"
+"""The controller's row in the image table (gpufarm/data/images.yaml)."""
 LBC_CRD_CHART: Final = "aws-load-balancer-controller-crds"
 """The chart gpufarm ships with the CRDs of :data:`LBC_CHART_VERSION` (TargetGroupBinding,
 IngressClassParams, ALBTargetControlConfig)."""
@@ -262,7 +265,9 @@ class AwsLoadBalancerController(Construct):
     `kube-system/aws-load-balancer-controller`, no mutating webhook for Services of type
     LoadBalancer and no IngressClass (nothing outside the template creates a load balancer),
     `wait` with a 14-minute timeout (under the kubectl handler Lambda's 15-minute limit).
-    `node_selector` (default: none) pins the pods to nodes.
+    `node_selector` (default: none) pins the pods to nodes. The image is the table's
+    `aws-load-balancer-controller` (gpufarm/data/images.yaml), its digest from `image_digests`
+    (default: none; a tier's `images.digests`) while the table holds none.
     The CRDs are installed first as their own Helm release (:attr:`crds`, the chart
     `aws-load-balancer-controller-crds` shipped with gpufarm), so a version bump upgrades them.
     The region and VPC are passed in so the pods never need the instance metadata service.
@@ -279,6 +284,7 @@ class AwsLoadBalancerController(Construct):
         version: str = LBC_CHART_VERSION,
         replicas: int = 2,
         node_selector: Mapping[str, str] | None = None,
+        image_digests: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
         if version not in UPSTREAM_POLICIES:
@@ -318,6 +324,12 @@ class AwsLoadBalancerController(Construct):
             "ingressClassParams": {"create": False},
             "podDisruptionBudget": {"maxUnavailable": 1},
             "nodeSelector": dict(node_selector or {}),
+            # The chart builds `repository:tag` (aws/eks-charts stable/aws-load-balancer-controller
+            # templates/deployment.yaml), so the digest rides in the tag.
+            "image": {
+                "repository": images.image(LBC_IMAGE).repository,
+                "tag": images.helm_tag(LBC_IMAGE, image_digests),
+            },
         }
         shipped = crd_chart_version(LBC_CRD_CHART)
         if version != shipped:

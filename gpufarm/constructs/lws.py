@@ -36,6 +36,8 @@ class LeaderWorkerSetController(Construct):
     Default `chart_version`: :data:`gpufarm.k8s.lws.LWS_CHART_VERSION`, the only one whose CRD
     gpufarm ships. The control plane must reach the webhook on the controller pods (TCP 9443),
     as for any admission webhook.
+    `image_digests` (default: none) supplies digests the image table lacks (a tier's
+    `images.digests`).
     """
 
     def __init__(
@@ -45,6 +47,7 @@ class LeaderWorkerSetController(Construct):
         *,
         cluster: eks.ICluster,
         chart_version: str = k8s_lws.LWS_CHART_VERSION,
+        image_digests: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
         shipped = crd_chart_version(CRD_CHART)
@@ -55,7 +58,7 @@ class LeaderWorkerSetController(Construct):
             )
         self.chart_version = chart_version
         self.namespace = k8s_lws.LWS_NAMESPACE
-        self.values = k8s_lws.lws_controller_values(chart_version)
+        self.values = k8s_lws.lws_controller_values(chart_version, image_digests)
         self.crds = CrdChart(self, "Crds", cluster=cluster, chart=CRD_CHART, namespace=self.namespace)
         self.chart = eks.HelmChart(
             self,
@@ -117,6 +120,7 @@ class MultiNodeServing(Construct):
         termination_grace_seconds: int = 300,
         target_optimizer: TargetOptimizerConfig | None = None,
         controller: LeaderWorkerSetController | None = None,
+        image_digests: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
         efa_devices = dict(efa_devices or {})
@@ -124,7 +128,9 @@ class MultiNodeServing(Construct):
         sub_paths = _fsx_sub_paths(models, fsx_claim, fsx_import_path)
         self.serving = serving
         self.namespace = serving.namespace
-        self.controller = controller or LeaderWorkerSetController(self, "Controller", cluster=cluster)
+        self.controller = controller or LeaderWorkerSetController(
+            self, "Controller", cluster=cluster, image_digests=image_digests
+        )
 
         self.role: iam.Role | None = None
         self.policy: iam.ManagedPolicy | None = None

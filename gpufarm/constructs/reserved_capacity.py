@@ -3,6 +3,7 @@ Blocks (the enterprise tier's always-on base), EFA interfaces, and the EFA devic
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 import aws_cdk as cdk
@@ -511,6 +512,7 @@ class EfaDevicePlugin(Construct):
         cluster: eks.ICluster,
         chart_version: str = EFA_DEVICE_PLUGIN_CHART_VERSION,
         namespace: str = "kube-system",
+        image_digests: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
         region = cdk.Stack.of(self).region
@@ -519,7 +521,7 @@ class EfaDevicePlugin(Construct):
                 "EfaDevicePlugin needs a stack with an explicit region (its image is pulled from "
                 "that region's Amazon EKS registry), got an environment-agnostic stack"
             )
-        self.values = efa_device_plugin_values(region)
+        self.values = efa_device_plugin_values(region, image_digests)
         self.chart = eks.HelmChart(
             self,
             "Resource",

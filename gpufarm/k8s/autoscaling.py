@@ -11,8 +11,10 @@ and `namespace` (the Kubernetes namespace the managed scraper records for each p
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, Literal
 
+from gpufarm import images
 from gpufarm.config.model import ModelAutoscalingConfig, ModelConfig
 from gpufarm.k8s.disagg import prefill_name
 from gpufarm.k8s.labels import MODEL_LABEL, common_labels, workload_name
@@ -284,10 +286,17 @@ def hpa_behavior(scaling: ModelAutoscalingConfig) -> dict[str, Any]:
     }
 
 
+def _keda_image(name: str, digests: Mapping[str, str] | None) -> dict[str, str]:
+    """The chart's `image.<component>` keys for table image `name`: registry, repository, tag."""
+    registry, repository = images.image(name).repository.split("/", 1)
+    return {"registry": registry, "repository": repository, "tag": images.helm_tag(name, digests)}
+
+
 def keda_values(
     *,
     operator_replicas: int = 2,
     node_selector: dict[str, str] | None = None,
+    digests: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Helm values for the `keda` chart.
 
@@ -305,10 +314,22 @@ def keda_values(
     limit is set to None (null): "If you need to delete a key from the default values, you may
     override the value of the key to be null, in which case Helm will remove the key from the
     overridden values merge" (https://helm.sh/docs/chart_template_guide/values_files/#deleting-a-default-key).
+
+    Images: the table's `keda-operator`, `keda-metrics-apiserver` and `keda-admission-webhooks`,
+    each digest from `digests` (the tier's `images.digests`) in the `tag` value: the chart
+    builds `registry/repository:tag` (kedacore/charts keda/templates/manager/deployment.yaml).
     """
     small = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": None, "memory": "512Mi"}}
     operator = {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"cpu": None, "memory": "1Gi"}}
     values: dict[str, Any] = {
+        "image": {
+            key: _keda_image(name, digests)
+            for key, name in (
+                ("keda", "keda-operator"),
+                ("metricsApiServer", "keda-metrics-apiserver"),
+                ("webhooks", "keda-admission-webhooks"),
+            )
+        },
         "operator": {"replicaCount": operator_replicas},
         "metricsServer": {"replicaCount": 1},
         "webhooks": {"replicaCount": 1},

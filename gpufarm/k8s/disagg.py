@@ -26,14 +26,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gpufarm import images
 from gpufarm.config.model import KvTransport, PrefillDecodeConfig, ServingConfig
 from gpufarm.k8s.labels import workload_name
 from gpufarm.k8s.security import NONROOT_UID, container_security
 
-PD_EPP_IMAGE = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0"
+PD_EPP_IMAGE = images.reference("llm-d-epp")
 """llm-d's endpoint picker (the Gateway API Inference Extension picker plus llm-d's plugins)."""
 
-PD_SIDECAR_IMAGE = "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0"
+PD_SIDECAR_IMAGE = images.reference("llm-d-disagg-sidecar")
 """llm-d's disaggregation sidecar, the decode pod's reverse proxy; same release as the picker."""
 
 DECODE_ENGINE_PORT = 8200

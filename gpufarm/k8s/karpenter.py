@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from gpufarm import images
 from gpufarm.config.model import AmiFamily, NodePoolConfig
 from gpufarm.k8s.labels import (
     CAPACITY_CLASS_LABEL,
@@ -50,7 +51,7 @@ at the 125 MiB/s baseline, for a few dollars a month per node."""
 BOTTLEROCKET_OS_VOLUME_GIB = 4
 """Bottlerocket's OS volume (`/dev/xvda`), the size Karpenter gives it by default."""
 
-EFA_DEVICE_PLUGIN_IMAGE = "eks/aws-efa-k8s-device-plugin"
+EFA_DEVICE_PLUGIN_IMAGE = images.image("efa-device-plugin").repository
 """The EFA device plugin's repository within an EKS image registry (the chart's default image)."""
 
 EFA_NETWORK_CARDS: dict[str, int] = {
@@ -255,8 +256,11 @@ def karpenter_values(
     nodes Karpenter launched (it would be evicting itself), spread one per node, tolerating
     `CriticalAddonsOnly` so a tainted system node group can hold it. Its service account is
     `karpenter`, the one the Pod Identity association names. `interruption_queue` is the SQS
-    queue *name*. Requests equal limits (1 CPU, 1 GiB), as Karpenter recommends.
+    queue *name*. Requests equal limits (1 CPU, 1 GiB), as Karpenter recommends. The controller
+    image is the table's (`karpenter-controller` in gpufarm/data/images.yaml) in the chart's own
+    `controller.image.digest` key (aws/karpenter-provider-aws@692ccdd charts/karpenter values.yaml).
     """
+    controller = images.image("karpenter-controller")
     return {
         "replicas": replicas,
         "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
@@ -281,15 +285,20 @@ def karpenter_values(
         },
         "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
         "controller": {
+            "image": {
+                "repository": controller.repository,
+                "tag": controller.tag,
+                "digest": controller.digest,
+            },
             "resources": {
                 "requests": {"cpu": "1", "memory": "1Gi"},
                 "limits": {"cpu": "1", "memory": "1Gi"},
-            }
+            },
         },
     }
 
 
-def nvidia_device_plugin_values() -> dict[str, Any]:
+def nvidia_device_plugin_values(digests: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Helm values of NVIDIA's device plugin chart: a DaemonSet on NVIDIA GPU nodes only.
 
     It runs where Karpenter labelled the node `karpenter.k8s.aws/instance-gpu-manufacturer:
@@ -297,8 +306,14 @@ def nvidia_device_plugin_values() -> dict[str, Any]:
     or where an operator labelled a node `nvidia.com/gpu.present: "true"` (GPU managed node
     groups). It tolerates the `nvidia.com/gpu` taint of GPU pools, and GPU feature discovery
     stays off (Karpenter's labels already describe the GPUs).
+
+    The image is the table's `nvidia-device-plugin`, its digest from `digests` (the tier's
+    `images.digests`) in the `tag` value: the chart builds `repository:tag`
+    (`nvidia-device-plugin.fullimage` in the chart's templates/_helpers.tpl).
     """
+    plugin = images.image("nvidia-device-plugin")
     return {
+        "image": {"repository": plugin.repository, "tag": images.helm_tag(plugin.name, digests)},
         "affinity": {
             "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -331,7 +346,7 @@ def nvidia_device_plugin_values() -> dict[str, Any]:
     }
 
 
-def efa_device_plugin_values(region: str) -> dict[str, Any]:
+def efa_device_plugin_values(region: str, digests: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Helm values of the `aws-efa-k8s-device-plugin` chart: a DaemonSet on EFA nodes only.
 
     The chart builds its required node affinity from `supportedInstanceLabels` (by default a
@@ -344,11 +359,15 @@ def efa_device_plugin_values(region: str) -> dict[str, Any]:
     us-west-2's (`602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin`,
     aws/eks-charts stable/aws-efa-k8s-device-plugin/values.yaml), which a node elsewhere reaches
     only across the internet; EKS replicates its images to every region it supports (see
-    :mod:`gpufarm.k8s.registries`). The tag stays the chart's own. Raises ValueError for a
-    region without a known EKS registry.
+    :mod:`gpufarm.k8s.registries`). The tag is the table's `efa-device-plugin` (the chart's
+    own), with the digest from `digests` (the tier's `images.digests`): the chart builds
+    `repository:tag`. Raises ValueError for a region without a known EKS registry.
     """
     return {
-        "image": {"repository": f"{eks_registry(region)}/{EFA_DEVICE_PLUGIN_IMAGE}"},
+        "image": {
+            "repository": f"{eks_registry(region)}/{EFA_DEVICE_PLUGIN_IMAGE}",
+            "tag": images.helm_tag("efa-device-plugin", digests),
+        },
         "supportedInstanceLabels": {"keys": [EFA_LABEL], "values": ["true"]},
         "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
     }

@@ -19,6 +19,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from gpufarm import images
 from gpufarm.config.model import ModelConfig, ServingConfig, TargetOptimizerConfig
 from gpufarm.config.validate import TENSOR_PARALLEL_SIZES
 from gpufarm.k8s.labels import (
@@ -61,7 +62,7 @@ https://github.com/kubernetes-sigs/lws/releases/tag/v0.10.0 carries `manifests.y
 `lws-chart-v0.10.0.tgz`, and the chart at that tag (kubernetes-sigs/lws@2161f38, `charts/lws`)
 sets `appVersion: v0.10.0`. No 0.11.0 chart, CRD or `registry.k8s.io/lws/lws:v0.11.0` image
 could be confirmed (see docs/decisions/0029-lws-release-and-crds.md)."""
-LWS_CONTROLLER_IMAGE = "registry.k8s.io/lws/lws"
+LWS_CONTROLLER_IMAGE = images.image("lws-controller").repository
 LWS_NAMESPACE = "lws-system"
 LWS_CONTROLLER_REPLICAS = 2
 """Controller pods: one leads, the other keeps the pod webhook answering while it restarts."""
@@ -534,19 +535,25 @@ def multinode_service_account(namespace: str) -> dict[str, Any]:
     }
 
 
-def lws_controller_values(chart_version: str = LWS_CHART_VERSION) -> dict[str, Any]:
+def lws_controller_values(
+    chart_version: str = LWS_CHART_VERSION, digests: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Helm values for the LWS chart: two controller replicas, image pinned to the chart's release.
 
     The chart's `values.yaml` in the LWS repository sets the image tag to `main` (a moving
     development build); the tag is set here to `v<chart_version>` so the controller is the
-    release that matches the chart and its CRDs.
+    release that matches the chart and its CRDs. When that is the table's `lws-controller` tag,
+    the digest from `digests` (the tier's `images.digests`) joins it in the `tag` value: the
+    chart builds `repository:tag` (kubernetes-sigs/lws charts/lws/templates/manager/deployment.yaml).
     """
+    row = images.image("lws-controller")
+    tag = f"v{chart_version}"
     return {
         "replicaCount": LWS_CONTROLLER_REPLICAS,
         "image": {
             "manager": {
                 "repository": LWS_CONTROLLER_IMAGE,
-                "tag": f"v{chart_version}",
+                "tag": images.helm_tag(row.name, digests) if tag == row.tag else tag,
                 "pullPolicy": "IfNotPresent",
             }
         },

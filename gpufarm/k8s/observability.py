@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from gpufarm import images
 from gpufarm.k8s.disagg import ROLE_LABEL
 from gpufarm.k8s.labels import GPU_TAINT_KEY, MODEL_LABEL, POOL_LABEL, common_labels
 
@@ -206,7 +207,9 @@ def dcgm_exporter_values(
     `nvidia.com/gpu:NoSchedule` taint of GPU pools; requests 100m CPU and 256 MiB, memory capped
     at 1 GiB; ClusterIP Service on 9400; no ServiceMonitor (there is no Prometheus operator: the
     managed scraper finds the pods itself); no pod-label enrichment (it would need cluster-wide
-    pod reads and multiply series).
+    pod reads and multiply series). The image is the table's `dcgm-exporter`, pinned by digest in
+    the `tag` value: the chart builds `repository:tag` (NVIDIA/dcgm-exporter
+    deployment/templates/daemonset.yaml).
     """
     if not 0 < memory_request_mib <= memory_limit_mib:
         raise ValueError(
@@ -215,7 +218,9 @@ def dcgm_exporter_values(
         )
     if cpu_request_millicores <= 0:
         raise ValueError(f"'cpu_request_millicores' must be positive, got {cpu_request_millicores}")
+    exporter = images.image("dcgm-exporter")
     return {
+        "image": {"repository": exporter.repository, "tag": exporter.helm_tag()},
         "serviceMonitor": {"enabled": False},
         "service": {"enable": True, "type": "ClusterIP", "port": DCGM_PORT},
         "kubernetes": {"enablePodLabels": False},

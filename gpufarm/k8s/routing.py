@@ -17,6 +17,7 @@ import hashlib
 import json
 from typing import Any
 
+from gpufarm import images
 from gpufarm.config.model import PrefillDecodeConfig
 from gpufarm.k8s import disagg
 from gpufarm.k8s.labels import MODEL_LABEL, common_labels, model_selector
@@ -25,11 +26,11 @@ from gpufarm.k8s.lws import leader_selector
 from gpufarm.k8s.scan import scan_acknowledge
 from gpufarm.k8s.security import NONROOT_UID, container_security, pod_security
 
-EPP_IMAGE = "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0"
-"""The endpoint picker, Gateway API Inference Extension release v1.5.0."""
+EPP_IMAGE = images.reference("gaie-epp")
+"""The endpoint picker, Gateway API Inference Extension release v1.5.0, pinned by digest."""
 
-ENVOY_IMAGE = "docker.io/envoyproxy/envoy:distroless-v1.33.2"
-"""The sidecar proxy: the image the standalone chart's Envoy preset runs."""
+ENVOY_IMAGE = images.reference("envoy")
+"""The sidecar proxy: the image the standalone chart's Envoy preset runs, pinned by digest."""
 
 ROUTER_PORT = 8081
 """Envoy's listener for inference requests (the standalone chart's `http` Service port)."""

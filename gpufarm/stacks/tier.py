@@ -12,7 +12,6 @@ from constructs import Construct
 
 from gpufarm.config.catalog import gpus_in
 from gpufarm.config.model import (
-    TARGET_CONTROL_AGENT_IMAGE,
     TIER_METADATA_KEY,
     InterfaceEndpoint,
     KvTransport,
@@ -154,7 +153,7 @@ def refuse_placeholders(stack: cdk.Stack, placeholders: list[Placeholder]) -> No
         assertions=[
             cdk.CfnRuleAssertion(
                 assert_=cdk.Fn.condition_equals(replaced.value_as_string, "yes"),
-                assert_description=f"{p.path} holds a documentation value ({p.why}); replace it "
+                assert_description=f"{p.path} holds {p.kind} ({p.why}); replace it "
                 "in the tier file and synthesize again",
             )
             for p in placeholders
@@ -213,6 +212,7 @@ class GpuFarmStack(cdk.Stack):
             self,
             "Cluster",
             vpc=self.network.vpc,
+            image_digests=config.images.digests,
             config=config.cluster,
             cluster_name=config.stack_name,
             removal_policy=self.removal,
@@ -296,6 +296,7 @@ class GpuFarmStack(cdk.Stack):
             self,
             "NvidiaDevicePlugin",
             cluster=cluster,
+            image_digests=cfg.images.digests,
             chart_version=cfg.karpenter.nvidia_device_plugin_chart_version,
         )
         self.device_plugin.chart.node.add_dependency(self.cluster.system_ready)
@@ -331,7 +332,9 @@ class GpuFarmStack(cdk.Stack):
             self.node_groups[group.name] = built
             self.node_pools[group.name] = built.nodegroup
         if any(g.efa for g in cfg.node_groups):
-            plugin = EfaDevicePlugin(self, "EfaDevicePlugin", cluster=self.cluster.icluster)
+            plugin = EfaDevicePlugin(
+                self, "EfaDevicePlugin", cluster=self.cluster.icluster, image_digests=cfg.images.digests
+            )
             plugin.chart.node.add_dependency(self.cluster.system_ready)
 
     def _node_selector(self, model: ModelConfig) -> dict[str, str] | None:
@@ -399,6 +402,7 @@ class GpuFarmStack(cdk.Stack):
                 self,
                 "MultiNode",
                 cluster=cluster,
+                image_digests=cfg.images.digests,
                 serving=cfg.serving,
                 models=multi,
                 node_selectors={m.name: selectors[m.name] for m in multi},
@@ -515,13 +519,6 @@ class GpuFarmStack(cdk.Stack):
                 deletion_protection=cfg.termination_protection,
                 weights=weights,
             )
-        optimizer = cfg.ingress.target_optimizer
-        if optimizer.enabled and optimizer.agent_image == TARGET_CONTROL_AGENT_IMAGE:
-            cdk.Annotations.of(self.ingress).add_warning_v2(
-                "gpufarm:unpinned-agent-image",
-                "ingress.target_optimizer.agent_image is AWS's ':latest' tag (the only one AWS "
-                "publishes): mirror the image and pin its digest so pods do not change under you.",
-            )
         if self.gateway is not None:
             self.ingress.route_default_to(port=self.gateway.port, health_check_path=READINESS_PATH)
         self.ingress.allow_targets_in(self.cluster.pod_security_group)
@@ -597,6 +594,7 @@ class GpuFarmStack(cdk.Stack):
                 self,
                 "Autoscaling",
                 cluster=self.cluster.icluster,
+                image_digests=cfg.images.digests,
                 config=cfg.autoscaling,
                 workspace_arn=self.monitoring.workspace_arn,
                 query_endpoint=self.monitoring.query_endpoint,

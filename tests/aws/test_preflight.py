@@ -232,7 +232,11 @@ def test_a_passing_account_passes_every_check(aws: AwsStubs) -> None:
         {"pass": 14, "warn": 0, "fail": 0},
     )
     assert [(r.check, r.subject, r.message) for r in report.results] == [
-        (Check.PLACEHOLDER, "tier", "no documentation account, address range, resource ID or bucket"),
+        (
+            Check.PLACEHOLDER,
+            "tier",
+            "no documentation account, address range, resource ID or bucket; every image pinned by digest",
+        ),
         (
             Check.QUOTA,
             "Running On-Demand G and VT instances (L-DB2E81BA)",

@@ -15,7 +15,23 @@ def test_each_documentation_value_fails_its_own_row() -> None:
         (Check.PLACEHOLDER, Status.FAIL, "model_store.fsx.import_path"),
         (Check.PLACEHOLDER, Status.FAIL, "ingress.certificate_arn"),
         (Check.PLACEHOLDER, Status.FAIL, "ingress.allowed_cidrs[0]"),
+        (Check.PLACEHOLDER, Status.FAIL, "ingress.target_optimizer.agent_image"),
+        (Check.PLACEHOLDER, Status.FAIL, "images.digests.keda-operator"),
+        (Check.PLACEHOLDER, Status.FAIL, "images.digests.keda-metrics-apiserver"),
+        (Check.PLACEHOLDER, Status.FAIL, "images.digests.keda-admission-webhooks"),
+        (Check.PLACEHOLDER, Status.FAIL, "images.digests.nvidia-device-plugin"),
+        (Check.PLACEHOLDER, Status.FAIL, "images.digests.aws-load-balancer-controller"),
     ]
+    assert rows[6] == CheckResult(
+        check=Check.PLACEHOLDER,
+        subject="images.digests.keda-operator",
+        status=Status.FAIL,
+        message="'ghcr.io/kedacore/keda:2.18.1' is an image not pinned by digest (gpufarm/data/images.yaml "
+        "holds no confirmed digest for it; read the digest of this tag from the registry and set it); "
+        "the stack refuses to deploy",
+        fix="set images.digests.keda-operator to an image digest read from the registry "
+        "(docs/operations.md, Refreshing image digests)",
+    )
     assert rows[3] == CheckResult(
         check=Check.PLACEHOLDER,
         subject="ingress.certificate_arn",
@@ -52,6 +68,7 @@ def test_a_tier_with_its_own_values_passes_one_row() -> None:
             check=Check.PLACEHOLDER,
             subject="tier",
             status=Status.PASS,
-            message="no documentation account, address range, resource ID or bucket",
+            message="no documentation account, address range, resource ID or bucket; "
+            "every image pinned by digest",
         )
     ]

@@ -586,7 +586,7 @@ def test_efa_device_plugin_image_is_pulled_in_the_stacks_region(region: str, rep
     stack = cdk.Stack(app, "Efa", env=cdk.Environment(region=region))
     plugin = EfaDevicePlugin(stack, "EfaDevicePlugin", cluster=imported_cluster(stack))
     chart = Template.from_stack(stack).to_json()["Resources"][logical_id(plugin.chart)]["Properties"]
-    assert json.loads(chart["Values"])["image"] == {"repository": repository}
+    assert json.loads(chart["Values"])["image"] == {"repository": repository, "tag": "v0.5.20"}
 
 
 def test_efa_device_plugin_needs_a_stack_region() -> None:

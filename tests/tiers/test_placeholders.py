@@ -35,7 +35,7 @@ def placeholder_assertions(template: dict[str, Any]) -> list[str]:
 
 def expected_assertions(config: TierConfig) -> list[str]:
     return [
-        f"{p.path} holds a documentation value ({p.why}); replace it in the tier file and synthesize again"
+        f"{p.path} holds {p.kind} ({p.why}); replace it in the tier file and synthesize again"
         for p in find_placeholders(config)
     ]
 
@@ -100,6 +100,22 @@ def test_the_production_preset_warns_for_each_class_of_example_value(
         f"111122223333, all-zero resource ID 00000000-0000-4000-8000-000000000000){tail}",
         "ingress.allowed_cidrs[0] = '203.0.113.0/24' is a documentation value (RFC 5737 TEST-NET-3, "
         f"203.0.113.0/24){tail}",
+        "ingress.target_optimizer.agent_image = "
+        "'public.ecr.aws/aws-elb/target-optimizer/target-control-agent:latest' is an image not pinned "
+        "by digest (AWS publishes the target control agent only as ':latest'; mirror it into your ECR "
+        f"and set its digest){tail}",
+        *(
+            f"images.digests.{name} = '{reference}' is an image not pinned by digest "
+            "(gpufarm/data/images.yaml holds no confirmed digest for it; read the digest of this tag "
+            f"from the registry and set it){tail}"
+            for name, reference in (
+                ("keda-operator", "ghcr.io/kedacore/keda:2.18.1"),
+                ("keda-metrics-apiserver", "ghcr.io/kedacore/keda-metrics-apiserver:2.18.1"),
+                ("keda-admission-webhooks", "ghcr.io/kedacore/keda-admission-webhooks:2.18.1"),
+                ("nvidia-device-plugin", "nvcr.io/nvidia/k8s-device-plugin:v0.18.0"),
+                ("aws-load-balancer-controller", "public.ecr.aws/eks/aws-load-balancer-controller:v3.2.2"),
+            )
+        ),
     ]
 
 
@@ -111,7 +127,12 @@ def test_the_production_template_refuses_once_per_placeholder(production_templat
         "all-zero resource ID 00000000-0000-4000-8000-000000000000); replace it in the tier file and "
         "synthesize again"
     )
-    assert len(placeholder_assertions(production_template)) == 5
+    assert placeholder_assertions(production_template)[5] == (
+        "ingress.target_optimizer.agent_image holds an image not pinned by digest (AWS publishes the "
+        "target control agent only as ':latest'; mirror it into your ECR and set its digest); replace "
+        "it in the tier file and synthesize again"
+    )
+    assert len(placeholder_assertions(production_template)) == 11
 
 
 def test_a_tier_without_placeholders_has_no_rule_and_no_parameter(own_poc: dict[str, Any]) -> None:

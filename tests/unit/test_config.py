@@ -227,7 +227,7 @@ INVALID: list[Any] = [
             "nmae: is not a known setting (allowed: name, description, removal_policy, "
             "termination_protection, compliance_packs, environment, network, cluster, karpenter, "
             "node_pools, node_groups, serving, models, model_store, ingress, fallback, autoscaling, "
-            "observability)"
+            "observability, images)"
         ],
         id="unknown-top-level-key",
     ),
@@ -432,16 +432,59 @@ INVALID: list[Any] = [
     pytest.param(
         {"serving": {"vllm_image": "vllm/vllm-openai"}},
         [
-            "serving.vllm_image: must be a container image pinned to a version tag or digest, "
-            "such as 'repo/name:v1.2.3' (not ':latest'), got 'vllm/vllm-openai'"
+            "serving.vllm_image: must be a container image pinned by digest, such as "
+            "'repo/name:v1.2.3@sha256:<64 hex digits>' (read it with `crane digest repo/name:v1.2.3`), "
+            "got 'vllm/vllm-openai'"
         ],
         id="image-without-tag",
+    ),
+    # A tag can be pushed again; only a digest fixes what runs (ADR 0039).
+    pytest.param(
+        {"serving": {"vllm_image": "vllm/vllm-openai:v0.31.0"}},
+        [
+            "serving.vllm_image: must be a container image pinned by digest, such as "
+            "'repo/name:v1.2.3@sha256:<64 hex digits>' (read it with `crane digest repo/name:v1.2.3`), "
+            "got 'vllm/vllm-openai:v0.31.0'"
+        ],
+        id="image-tag-without-digest",
+    ),
+    pytest.param(
+        {"serving": {"aws_cli_image": "public.ecr.aws/aws-cli/aws-cli@sha256:123"}},
+        [
+            "serving.aws_cli_image: must be a container image pinned by digest, such as "
+            "'repo/name:v1.2.3@sha256:<64 hex digits>' (read it with `crane digest repo/name:v1.2.3`), "
+            "got 'public.ecr.aws/aws-cli/aws-cli@sha256:123'"
+        ],
+        id="image-short-digest",
+    ),
+    pytest.param(
+        {"images": {"digests": {"vllm": "sha256:" + "a" * 64}}},
+        [
+            "images.digests: must name images whose digest gpufarm's table lacks (lws-controller, "
+            "keda-operator, keda-metrics-apiserver, keda-admission-webhooks, nvidia-device-plugin, "
+            "efa-device-plugin, aws-load-balancer-controller), got 'vllm'"
+        ],
+        id="digest-for-an-image-the-table-pins",
+    ),
+    pytest.param(
+        {"images": {"digests": {"keda-operator": "2.18.1"}}},
+        [
+            "images.digests: 'keda-operator' must be a digest, 'sha256:' followed by 64 lowercase "
+            "hex digits, got '2.18.1'"
+        ],
+        id="digest-not-a-digest",
+    ),
+    pytest.param(
+        {"images": {"digest": {}}},
+        ["images.digest: is not a known setting (allowed: digests)"],
+        id="images-unknown-key",
     ),
     pytest.param(
         {"serving": {"vllm_image": "vllm/vllm-openai:latest"}},
         [
-            "serving.vllm_image: must be a container image pinned to a version tag or digest, "
-            "such as 'repo/name:v1.2.3' (not ':latest'), got 'vllm/vllm-openai:latest'"
+            "serving.vllm_image: must be a container image pinned by digest, such as "
+            "'repo/name:v1.2.3@sha256:<64 hex digits>' (read it with `crane digest repo/name:v1.2.3`), "
+            "got 'vllm/vllm-openai:latest'"
         ],
         id="image-latest",
     ),
@@ -849,8 +892,9 @@ INVALID: list[Any] = [
     pytest.param(
         {"fallback": {"image": "ghcr.io/berriai/litellm:latest"}},
         [
-            "fallback.image: must be a container image pinned to a version tag or digest, such as "
-            "'repo/name:v1.2.3' (not ':latest'), got 'ghcr.io/berriai/litellm:latest'"
+            "fallback.image: must be a container image pinned by digest, such as "
+            "'repo/name:v1.2.3@sha256:<64 hex digits>' (read it with `crane digest repo/name:v1.2.3`), "
+            "got 'ghcr.io/berriai/litellm:latest'"
         ],
         id="gateway-image-latest",
     ),
@@ -939,7 +983,7 @@ VALID: list[Any] = [
     # The shipped flag list describes vLLM 0.31.0 only: another release is not checked against it.
     pytest.param(
         overrides(
-            {"serving": {"vllm_image": "vllm/vllm-openai:v0.32.0"}},
+            {"serving": {"vllm_image": "vllm/vllm-openai:v0.32.0@sha256:" + "b" * 64}},
             model_override(extra_args=["--swap-space", "4"]),
         ),
         id="flags-of-another-vllm-release-are-not-checked",

@@ -14,7 +14,7 @@ from gpufarm.stacks.tier import pd_efa_devices
 from .factories import enterprise_document, make_enterprise
 
 NO_OPTIMIZER = {"ingress": {"target_optimizer": {"enabled": False}}}
-EFA_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-efa:v0.31.0"
+EFA_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-efa:v0.31.0@sha256:" + "e" * 64
 
 
 def with_model(index: int, **fields: Any) -> dict[str, Any]:

@@ -336,8 +336,9 @@ INVALID: list[Any] = [
     pytest.param(
         {"ingress": {"target_optimizer": {"agent_image": "example.com/agent:latest"}}},
         [
-            "ingress.target_optimizer.agent_image: must be a container image pinned to a version "
-            "tag or digest, such as 'repo/name:v1.2.3' (not ':latest'), got 'example.com/agent:latest'"
+            "ingress.target_optimizer.agent_image: must be a container image pinned by digest, such as "
+            "'repo/name:v1.2.3@sha256:<64 hex digits>' (read it with `crane digest repo/name:v1.2.3`), "
+            "got 'example.com/agent:latest'"
         ],
         id="agent-image-latest-elsewhere",
     ),

@@ -17,7 +17,7 @@ from .k8s_schema import validate_core
 
 SERVING = ServingConfig()
 UPSTREAM_EPP = REPO.parent / "shared" / "upstream-ref" / "epp-llm-d@v0.9.0.json"
-EFA_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-efa:v0.31.0"
+EFA_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-efa:v0.31.0@sha256:" + "e" * 64
 
 
 def model(**pd: Any) -> ModelConfig:

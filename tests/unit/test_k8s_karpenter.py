@@ -575,7 +575,13 @@ def test_efa_device_plugin_tolerates_the_gpu_taint() -> None:
     ],
 )
 def test_efa_device_plugin_image_comes_from_the_regions_eks_registry(region: str, repository: str) -> None:
-    assert efa_device_plugin_values(region)["image"] == {"repository": repository}
+    assert efa_device_plugin_values(region)["image"] == {"repository": repository, "tag": "v0.5.20"}
+
+
+def test_efa_device_plugin_digest_supplied_by_the_tier_rides_in_the_tag() -> None:
+    digest = "sha256:" + "c" * 64
+    image = efa_device_plugin_values("us-east-1", {"efa-device-plugin": digest})["image"]
+    assert image["tag"] == f"v0.5.20@{digest}"
 
 
 @pytest.mark.skipif(not chart_available(EFA_CHART), reason="../shared/upstream-ref is not beside the repo")

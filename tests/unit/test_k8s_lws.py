@@ -477,6 +477,10 @@ def test_the_controller_image_is_the_release_of_the_pinned_chart() -> None:
     manager = lws_controller_values()["image"]["manager"]
     assert (manager["repository"], manager["tag"]) == (LWS_CONTROLLER_IMAGE, chart["app_version"])
     assert _keys(lws_controller_values()) <= _keys(chart["values"])
+    # A digest the tier supplies joins the release tag; the release stays the chart's.
+    digest = "sha256:" + "f" * 64
+    pinned = lws_controller_values(digests={"lws-controller": digest})["image"]["manager"]["tag"]
+    assert pinned == f"{chart['app_version']}@{digest}"
 
 
 def test_the_lws_labels_and_environment_are_those_of_the_pinned_release() -> None:

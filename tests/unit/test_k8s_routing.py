@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from gpufarm.images import image, split_reference
 from gpufarm.k8s import routing
 from gpufarm.k8s.labels import model_selector
 from gpufarm.k8s.lws import leader_selector
@@ -73,8 +74,10 @@ def test_picker_reads_the_mounted_plugins_file() -> None:
     assert _flag(args, "--config-file") == f"{routing.CONFIG_MOUNT}/{routing.PLUGINS_FILE}"
 
 
-def test_picker_image_is_pinned_to_release_v1_5_0() -> None:
-    assert routing.EPP_IMAGE == "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0"
+def test_picker_image_is_pinned_to_release_v1_5_0_by_digest() -> None:
+    repository, tag, digest = split_reference(routing.EPP_IMAGE)
+    assert (repository, tag) == ("registry.k8s.io/gateway-api-inference-extension/epp", "v1.5.0")
+    assert digest == image("gaie-epp").digest
 
 
 def test_scheduling_profile_weights_prefix_cache_above_load() -> None:

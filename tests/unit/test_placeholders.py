@@ -13,6 +13,16 @@ from .factories import make_enterprise, make_tier, production_document
 
 OWN_CIDR = "10.20.0.0/16"
 OWN_CERT = "arn:aws:acm:us-east-1:210987654321:certificate/6f1c2d3e-4b5a-4c7d-9e8f-0a1b2c3d4e5f"
+OWN_DIGEST = "sha256:" + "d" * 64
+OWN_AGENT = f"210987654321.dkr.ecr.us-east-1.amazonaws.com/target-control-agent@{OWN_DIGEST}"
+PRODUCTION_UNCONFIRMED = (
+    "keda-operator",
+    "keda-metrics-apiserver",
+    "keda-admission-webhooks",
+    "nvidia-device-plugin",
+    "aws-load-balancer-controller",
+)
+"""The images of the production preset whose digest the table lacks."""
 REASON = "public chat demo for the conference booth, no private data"
 
 
@@ -100,6 +110,12 @@ def test_the_presets_example_values_are_found_by_field() -> None:
         "model_store.fsx.import_path",
         "ingress.certificate_arn",
         "ingress.allowed_cidrs[0]",
+        "ingress.target_optimizer.agent_image",
+        "images.digests.keda-operator",
+        "images.digests.keda-metrics-apiserver",
+        "images.digests.keda-admission-webhooks",
+        "images.digests.nvidia-device-plugin",
+        "images.digests.aws-load-balancer-controller",
     ]
     assert [p.path for p in find_placeholders(load_preset("enterprise"))] == [
         "models[0].weights",
@@ -109,7 +125,30 @@ def test_the_presets_example_values_are_found_by_field() -> None:
         "ingress.certificate_arn",
         "ingress.allowed_cidrs[0]",
         "ingress.private_link.allowed_principals[0]",
+        "ingress.target_optimizer.agent_image",
+        "images.digests.lws-controller",
+        "images.digests.keda-operator",
+        "images.digests.keda-metrics-apiserver",
+        "images.digests.keda-admission-webhooks",
+        "images.digests.nvidia-device-plugin",
+        "images.digests.efa-device-plugin",
+        "images.digests.aws-load-balancer-controller",
     ]
+
+
+def test_an_image_without_a_digest_is_reported_with_what_to_set() -> None:
+    agent, keda = find_placeholders(load_preset("production"))[5:7]
+    assert agent.describe() == (
+        "ingress.target_optimizer.agent_image = "
+        "'public.ecr.aws/aws-elb/target-optimizer/target-control-agent:latest' is an image not pinned "
+        "by digest (AWS publishes the target control agent only as ':latest'; mirror it into your ECR "
+        "and set its digest): replace it before deploying"
+    )
+    assert keda.describe() == (
+        "images.digests.keda-operator = 'ghcr.io/kedacore/keda:2.18.1' is an image not pinned by "
+        "digest (gpufarm/data/images.yaml holds no confirmed digest for it; read the digest of this "
+        "tag from the registry and set it): replace it before deploying"
+    )
 
 
 def test_parts_that_build_nothing_are_not_reported() -> None:
@@ -122,6 +161,8 @@ def test_parts_that_build_nothing_are_not_reported() -> None:
     ]
     production["ingress"]["certificate_arn"] = OWN_CERT
     production["ingress"]["allowed_cidrs"] = [OWN_CIDR]
+    production["ingress"]["target_optimizer"]["agent_image"] = OWN_AGENT
+    production["images"] = {"digests": dict.fromkeys(PRODUCTION_UNCONFIRMED, OWN_DIGEST)}
     assert find_placeholders(build_tier(production)) == []
     enterprise = load_preset("enterprise")
     assert "ingress.private_link.allowed_principals[0]" in [p.path for p in find_placeholders(enterprise)]
