@@ -33,13 +33,21 @@ from gpufarm.k8s.labels import (
 )
 from gpufarm.k8s.labels import leader_service_name as leader_service_name  # re-exported (see labels.py)
 from gpufarm.k8s.scan import scan_acknowledge
-from gpufarm.k8s.security import VLLM_UID, container_security, efa_engine_security, pod_security
+from gpufarm.k8s.security import (
+    EFA_ROOT_REASON,
+    VLLM_UID,
+    VLLM_UID_REASON,
+    container_security,
+    efa_engine_security,
+    pod_security,
+)
 from gpufarm.k8s.serving import (
     AGENT_DATA_PORT_NAME,
     GPU_POD_CPU_LIMIT_REASON,
     PRESTOP_SLEEP_SECONDS,
     STARTUP_PERIOD_SECONDS,
     TOKEN_DIR,
+    acknowledge_unpinned_agent,
     engine_env,
     http_probe,
     target_control_agent,
@@ -489,8 +497,11 @@ def vllm_leader_worker_set(
     scan_acknowledge(lws, "CKV_K8S_11", GPU_POD_CPU_LIMIT_REASON)
     scan_acknowledge(lws, "CKV_K8S_8", WORKER_PROBES_REASON)
     scan_acknowledge(lws, "CKV_K8S_9", WORKER_PROBES_REASON)
+    scan_acknowledge(lws, "CKV_K8S_40", VLLM_UID_REASON)
     if efa:
         scan_acknowledge(lws, "CKV_K8S_25", EFA_CAPABILITY_REASON)
+        scan_acknowledge(lws, "CKV_K8S_23", EFA_ROOT_REASON)
+    acknowledge_unpinned_agent(lws, target_optimizer)
     return lws
 
 

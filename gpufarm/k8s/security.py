@@ -44,6 +44,18 @@ the pod needs no file the image grants to group 0 only (its Python packages are 
 `chmod -R g+rwX,a+rX /opt/uv`), and every path it writes is an `emptyDir`.
 """
 
+VLLM_UID_REASON = (
+    "vLLM runs as UID 2000, the vllm user its image ships: PyTorch fails at import under a UID "
+    "the image's passwd file does not list, so a UID of 10000 or more cannot be used"
+)
+"""Why the vLLM containers run below UID 10000 (checkov CKV_K8S_40; see :data:`VLLM_UID`)."""
+
+EFA_ROOT_REASON = (
+    "an EFA engine runs as root to hold IPC_LOCK, which it needs to pin the buffers it transfers "
+    "over RDMA; Kubernetes gives a non-root container's added capabilities no effect"
+)
+"""Why an EFA engine runs as root (checkov CKV_K8S_23; see :func:`efa_engine_security`)."""
+
 NONROOT_UID = 65532
 """UID/GID of the distroless `nonroot` user: the router's Envoy and endpoint-picker images and the
 prefill/decode sidecar run as it (`gcr.io/distroless/static:nonroot` in

@@ -30,27 +30,10 @@ from tests.k8s_scan import (
 from tests.tiers.conftest import synthesize, variant
 from tests.tiers.helpers import resolved_manifests
 
-PENDING_OTHER_PARTS: dict[str, str] = {
-    # Image digests, tags and pull policy: the `digests` part pins every image by digest.
-    "CKV_K8S_14": "digests",
-    "CKV_K8S_15": "digests",
-    "CKV_K8S_43": "digests",
-    # Container and pod security contexts, root, capabilities, tokens: the `podsec` part.
-    "CKV_K8S_22": "podsec",
-    "CKV_K8S_23": "podsec",
-    "CKV_K8S_28": "podsec",
-    "CKV_K8S_29": "podsec",
-    "CKV_K8S_31": "podsec",
-    "CKV_K8S_37": "podsec",
-    "CKV_K8S_38": "podsec",
-    "CKV_K8S_40": "podsec",
-}
-"""TEMPORARY, for issue 19 only: check ID -> the part of issue 19 whose change removes its findings.
-
-Findings of these checks do not fail the gate while the parts are merged one by one. Each entry
-fails the gate once its check fails nowhere, so the list empties itself as the parts land; the
-list is deleted when the last one has. A finding one of those parts keeps by design is then
-acknowledged beside its manifest like any other."""
+PENDING_OTHER_PARTS: dict[str, str] = {}
+"""Check ID -> the change expected to remove its findings, for a finding that is neither fixed nor
+acknowledged yet (empty: every finding is fixed or acknowledged beside its manifest). An entry
+fails the gate once its check fails nowhere, so the list cannot go stale."""
 
 WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod", *POD_TEMPLATES}
 """Kinds with pods: the gate fails if checkov evaluated none of its checks on one of these."""
