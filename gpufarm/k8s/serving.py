@@ -512,7 +512,11 @@ def acknowledge_unpinned_agent(
     The acknowledgements exist only while `agent_image` is the published `:latest`: once a tier
     pins a digest, they go, and the scan gate checks the pinned image like any other.
     """
-    if target_optimizer is None or target_optimizer.agent_image != TARGET_CONTROL_AGENT_IMAGE:
+    if (
+        target_optimizer is None
+        or not target_optimizer.enabled
+        or target_optimizer.agent_image != TARGET_CONTROL_AGENT_IMAGE
+    ):
         return
     for check in ("CKV_K8S_14", "CKV_K8S_15", "CKV_K8S_43"):
         scan_acknowledge(manifest, check, UNPINNED_AGENT_REASON)

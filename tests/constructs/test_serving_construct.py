@@ -298,7 +298,7 @@ PD_EFA_MODEL = ModelConfig(
     prefill_decode={
         "prefill_replicas": 1,
         "kv_transport": "efa",
-        "efa_image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-efa:v0.31.0",
+        "efa_image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-efa:v0.31.0@sha256:" + "e" * 64,
     },
 )
 

@@ -515,6 +515,36 @@ def test_deployment_without_the_optimizer_is_unchanged(
     )
 
 
+def _acknowledged_checks(manifest: dict[str, Any]) -> set[str]:
+    annotations = manifest["metadata"].get("annotations", {})
+    return {v.split("=", 1)[0] for k, v in annotations.items() if k.startswith("checkov.io/skip")}
+
+
+def test_the_unpinned_agent_image_is_acknowledged_only_while_it_runs(agent_model: ModelConfig) -> None:
+    image_checks = {"CKV_K8S_14", "CKV_K8S_15", "CKV_K8S_43"}
+    # The published ':latest' default: a documentation value the deploy refuses, acknowledged.
+    assert image_checks <= _acknowledged_checks(optimized(agent_model))
+    # A mirrored digest: the scan checks the agent like any other image, nothing acknowledged.
+    pinned = TargetOptimizerConfig(
+        enabled=True,
+        agent_image="123456789012.dkr.ecr.us-east-1.amazonaws.com/target-control-agent:mirror@sha256:"
+        + "a" * 64,
+    )
+    deployment = vllm_deployment(
+        agent_model, OPTIMIZED_SERVING, pool_name="l40s", region=REGION, target_optimizer=pinned
+    )
+    assert not image_checks & _acknowledged_checks(deployment)
+    # No agent at all: nothing to acknowledge.
+    off = vllm_deployment(
+        agent_model,
+        OPTIMIZED_SERVING,
+        pool_name="l40s",
+        region=REGION,
+        target_optimizer=TargetOptimizerConfig(enabled=False),
+    )
+    assert not image_checks & _acknowledged_checks(off)
+
+
 def test_agent_is_a_native_sidecar(agent: dict[str, Any]) -> None:
     assert agent["restartPolicy"] == "Always"
     assert agent["image"] == OPTIMIZER.agent_image

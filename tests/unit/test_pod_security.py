@@ -37,7 +37,7 @@ from .pod_security import (
 REGION = "us-east-1"
 SERVING = ServingConfig(namespace="inference")
 OPTIMIZER = TargetOptimizerConfig(enabled=True)
-EFA_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-efa:v0.31.0"
+EFA_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-efa:v0.31.0@sha256:" + "e" * 64
 GATED = ModelConfig(
     name="gated",
     weights="meta-llama/Llama-3.1-8B-Instruct",
