@@ -52,10 +52,8 @@ from gpufarm.config.model import (
 from gpufarm.config.sizing import fsx_storage_capacity_gib
 from gpufarm.config.validate import placement_of
 from gpufarm.eks_support import Phase, support_status
-from gpufarm.pricing import PriceNotFoundError, PriceTable, load_prices
+from gpufarm.pricing import CAPACITY_TYPES, PriceNotFoundError, PriceTable, load_prices
 
-CAPACITY_TYPES = ("reserved", "on-demand", "spot")
-"""Keys of :func:`gpu_capacity` and values of :attr:`CostLine.capacity_type` for compute."""
 
 LAUNCH_PRIORITY = (CapacityType.RESERVED, CapacityType.SPOT, CapacityType.ON_DEMAND)
 """Karpenter's order among the capacity types a NodePool allows."""
@@ -514,7 +512,9 @@ def monthly_cost(
     ebs_base = 0.0
     ebs_peak = 0.0
     for alloc in allocations:
-        rate = _instance_rate(prices, alloc.instance_type, alloc.capacity_type, reserved_discount)
+        rate = prices.instance_hourly(
+            alloc.instance_type, alloc.capacity_type, reserved_discount=reserved_discount
+        )
         item = f"GPU {alloc.kind} {alloc.target}: {alloc.instance_type}"
         note = ""
         if alloc.kind == "node group":
@@ -620,16 +620,6 @@ def monthly_cost(
         lines=lines,
         notes=notes,
     )
-
-
-def _instance_rate(
-    prices: PriceTable, instance_type: str, capacity_type: str, reserved_discount: float
-) -> float:
-    if capacity_type == CapacityType.SPOT.value:
-        return prices.spot(instance_type)
-    if capacity_type == CapacityType.RESERVED.value:
-        return prices.on_demand(instance_type) * (1 - reserved_discount)
-    return prices.on_demand(instance_type)
 
 
 def _interface_endpoints(tier: TierConfig) -> int:

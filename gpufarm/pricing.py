@@ -18,13 +18,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpufarm.config import merge
+from gpufarm.config.bedrock import foundation_model_id
 from gpufarm.debug import yaml_problem
 
 HOURS_PER_MONTH = 730.0
 """Hours AWS bills in an average month (8,760 / 12)."""
 
-_GEO_PREFIXES = ("us.", "eu.", "apac.", "us-gov.", "ca.", "jp.", "au.", "global.")
-"""Prefixes of cross-region inference-profile IDs ('us.meta.llama3-3-70b-instruct-v1:0')."""
+CAPACITY_TYPES = ("reserved", "on-demand", "spot")
+"""EC2 purchase options a GPU instance is priced under (the values of the config's
+`CapacityType`), in the order every report lists them: `gpufarm cost`, `gpufarm plan`,
+`gpufarm synth` and `gpufarm review`."""
 
 
 class PriceTableError(ValueError):
@@ -179,6 +182,28 @@ class PriceTable(BaseModel):
             return measured
         return self.on_demand(instance_type) * (1 - self.ec2.spot_discount)
 
+    def instance_hourly(self, instance_type: str, capacity_type: str, *, reserved_discount: float) -> float:
+        """$ per hour of one instance bought as `capacity_type` (one of :data:`CAPACITY_TYPES`).
+
+        Reserved capacity is the on-demand price less `reserved_discount` (what a Reserved
+        Instance or Savings Plan takes off); spot is :meth:`spot`.
+        """
+        if capacity_type == "spot":
+            return self.spot(instance_type)
+        if capacity_type == "reserved":
+            return self.on_demand(instance_type) * (1 - reserved_discount)
+        return self.on_demand(instance_type)
+
+    def instance_monthly(
+        self, instance_type: str, instances: int, *, reserved_discount: float
+    ) -> dict[str, float]:
+        """$ per month of `instances` instances under each of :data:`CAPACITY_TYPES`, in that order."""
+        hours = self.hours_per_month * instances
+        return {
+            kind: self.instance_hourly(instance_type, kind, reserved_discount=reserved_discount) * hours
+            for kind in CAPACITY_TYPES
+        }
+
     def fsx_per_gb_month(self, throughput_per_tib: int) -> float:
         """FSx for Lustre PERSISTENT_2 $ per GB-month at `throughput_per_tib` MB/s/TiB."""
         try:
@@ -228,14 +253,6 @@ class PriceTable(BaseModel):
             }
         )
         return self.model_copy(update={"ec2": ec2, "region": region})
-
-
-def foundation_model_id(model_id: str) -> str:
-    """'us.meta.llama3-3-70b-instruct-v1:0' -> 'meta.llama3-3-70b-instruct-v1:0'."""
-    for prefix in _GEO_PREFIXES:
-        if model_id.startswith(prefix):
-            return model_id[len(prefix) :]
-    return model_id
 
 
 def shipped_prices_path() -> Path:

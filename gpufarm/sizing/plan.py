@@ -73,9 +73,6 @@ POC_MAX_PARAMS_B = 32.0
 PRODUCTION_MAX_PARAMS_B = 200.0
 TIERS = ("poc", "production", "enterprise")
 
-CAPACITY_TYPES = ("on-demand", "spot", "reserved")
-"""Keys of :attr:`Plan.monthly_cost_usd`."""
-
 KvCacheDtype = Literal["auto", "fp8"]
 
 
@@ -494,13 +491,9 @@ def size_layout(
 
 def monthly_costs(sizing: Sizing, prices: PriceTable, *, reserved_discount: float) -> dict[str, float]:
     """Monthly cost of the plan's instances for each capacity type (see the module docstring)."""
-    hours = prices.hours_per_month * sizing.instances
-    on_demand = prices.on_demand(sizing.layout.instance_type)
-    return {
-        "on-demand": on_demand * hours,
-        "spot": prices.spot(sizing.layout.instance_type) * hours,
-        "reserved": on_demand * (1 - reserved_discount) * hours,
-    }
+    return prices.instance_monthly(
+        sizing.layout.instance_type, sizing.instances, reserved_discount=reserved_discount
+    )
 
 
 def make_plan(

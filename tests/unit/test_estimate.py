@@ -22,7 +22,7 @@ from gpufarm.estimate import (
     monthly_cost,
     pool_capacity_type,
 )
-from gpufarm.pricing import PriceNotFoundError, PriceTableError, load_prices
+from gpufarm.pricing import CAPACITY_TYPES, PriceNotFoundError, PriceTableError, load_prices
 
 from .factories import make_enterprise, make_tier, pool_override, production_document, share, split
 
@@ -89,6 +89,42 @@ def test_unsourced_figures_are_marked_as_estimates() -> None:
 def test_bedrock_price_of_an_inference_profile_is_its_models() -> None:
     price = PRICES.bedrock_model("us.meta.llama3-3-70b-instruct-v1:0")
     assert (price.input_per_million, price.output_per_million) == (0.72, 0.72)
+
+
+def test_instance_hourly_by_capacity_type() -> None:
+    on_demand = PRICES.on_demand("g6e.12xlarge")
+    assert PRICES.instance_hourly("g6e.12xlarge", "on-demand", reserved_discount=0.3) == on_demand
+    assert PRICES.instance_hourly("g6e.12xlarge", "spot", reserved_discount=0.3) == PRICES.spot(
+        "g6e.12xlarge"
+    )
+    assert PRICES.instance_hourly("g6e.12xlarge", "reserved", reserved_discount=0.3) == pytest.approx(
+        on_demand * 0.7
+    )
+
+
+def test_instance_monthly_is_every_capacity_type_for_the_instances() -> None:
+    on_demand = PRICES.on_demand("g6e.12xlarge")
+    got = PRICES.instance_monthly("g6e.12xlarge", 3, reserved_discount=0.25)
+    assert list(got) == list(CAPACITY_TYPES) == ["reserved", "on-demand", "spot"]
+    assert got == pytest.approx(
+        {
+            "reserved": on_demand * 0.75 * 3 * 730,
+            "on-demand": on_demand * 3 * 730,
+            "spot": PRICES.spot("g6e.12xlarge") * 3 * 730,
+        }
+    )
+
+
+def test_bedrock_price_key_is_the_foundation_model_the_config_parser_names() -> None:
+    # One parser (gpufarm.config.bedrock): 'eu.model' is a model ID of provider 'eu', not a
+    # profile, so its price is looked up under the whole ID.
+    with pytest.raises(PriceNotFoundError) as raised:
+        PRICES.bedrock_model("eu.model")
+    assert raised.value.key == "eu.model"
+    assert str(raised.value) == (
+        "no Amazon Bedrock price for 'eu.model' in the price table "
+        "(add it under bedrock.models in a --prices file)"
+    )
 
 
 def test_bedrock_prices_of_the_preset_models() -> None:

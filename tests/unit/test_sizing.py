@@ -354,6 +354,13 @@ def test_monthly_cost_per_capacity_type() -> None:
     )
 
 
+def test_plan_lists_capacity_types_in_the_cost_reports_order() -> None:
+    # One CAPACITY_TYPES (gpufarm.pricing) for `gpufarm plan` and `gpufarm cost`.
+    model = ModelSpec(params_b=8, precision="fp16", **LLAMA_8B)
+    plan = make_plan(model, demand(concurrency=120), table=HALF, prices=PRICES)
+    assert list(plan.monthly_cost_usd) == ["reserved", "on-demand", "spot"]
+
+
 def test_pod_requests_leave_room_for_the_system() -> None:
     # g6e.12xlarge: 48 vCPU, 384 GiB, 4 GPUs; a 2-GPU pod gets half: 24 - 1 vCPU, 192 x 0.85 GiB.
     assert pod_requests("g6e.12xlarge", gpus_per_pod=2, gpus_per_instance=4) == (23, 163)
