@@ -54,7 +54,6 @@ from gpufarm.config.validate import placement_of
 from gpufarm.eks_support import Phase, support_status
 from gpufarm.pricing import CAPACITY_TYPES, PriceNotFoundError, PriceTable, load_prices
 
-
 LAUNCH_PRIORITY = (CapacityType.RESERVED, CapacityType.SPOT, CapacityType.ON_DEMAND)
 """Karpenter's order among the capacity types a NodePool allows."""
 
