@@ -23,11 +23,17 @@ import aws_cdk as cdk
 
 from gpufarm.config import ConfigError, ConfigIssue, TierConfig, load_preset, load_tier_file, preset_names
 from gpufarm.constructs.compliance import enable_compliance_checks
-from gpufarm.debug import debugging, internal_error_message, one_line
+from gpufarm.debug import (
+    EXIT_BAD_INPUT,
+    EXIT_CHECK_FAILED,
+    EXIT_OK,
+    debugging,
+    internal_error_message,
+    one_line,
+)
 from gpufarm.eks_support import support_status, today
 from gpufarm.stacks import GpuFarmStack
 
-EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 SUPPORT_WARNING_ID = "gpufarm:kubernetes-support"
 """ID of the warning a stack gets when its Kubernetes version is in, or near, EKS extended support."""
 

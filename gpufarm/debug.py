@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import os
 
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+"""Exit status of the app and every command. 0: everything passed; 1: a check failed (the
+compliance gate, preflight, ...) or an internal error; 2: the input was invalid."""
+
 DEBUG_ENV = "GPUFARM_DEBUG"
 """Set to 1 (or true, yes, on) to print the traceback of an error reported in one line."""
 

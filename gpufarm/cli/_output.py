@@ -16,10 +16,10 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufarm.config import ConfigError
+from gpufarm.debug import EXIT_BAD_INPUT as EXIT_BAD_INPUT
+from gpufarm.debug import EXIT_CHECK_FAILED as EXIT_CHECK_FAILED
+from gpufarm.debug import EXIT_OK as EXIT_OK
 from gpufarm.debug import debugging, internal_error_message
-
-EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-"""0: everything passed; 1: a check failed (nag, preflight, ...); 2: the input was invalid."""
 
 console = Console(stderr=False, highlight=False)
 errors = Console(stderr=True, highlight=False, soft_wrap=True)

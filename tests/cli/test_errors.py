@@ -436,3 +436,12 @@ def test_plan_data_files_that_are_not_yaml_exit_2_in_one_line(tmp_path: Path, fl
         f"{what} {str(path)!r} is not valid YAML at line 2, column 1: "
         "expected the node content, but found '<stream end>'"
     ]
+
+
+def test_one_set_of_exit_codes_serves_the_app_and_the_commands() -> None:
+    from gpufarm import debug
+
+    assert (debug.EXIT_OK, debug.EXIT_CHECK_FAILED, debug.EXIT_BAD_INPUT) == (0, 1, 2)
+    for module in (app_module, _output):
+        assert "EXIT_BAD_INPUT = " not in Path(str(module.__file__)).read_text()
+        assert (module.EXIT_OK, module.EXIT_CHECK_FAILED, module.EXIT_BAD_INPUT) == (0, 1, 2)
