@@ -16,10 +16,10 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from gpufarm import images as image_table
+from gpufarm.config.names import is_dns_1035_label
 
 # --------------------------------------------------------------------------- value types
 
-_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DURATION = re.compile(r"^(?=\d)(\d+h)?(\d+m)?(\d+s)?$")
 HF_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$")
@@ -35,7 +35,7 @@ _IMAGE = re.compile(r"^[\w.-]+(:\d+)?(/[\w.-]+)+(:[\w.-]+)?@sha256:[0-9a-f]{64}$
 
 
 def _dns_label(value: str) -> str:
-    if len(value) > 40 or not _DNS_LABEL.match(value):
+    if not is_dns_1035_label(value, max_length=40):
         raise ValueError(
             "must be a lowercase DNS label (a-z, 0-9, '-', starting with a letter, "
             f"at most 40 characters), got {value!r}"

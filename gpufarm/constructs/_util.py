@@ -7,15 +7,25 @@ from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
 from gpufarm.config.model import IngressConfig, RemovalPolicy
+from gpufarm.config.names import is_dns_1035_label
 from gpufarm.config.placeholders import OPEN_CIDRS
 
 POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
+
+TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
+"""Security policy of every TLS listener, ALB and NLB: TLS 1.2 and 1.3 only. The ALB's L2
+listener takes it as its enum member :data:`ALB_TLS_POLICY`."""
+ALB_TLS_POLICY = elbv2.SslPolicy.RECOMMENDED_TLS
+""":data:`TLS_POLICY` as the L2 listener's enum: RECOMMENDED_TLS = "ELBSecurityPolicy-TLS13-1-2-2021-06"
+(aws-cdk-lib@2.275.0, aws-elasticloadbalancingv2/lib/shared/enums.ts); a test checks the ALB's
+synthesized listener carries :data:`TLS_POLICY`."""
 
 DELETED_LOG_RECOVERY_DAYS = 30
 """Days a deleted or expired load balancer access log stays recoverable in its versioned bucket."""
@@ -161,7 +171,6 @@ MAX_WEIGHT = 999
 """Weights of a forward action's target groups are 0-999 (ALB and NLB alike)."""
 MAX_WEIGHTED_GROUPS = 5
 """Target groups one forward action may name."""
-_GROUP_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 def validate_weights(weights: Mapping[str, Mapping[str, int]], models: Sequence[str], *, entry: str) -> None:
@@ -184,7 +193,7 @@ def validate_weights(weights: Mapping[str, Mapping[str, int]], models: Sequence[
                 f"(one forward action), got {len(groups)}"
             )
         for group, weight in groups.items():
-            if not _GROUP_NAME.match(group) or len(group) > 40:
+            if not is_dns_1035_label(group, max_length=40):
                 raise ValueError(
                     f"'weights' of model {name!r}: group names must be lowercase DNS labels (a-z, 0-9, "
                     f"'-', starting with a letter, at most 40 characters), got {group!r}"

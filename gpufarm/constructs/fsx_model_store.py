@@ -19,6 +19,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from gpufarm.config.model import FSX_THROUGHPUT_PER_TIB, S3_URI, FsxLustreConfig
+from gpufarm.config.names import is_dns_1123_label
 from gpufarm.config.sizing import is_valid_fsx_capacity
 from gpufarm.constructs._util import (
     acknowledge,
@@ -41,7 +42,6 @@ DEFAULT_MAINTENANCE_WINDOW = "7:03:00"
 """Sunday 03:00 UTC: FSx patches the file servers weekly; I/O pauses briefly during the window."""
 
 _MAINTENANCE_WINDOW = re.compile(r"^[1-7]:([01]\d|2[0-3]):[0-5]\d$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def lustre_ports() -> list[ec2.Port]:
@@ -279,7 +279,7 @@ def _validate(
             f"such as '7:03:00', got {weekly_maintenance_start_time!r}"
         )
     for namespace in namespaces:
-        if len(namespace) > 63 or not _DNS_LABEL.match(namespace):
+        if not is_dns_1123_label(namespace):
             raise ValueError(f"'namespaces' must hold Kubernetes namespace names, got {namespace!r}")
     if len(set(namespaces)) != len(namespaces):
         raise ValueError(f"'namespaces' must not repeat a namespace, got {list(namespaces)}")

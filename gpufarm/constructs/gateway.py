@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from gpufarm.config.bedrock import (
     profile_prefix,
 )
 from gpufarm.config.model import GuardrailConfig, ModelConfig, TierConfig
+from gpufarm.config.names import is_dns_1123_label
 from gpufarm.constructs._util import acknowledge, pod_identity_role
 from gpufarm.constructs.serving import secret_arn
 from gpufarm.k8s import gateway as k8s_gateway
@@ -29,7 +29,6 @@ INVOKE_ACTIONS = ("bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"
 """What the gateway calls Bedrock with (they also authorize Converse and ConverseStream)."""
 CONTENT_FILTERS = ("HATE", "INSULTS", "SEXUAL", "VIOLENCE", "MISCONDUCT")
 """Guardrail content filters applied at the configured strength to prompts and answers."""
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -273,7 +272,7 @@ def _validate(tier: TierConfig, namespace: str, stack_region: str) -> None:
             "'tier.fallback.enabled' must be true to build the gateway (set it, or leave the "
             "gateway out), got False"
         )
-    if not _DNS_LABEL.match(namespace):
+    if not is_dns_1123_label(namespace):
         raise ValueError(f"'namespace' must be a Kubernetes namespace name (a DNS label), got {namespace!r}")
     if not cdk.Token.is_unresolved(stack_region) and stack_region != tier.environment.region:
         raise ValueError(

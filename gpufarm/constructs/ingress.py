@@ -35,6 +35,7 @@ from gpufarm.config.model import (
 )
 from gpufarm.config.validate import HEALTH_CHECK_TIMEOUT_SECONDS
 from gpufarm.constructs._util import (
+    ALB_TLS_POLICY,
     access_logs_bucket,
     acknowledge_open_ingress,
     construct_id,
@@ -43,10 +44,8 @@ from gpufarm.constructs._util import (
 )
 from gpufarm.constructs.waf import InferenceWaf
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, TARGET_HEALTHY_THRESHOLD, target_group_binding
+from gpufarm.k8s.serving import HEALTH_PATH
 
-HEALTH_CHECK_PATH = "/health"
-TLS_POLICY = elbv2.SslPolicy.RECOMMENDED_TLS
-"""TLS 1.2 and 1.3 only (ELBSecurityPolicy-TLS13-1-2-2021-06)."""
 UNAUTHENTICATED_REQUEST = "deny"
 """API clients cannot follow a login redirect: without a valid session cookie the ALB answers 401."""
 
@@ -503,7 +502,7 @@ class InferenceAlb(Construct):
                 port=443,
                 protocol=elbv2.ApplicationProtocol.HTTPS,
                 certificates=[elbv2.ListenerCertificate.from_arn(str(self.config.certificate_arn))],
-                ssl_policy=TLS_POLICY,
+                ssl_policy=ALB_TLS_POLICY,
                 open=False,
                 default_action=not_found,
             )
@@ -571,7 +570,7 @@ class InferenceAlb(Construct):
                     scope,
                     f"TargetGroup{construct_id(group)}{self._revision}",
                     port=self.target_port,
-                    health_check_path=HEALTH_CHECK_PATH,
+                    health_check_path=HEALTH_PATH,
                     target_control_port=self.control_port,
                 )
                 for group in sorted(weights)
@@ -585,7 +584,7 @@ class InferenceAlb(Construct):
                 scope,
                 f"TargetGroup{revision}",
                 port=router.port if router else self.target_port,
-                health_check_path=router.health_check_path if router else HEALTH_CHECK_PATH,
+                health_check_path=router.health_check_path if router else HEALTH_PATH,
                 health_check_port=str(router.health_check_port) if router else "traffic-port",
                 target_control_port=self.control_port,
             )

@@ -28,6 +28,7 @@ from constructs import Construct
 from gpufarm.config.model import IngressConfig, LoadBalancerScheme
 from gpufarm.config.validate import HEALTH_CHECK_TIMEOUT_SECONDS
 from gpufarm.constructs._util import (
+    TLS_POLICY,
     access_logs_bucket,
     acknowledge_open_ingress,
     construct_id,
@@ -35,10 +36,8 @@ from gpufarm.constructs._util import (
     validate_weights,
 )
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, target_group_binding
+from gpufarm.k8s.serving import HEALTH_PATH
 
-HEALTH_CHECK_PATH = "/health"
-TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
-"""TLS 1.2 and 1.3 only, as on the ALB."""
 SECURITY_GROUP_RULES = 60
 """Inbound rules a security group holds by default (VPC quota)."""
 
@@ -443,7 +442,7 @@ class InferenceNlb(Construct):
         )
 
     def _target_group(
-        self, scope: Construct, id: str, *, port: int, health_check_path: str = HEALTH_CHECK_PATH
+        self, scope: Construct, id: str, *, port: int, health_check_path: str = HEALTH_PATH
     ) -> elbv2.CfnTargetGroup:
         cfg = self.config
         attributes = {

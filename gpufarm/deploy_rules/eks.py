@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from gpufarm.config.names import is_dns_1123_label
 from gpufarm.deploy_rules.checks import is_set, items, name_check, size_order_problems
 from gpufarm.deploy_rules.rule import Resource, Rule, Template, literal_int, literal_str, ref_target
 from gpufarm.deploy_rules.shapes import resource as _res
@@ -87,7 +88,6 @@ TAINTS_MAX = 50
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 _VALUE_RULE = "a value is at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
@@ -179,7 +179,7 @@ def _pod_identity_names(resource: Resource, _: Template) -> Iterator[str]:
     # would never apply.
     namespace = literal_str(resource.prop("Namespace"))
     account = literal_str(resource.prop("ServiceAccount"))
-    if namespace is not None and (len(namespace) > 63 or not _DNS_LABEL.fullmatch(namespace)):
+    if namespace is not None and not is_dns_1123_label(namespace):
         yield f"Namespace {namespace!r} is not a DNS label (lowercase alphanumerics and '-', at most 63)"
     if account is not None and (len(account) > 253 or not _DNS_SUBDOMAIN.fullmatch(account)):
         yield f"ServiceAccount {account!r} is not a DNS subdomain (lowercase alphanumerics, '-' and '.')"

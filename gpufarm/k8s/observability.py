@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from gpufarm import images
+from gpufarm.config.names import is_dns_1123_label
 from gpufarm.k8s.disagg import ROLE_LABEL
 from gpufarm.k8s.labels import GPU_TAINT_KEY, MODEL_LABEL, POOL_LABEL, common_labels
 
@@ -59,8 +60,6 @@ and reserved node groups (:func:`gpufarm.constructs.reserved_capacity.node_group
 GPU family gpufarm accepts (:data:`gpufarm.config.catalog.GPU_FAMILIES`) is NVIDIA's, so such a
 node always has a GPU for the exporter; the system nodes do not carry it."""
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-
 
 def _meta_label(label: str) -> str:
     """Prometheus' discovery label for a pod label: 'gpufarm.io/model' -> '..._gpufarm_io_model'."""
@@ -68,7 +67,7 @@ def _meta_label(label: str) -> str:
 
 
 def _check_namespace(field: str, value: str) -> None:
-    if not _DNS_LABEL.match(value):
+    if not is_dns_1123_label(value):
         raise ValueError(f"'{field}' must be a Kubernetes namespace name (a DNS label), got {value!r}")
 
 

@@ -51,6 +51,8 @@ VLLM_HOME = "/home/vllm"
 TMP_DIR = "/tmp"
 TOKEN_DIR = "/var/run/gpufarm/hf"
 MODELS_DIR = "/models"
+HEALTH_PATH = "/health"
+"""vLLM's health endpoint: the pods' probes and the load balancers' health checks ask it."""
 STARTUP_PERIOD_SECONDS = 10
 PRESTOP_SLEEP_SECONDS = 15
 """Time the load balancer gets to stop sending new requests before vLLM receives SIGTERM."""
@@ -406,13 +408,13 @@ def vllm_deployment(
             "limits": {"memory": f"{model.memory_gib}Gi", **extended},
         },
         "startupProbe": http_probe(
-            "/health",
+            HEALTH_PATH,
             periodSeconds=STARTUP_PERIOD_SECONDS,
             timeoutSeconds=5,
             failureThreshold=math.ceil(model.startup_timeout_seconds / STARTUP_PERIOD_SECONDS),
         ),
-        "readinessProbe": http_probe("/health", periodSeconds=5, timeoutSeconds=5, failureThreshold=3),
-        "livenessProbe": http_probe("/health", periodSeconds=15, timeoutSeconds=10, failureThreshold=4),
+        "readinessProbe": http_probe(HEALTH_PATH, periodSeconds=5, timeoutSeconds=5, failureThreshold=3),
+        "livenessProbe": http_probe(HEALTH_PATH, periodSeconds=15, timeoutSeconds=10, failureThreshold=4),
         "lifecycle": {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}},
         "securityContext": container_security(),
         "volumeMounts": mounts,

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in
+from gpufarm.config.validate import TENSOR_PARALLEL_SIZES
 from gpufarm.pricing import PriceNotFoundError, PriceTable
 from gpufarm.sizing.instances import INSTANCE_SHAPES, pod_requests
 from gpufarm.sizing.throughput import (
@@ -65,9 +66,6 @@ MAX_SEQUENCES_PER_REPLICA = 256
 
 MAX_NODES_PER_REPLICA = 4
 """Most instances one replica may span (pipeline parallelism over a LeaderWorkerSet)."""
-
-TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
-"""GPUs per node of a replica that vLLM and the tier config allow."""
 
 POC_MAX_PARAMS_B = 32.0
 PRODUCTION_MAX_PARAMS_B = 200.0

@@ -244,6 +244,10 @@ def test_dcgm_job_ignores_exporters_outside_its_namespace() -> None:
             {"dcgm_namespace": ""},
             "'dcgm_namespace' must be a Kubernetes namespace name (a DNS label), got ''",
         ),
+        (  # `$` in the old pattern let a trailing newline through
+            {"dcgm_namespace": "dcgm\n"},
+            "'dcgm_namespace' must be a Kubernetes namespace name (a DNS label), got 'dcgm\\n'",
+        ),
     ],
 )
 def test_invalid_scrape_configuration_arguments(kwargs: dict[str, Any], message: str) -> None:
