@@ -1,7 +1,8 @@
-"""The shape of a cloud assembly's `manifest.json` and templates, checked before anything reads them.
+"""Reading a cloud assembly: its stacks, with the shape of `manifest.json` and templates checked.
 
 `gpufarm review` and `gpufarm cost --assembly` read folders that `cdk synth` or `gpufarm synth`
-wrote, or that a user points at by mistake. The manifest is the cloud assembly schema's
+wrote, or that a user points at by mistake; :func:`read_assembly` is the one reader of both,
+and :class:`AssemblyError` its one error. The manifest is the cloud assembly schema's
 `AssemblyManifest`: `artifacts` maps an artifact ID to an `ArtifactManifest` (`type`,
 `environment`, `properties`); a stack's properties hold `templateFile`, "a file relative to the
 assembly root", a nested assembly's `directoryName` (aws/aws-cdk,
@@ -12,6 +13,7 @@ packages/@aws-cdk/cloud-assembly-schema/lib/cloud-assembly/*.ts). Anything else 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,23 @@ STACK_ARTIFACT = "aws:cloudformation:stack"
 NESTED_ASSEMBLY = "cdk:cloud-assembly"
 
 _JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+
+
+class AssemblyError(ValueError):
+    """A folder that is not a readable cloud assembly."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AssemblyStack:
+    """One CloudFormation stack of a cloud assembly."""
+
+    artifact_id: str
+    """The stack's key under the manifest's `artifacts`."""
+    name: str
+    """The stack's name: `properties.stackName`, else its display name, else its artifact ID."""
+    region: str
+    """The region of its `environment` (`aws://account/region`), us-east-1 when it has none."""
+    template: dict[str, Any]
 
 
 class ManifestShapeError(ValueError):
@@ -94,3 +113,61 @@ def check_template(template: object) -> dict[str, Any]:
     if metadata is not None and not isinstance(metadata, dict):
         raise ManifestShapeError(f"'Metadata' must be an object, got {json_type(metadata)}")
     return template
+
+
+def read_assembly(path: str | Path, *, _seen: frozenset[Path] = frozenset()) -> list[AssemblyStack]:
+    """Every stack of the cloud assembly in `path`, nested assemblies (stages) included.
+
+    Each folder's artifacts are read in order of their IDs; a nested assembly's stacks come in
+    its artifact's place. Raises :class:`AssemblyError` naming the file and what is wrong when
+    the folder, its manifest or a template is missing, unreadable, not JSON or not of the cloud
+    assembly's shape, or when a nested assembly leads back to a folder already read.
+    """
+    folder = Path(path)
+    manifest_file = folder / "manifest.json"
+    if not folder.is_dir():
+        raise AssemblyError(f"{str(folder)!r} is not a folder")
+    if not manifest_file.is_file():
+        raise AssemblyError(
+            f"{str(folder)!r} is not a cloud assembly (no manifest.json); give the folder `cdk synth` "
+            "or `gpufarm synth` wrote (cdk.out)"
+        )
+    if folder.resolve() in _seen:
+        raise AssemblyError(f"{str(folder)!r}: a nested assembly leads back to a folder already read")
+    seen = _seen | {folder.resolve()}
+    try:
+        artifacts = artifacts_of(read_json(manifest_file))
+    except OSError as exc:
+        raise AssemblyError(f"cannot read {str(manifest_file)!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # not JSON, or not a manifest's shape
+        raise AssemblyError(f"cannot read {str(manifest_file)!r}: {exc}") from None
+    stacks: list[AssemblyStack] = []
+    for artifact_id, artifact in sorted(artifacts, key=lambda item: item[0]):
+        kind = artifact.get("type")
+        props = artifact["properties"]
+        if kind == NESTED_ASSEMBLY:
+            stacks.extend(read_assembly(folder / str(props["directoryName"]), _seen=seen))
+        if kind != STACK_ARTIFACT:
+            continue
+        template_file = folder / str(props["templateFile"])
+        try:
+            template = check_template(read_json(template_file))
+        except OSError as exc:
+            raise AssemblyError(
+                f"cannot read the template of {artifact_id!r} ({str(template_file)!r}): {exc.strerror or exc}"
+            ) from None
+        except ValueError as exc:  # not JSON, or not a template's shape
+            raise AssemblyError(
+                f"cannot read the template of {artifact_id!r} ({str(template_file)!r}): {exc}"
+            ) from None
+        environment = str(artifact.get("environment", ""))
+        region = environment.rsplit("/", 1)[-1] if environment.startswith("aws://") else ""
+        stacks.append(
+            AssemblyStack(
+                artifact_id=artifact_id,
+                name=str(props.get("stackName") or artifact.get("displayName") or artifact_id),
+                region=region if region and region != "unknown-region" else "us-east-1",
+                template=template,
+            )
+        )
+    return stacks

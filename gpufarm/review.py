@@ -32,6 +32,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gpufarm.assembly import AssemblyError, read_assembly
 from gpufarm.config import TierConfig
 from gpufarm.config.model import TIER_METADATA_KEY
 
@@ -224,10 +225,6 @@ class CreateOnlyProperties:
 # --------------------------------------------------------------------------- assemblies
 
 
-class AssemblyError(ValueError):
-    """A folder that is not a readable cloud assembly."""
-
-
 @dataclass(frozen=True, kw_only=True)
 class StackTemplate:
     """One CloudFormation stack of an assembly."""
@@ -243,61 +240,18 @@ class StackTemplate:
         return {k: v for k, v in found.items() if v.get("Type") not in _IGNORED_TYPES}
 
 
-def load_assembly(path: str | Path, *, _seen: frozenset[Path] = frozenset()) -> dict[str, StackTemplate]:
+def load_assembly(path: str | Path) -> dict[str, StackTemplate]:
     """Stack name -> template of every stack in a cloud assembly folder (nested assemblies too).
 
-    Raises :class:`AssemblyError` naming the file and what is wrong when the folder, its
-    manifest or a template is missing, unreadable, not JSON or not of the cloud assembly's shape.
+    Reads it with :func:`gpufarm.assembly.read_assembly`; raises :class:`AssemblyError` as it
+    does, and when the folder holds no CloudFormation stack.
     """
-    from gpufarm.assembly import STACK_ARTIFACT, artifacts_of, check_template, read_json
-
-    folder = Path(path)
-    manifest_file = folder / "manifest.json"
-    if not folder.is_dir():
-        raise AssemblyError(f"{str(folder)!r} is not a folder")
-    if not manifest_file.is_file():
-        raise AssemblyError(
-            f"{str(folder)!r} is not a cloud assembly (no manifest.json); give the folder `cdk synth` "
-            "or `gpufarm synth` wrote (cdk.out)"
-        )
-    if folder.resolve() in _seen:
-        raise AssemblyError(f"{str(folder)!r}: a nested assembly leads back to a folder already read")
-    seen = _seen | {folder.resolve()}
-    try:
-        artifacts = artifacts_of(read_json(manifest_file))
-    except OSError as exc:
-        raise AssemblyError(f"cannot read {str(manifest_file)!r}: {exc.strerror or exc}") from None
-    except ValueError as exc:  # not JSON, or not a manifest's shape
-        raise AssemblyError(f"cannot read {str(manifest_file)!r}: {exc}") from None
-    stacks: dict[str, StackTemplate] = {}
-    for artifact_id, artifact in artifacts:
-        kind = artifact.get("type")
-        props = artifact["properties"]
-        if kind == "cdk:cloud-assembly":
-            stacks.update(load_assembly(folder / str(props["directoryName"]), _seen=seen))
-        if kind != STACK_ARTIFACT:
-            continue
-        template_file = folder / str(props["templateFile"])
-        try:
-            template = check_template(read_json(template_file))
-        except OSError as exc:
-            raise AssemblyError(
-                f"cannot read the template of {artifact_id!r} ({str(template_file)!r}): {exc.strerror or exc}"
-            ) from None
-        except ValueError as exc:  # not JSON, or not a template's shape
-            raise AssemblyError(
-                f"cannot read the template of {artifact_id!r} ({str(template_file)!r}): {exc}"
-            ) from None
-        environment = str(artifact.get("environment", ""))
-        region = environment.rsplit("/", 1)[-1] if environment.startswith("aws://") else ""
-        name = str(props.get("stackName") or artifact.get("displayName") or artifact_id)
-        stacks[name] = StackTemplate(
-            name=name,
-            region=region if region and region != "unknown-region" else "us-east-1",
-            template=template,
-        )
+    stacks = {
+        stack.name: StackTemplate(name=stack.name, region=stack.region, template=stack.template)
+        for stack in read_assembly(path)
+    }
     if not stacks:
-        raise AssemblyError(f"{str(folder)!r} holds no CloudFormation stack")
+        raise AssemblyError(f"{str(Path(path))!r} holds no CloudFormation stack")
     return stacks
 
 

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from pydantic import ValidationError
 from rich.markup import escape
 
-from gpufarm.assembly import (
-    NESTED_ASSEMBLY,
-    STACK_ARTIFACT,
-    ManifestShapeError,
-    artifacts_of,
-    check_template,
-    read_json,
-)
+from gpufarm.assembly import AssemblyError, read_assembly
 from gpufarm.cli._output import bad_input, config_errors, emit_json, errors, progress, table
 from gpufarm.config import TierConfig, load_preset, load_tier_file, preset_names
 from gpufarm.config.model import TIER_METADATA_KEY
@@ -26,69 +19,18 @@ from gpufarm.estimate import CostEstimate, EstimateError, instance_types_of, mon
 from gpufarm.pricing import PriceNotFoundError, PriceTable, PriceTableError, load_prices
 
 
-class AssemblyError(ValueError):
-    """A cloud assembly cannot be read back into tier configs."""
-
-
 def assembly_tiers(directory: str | Path) -> list[tuple[str, TierConfig]]:
     """(stack name, tier config) of every stack in a cloud assembly that carries a gpufarm tier.
 
-    Reads `manifest.json`, follows nested assemblies (stages) and each stack's template
-    `Metadata["gpufarm:tier"]`. Raises AssemblyError when the folder is not a cloud assembly,
-    a template cannot be read, or no stack carries a tier.
+    Reads the assembly with :func:`gpufarm.assembly.read_assembly` (nested assemblies too) and
+    each stack's template `Metadata["gpufarm:tier"]`. Raises AssemblyError when the folder is not
+    a cloud assembly, a template cannot be read, a stack's tier is not valid or no stack carries
+    a tier.
     """
     root = Path(directory)
-    found = _read_assembly(root, root)
-    if not found:
-        raise AssemblyError(
-            f"cannot read the cloud assembly {str(root)!r}: no stack carries Metadata "
-            f"{TIER_METADATA_KEY!r} (synthesize it with this version of gpufarm)"
-        )
-    return found
-
-
-def _load_json(path: Path, root: Path) -> Any:
-    try:
-        return read_json(path)
-    except FileNotFoundError:
-        raise AssemblyError(
-            f"cannot read the cloud assembly {str(root)!r}: {path.name} not found "
-            "(give the output folder of `cdk synth` or `gpufarm synth`, such as cdk.out)"
-        ) from None
-    except OSError as exc:
-        raise AssemblyError(f"cannot read the cloud assembly {str(root)!r}: {exc.strerror}") from None
-    except ValueError as exc:
-        raise AssemblyError(f"cannot read the cloud assembly {str(root)!r}: {path.name}: {exc}") from None
-
-
-def _read_assembly(
-    folder: Path, root: Path, seen: frozenset[Path] = frozenset()
-) -> list[tuple[str, TierConfig]]:
-    if folder.resolve() in seen:
-        raise AssemblyError(
-            f"cannot read the cloud assembly {str(root)!r}: a nested assembly leads back to {str(folder)!r}"
-        )
-    seen = seen | {folder.resolve()}
-    try:
-        artifacts = artifacts_of(_load_json(folder / "manifest.json", root))
-    except ManifestShapeError as exc:
-        raise AssemblyError(f"cannot read the cloud assembly {str(root)!r}: manifest.json {exc}") from None
     found: list[tuple[str, TierConfig]] = []
-    for name, artifact in sorted(artifacts):
-        kind = artifact.get("type")
-        props: dict[str, Any] = artifact["properties"]
-        if kind == NESTED_ASSEMBLY:
-            found.extend(_read_assembly(folder / str(props["directoryName"]), root, seen))
-        if kind != STACK_ARTIFACT:
-            continue
-        template_file = folder / str(props["templateFile"])
-        try:
-            template = check_template(_load_json(template_file, root))
-        except ManifestShapeError as exc:
-            raise AssemblyError(
-                f"cannot read the cloud assembly {str(root)!r}: {template_file.name} {exc}"
-            ) from None
-        metadata = (template.get("Metadata") or {}).get(TIER_METADATA_KEY)
+    for stack in read_assembly(root):
+        metadata = (stack.template.get("Metadata") or {}).get(TIER_METADATA_KEY)
         if metadata is None:
             continue
         try:
@@ -97,10 +39,15 @@ def _read_assembly(
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
             raise AssemblyError(
-                f"cannot read the cloud assembly {str(root)!r}: stack {name!r} carries a tier that "
-                f"is not valid ({where}: {first['msg']})"
+                f"cannot read the cloud assembly {str(root)!r}: stack {stack.artifact_id!r} carries a "
+                f"tier that is not valid ({where}: {first['msg']})"
             ) from None
-        found.append((name, tier))
+        found.append((stack.artifact_id, tier))
+    if not found:
+        raise AssemblyError(
+            f"cannot read the cloud assembly {str(root)!r}: no stack carries Metadata "
+            f"{TIER_METADATA_KEY!r} (synthesize it with this version of gpufarm)"
+        )
     return found
 
 

@@ -40,7 +40,8 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Report replacements, public exposure, IAM, GPU capacity and cost changes between assemblies."""
-        from gpufarm.review import AssemblyError, render_markdown, review_paths
+        from gpufarm.assembly import AssemblyError
+        from gpufarm.review import render_markdown, review_paths
 
         base, head = (first, second) if second is not None else (None, first)
         try:

@@ -334,8 +334,7 @@ def test_missing_assembly(tmp_path: Path) -> None:
     result = run("--assembly", str(tmp_path / "nothing"))
     assert (result.exit_code, said(result.stderr)) == (
         2,
-        f"cannot read the cloud assembly {str(tmp_path / 'nothing')!r}: manifest.json not found "
-        "(give the output folder of `cdk synth` or `gpufarm synth`, such as cdk.out)",
+        f"{str(tmp_path / 'nothing')!r} is not a folder",
     )
 
 
@@ -356,7 +355,7 @@ def test_assembly_with_a_broken_manifest(tmp_path: Path) -> None:
     result = run("--assembly", str(folder))
     assert (result.exit_code, said(result.stderr)) == (
         2,
-        f"cannot read the cloud assembly {str(folder)!r}: manifest.json: not JSON (Expecting property "
+        f"cannot read {str(folder / 'manifest.json')!r}: not JSON (Expecting property "
         "name enclosed in double quotes at line 1 column 2)",
     )
 
@@ -378,8 +377,8 @@ def test_assembly_with_a_missing_template(tmp_path: Path) -> None:
     result = run("--assembly", str(folder))
     assert (result.exit_code, said(result.stderr)) == (
         2,
-        f"cannot read the cloud assembly {str(folder)!r}: gpufarm-poc.template.json not found "
-        "(give the output folder of `cdk synth` or `gpufarm synth`, such as cdk.out)",
+        f"cannot read the template of 'gpufarm-poc' ({str(folder / 'gpufarm-poc.template.json')!r}): "
+        "No such file or directory",
     )
 
 

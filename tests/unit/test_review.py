@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from gpufarm.assembly import AssemblyError
 from gpufarm.config import load_preset
 from gpufarm.estimate import gpu_capacity, monthly_cost
 from gpufarm.review import (
-    AssemblyError,
     CreateOnlyProperties,
     Exposure,
     IamGrant,
