@@ -4,13 +4,17 @@
 Synthesizes one preset (default: production) in this process, as `cdk synth` runs the app, and
 prints:
 
-- the wall time of each phase (importing aws-cdk-lib and gpufarm, reading the config, building
-  the construct tree, synthesizing with the compliance gate) and the jsii round trips in each;
+- the wall time of each phase (importing aws-cdk-lib, the aws_cdk submodules and other jsii
+  libraries gpufarm uses, gpufarm itself; reading the config; building the construct tree;
+  synthesizing with the compliance gate) and the jsii round trips in each;
 - the jsii round trips by kind (create, invoke, get, set, callbacks completed, ...) and the time
   spent waiting on them (Node's work plus the pipe);
+- the requests that took longest (by kind and target: class, method or property);
 - the round trips and their time by gpufarm construct (the innermost gpufarm object whose
-  `__init__` is on the stack) and by gpufarm function (the innermost gpufarm frame);
-- with --cprofile, the gpufarm functions with the highest cumulative time.
+  `__init__` is on the stack) and by gpufarm function (the innermost gpufarm frame).
+
+Tables are sorted by time spent. With --cprofile it also prints the gpufarm functions with the
+highest cumulative time from importing gpufarm to the end of synth.
 
 Round trips are counted by wrapping the jsii Python runtime's one request channel,
 `jsii._kernel.providers.process._NodeProcess.send` (jsii 1.142.0: every kernel request, callback
@@ -24,9 +28,11 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import importlib
 import io
 import json
 import pstats
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,6 +56,8 @@ class JsiiCounter:
         self.construct_seconds: defaultdict[str, float] = defaultdict(float)
         self.by_function: Counter[str] = Counter()
         self.function_seconds: defaultdict[str, float] = defaultdict(float)
+        self.by_request: Counter[str] = Counter()
+        self.request_seconds: defaultdict[str, float] = defaultdict(float)
         self.overhead = 0.0
         self.total = 0
 
@@ -65,16 +73,21 @@ class JsiiCounter:
                 return original(node, request, response_type)
             finally:
                 elapsed = time.perf_counter() - start
-                counter._record(type(request).__name__, elapsed, sys._getframe(1))
+                counter._record(request, elapsed, sys._getframe(1))
                 counter.overhead += time.perf_counter() - start - elapsed
 
         process._NodeProcess.send = send  # type: ignore[method-assign]
 
-    def _record(self, kind: str, elapsed: float, frame: FrameType | None) -> None:
+    def _record(self, request: Any, elapsed: float, frame: FrameType | None) -> None:
         self.total += 1
-        kind = kind.removesuffix("Request")
+        kind = type(request).__name__.removesuffix("Request")
         self.calls[kind] += 1
         self.seconds[kind] += elapsed
+        target = getattr(request, "fqn", None) or getattr(request, "name", None) or ""
+        member = getattr(request, "method", None) or getattr(request, "property", None)
+        what = f"{kind} {target}{'.' if target and member else ''}{member or ''}"
+        self.by_request[what] += 1
+        self.request_seconds[what] += elapsed
         function = construct = "(outside gpufarm)"
         while frame is not None:
             code = frame.f_code
@@ -94,18 +107,43 @@ class JsiiCounter:
         self.construct_seconds[construct] += elapsed
 
 
+def _imported_by_gpufarm() -> tuple[list[str], list[str]]:
+    """The aws_cdk submodules and the other jsii libraries importing gpufarm.app loads beyond
+    `import aws_cdk`, found in a separate process so that this one can time them one by one."""
+    code = (
+        "import sys, json, aws_cdk; before = set(sys.modules); import gpufarm.app; "
+        "print(json.dumps(sorted(set(sys.modules) - before)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=REPO
+    ).stdout
+    loaded = json.loads(out)
+    bindings = [m for m in loaded if m.startswith("aws_cdk.") and m.count(".") == 1]
+    libraries = sorted({m.split(".")[0] for m in loaded} & _JSII_LIBRARIES)
+    return bindings, libraries
+
+
+# Python packages that are jsii bindings (each loads its JavaScript assembly into Node on import).
+_JSII_LIBRARIES = {"cdk_nag", "constructs"}
+
+
 def _table(title: str, counts: Counter[str], seconds: dict[str, float], top: int) -> None:
+    """The `top` keys by time spent, with their call counts."""
     print(title)
-    print(f"{'':<64}{'calls':>8}{'seconds':>9}")
-    for key, count in counts.most_common(top):
-        print(f"  {key:<62}{count:>8}{seconds[key]:>9.2f}")
+    print(f"{'':<72}{'calls':>8}{'seconds':>9}")
+    for key in sorted(counts, key=lambda key: (-seconds[key], key))[:top]:
+        print(f"  {key:<70}{counts[key]:>8}{seconds[key]:>9.2f}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--tier", default="production", help="preset to synthesize (default %(default)s)")
     parser.add_argument("--top", type=int, default=15, help="rows per table (default %(default)s)")
-    parser.add_argument("--cprofile", action="store_true", help="also run cProfile over build and synth")
+    parser.add_argument(
+        "--cprofile",
+        action="store_true",
+        help="also run cProfile from the gpufarm import to the end of synth",
+    )
     args = parser.parse_args()
 
     counter = JsiiCounter()
@@ -119,23 +157,32 @@ def main() -> int:
         )
 
     sys.path.insert(0, str(REPO))
+    bindings, libraries = _imported_by_gpufarm()
     started, calls, overhead = time.perf_counter(), counter.total, counter.overhead
     import aws_cdk  # noqa: F401  (the floor: jsii start-up and aws-cdk-lib's load)
 
     phase("import aws_cdk (jsii start-up, aws-cdk-lib load)", started, calls, overhead)
     started, calls, overhead = time.perf_counter(), counter.total, counter.overhead
+    for name in bindings:
+        importlib.import_module(name)
+    phase(f"import the {len(bindings)} aws_cdk submodules gpufarm uses", started, calls, overhead)
+    started, calls, overhead = time.perf_counter(), counter.total, counter.overhead
+    for name in libraries:
+        importlib.import_module(name)
+    phase(f"import other jsii libraries ({', '.join(libraries)})", started, calls, overhead)
+    profiler = cProfile.Profile() if args.cprofile else None
+    if profiler:
+        profiler.enable()
+    started, calls, overhead = time.perf_counter(), counter.total, counter.overhead
     from gpufarm.app import build_app, select_tiers
 
-    phase("import gpufarm (and the jsii libraries it loads)", started, calls, overhead)
+    phase("import gpufarm's own modules (pydantic, PyYAML, ...)", started, calls, overhead)
     started, calls, overhead = time.perf_counter(), counter.total, counter.overhead
     context = json.loads((REPO / "cdk.json").read_text())["context"]
     configs = select_tiers({"tier": args.tier})
     phase("read and validate the tier config", started, calls, overhead)
 
-    profiler = cProfile.Profile() if args.cprofile else None
     with tempfile.TemporaryDirectory() as outdir:
-        if profiler:
-            profiler.enable()
         started, calls, overhead = time.perf_counter(), counter.total, counter.overhead
         app = build_app(configs, context=context, outdir=outdir)
         phase("build the construct tree (GpuFarmStack)", started, calls, overhead)
@@ -161,6 +208,13 @@ def main() -> int:
     _table("jsii round trips by kind", counter.calls, counter.seconds, args.top)
     print()
     _table(
+        "jsii requests by target (class, method or property)",
+        counter.by_request,
+        counter.request_seconds,
+        args.top,
+    )
+    print()
+    _table(
         "jsii round trips by gpufarm construct (innermost __init__)",
         counter.by_construct,
         counter.construct_seconds,
@@ -176,7 +230,7 @@ def main() -> int:
 
     if profiler:
         print()
-        print("cProfile: gpufarm functions by cumulative time (build and synth)")
+        print("cProfile: gpufarm functions by cumulative time (import, config, build and synth)")
         out = io.StringIO()
         stats = pstats.Stats(profiler, stream=out)
         stats.sort_stats("cumulative").print_stats(str(REPO / "gpufarm"), args.top)
