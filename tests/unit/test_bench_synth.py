@@ -93,3 +93,15 @@ def test_main_stops_with_status_2_when_the_peer_is_not_installed(bench, tmp_path
     assert capsys.readouterr().err == (
         f"benchmarks/synth.py: {missing} does not exist (it comes from `make peer`)\n"
     )
+
+
+def test_warm_bytecode_cache_lets_python_write_bytecode(bench, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    seen: list[tuple[list[str], dict[str, str]]] = []
+    monkeypatch.setattr(bench.subprocess, "run", lambda argv, **kwargs: seen.append((argv, kwargs["env"])))
+
+    bench.warm_bytecode_cache()
+
+    [(argv, env)] = seen
+    assert argv[1:] == ["-c", "import gpufarm.app"]
+    assert "PYTHONDONTWRITEBYTECODE" not in env
