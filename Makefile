@@ -13,7 +13,10 @@ GATEWAY_STAMP := $(GATEWAY_VENV)/.installed
 SCAN_VENV := .venv-scan
 SCAN_STAMP := $(SCAN_VENV)/.installed
 
-.PHONY: setup gateway-venv scan-venv synth test lint unit fmt bench clean integ integ-update
+PEER_DIR := benchmarks/peer
+PEER_STAMP := $(PEER_DIR)/node_modules/.installed
+
+.PHONY: setup gateway-venv scan-venv peer synth test lint unit fmt bench clean integ integ-update
 
 setup: $(STAMP) $(SCAN_STAMP)
 
@@ -41,6 +44,14 @@ $(SCAN_STAMP): k8s-scan/requirements.lock
 	rm -rf $(SCAN_VENV)
 	$(PYTHON) -m venv $(SCAN_VENV)
 	$(SCAN_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes -r k8s-scan/requirements.lock
+	touch $@
+
+## peer: the npm dependencies of the TypeScript peer (../shared/peer/peer.js) that `make bench`
+## times beside the production tier, from benchmarks/peer/package-lock.json; only the bench uses it.
+peer: $(PEER_STAMP)
+
+$(PEER_STAMP): $(PEER_DIR)/package.json $(PEER_DIR)/package-lock.json
+	$(BIN)/npm ci --prefix $(PEER_DIR) --no-audit --no-fund --loglevel=error
 	touch $@
 
 ## synth: synthesize every tier into cdk.out/ (offline), then lint the templates with cfn-lint.
@@ -73,10 +84,11 @@ fmt: setup
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-## bench: print synth wall times per tier against an empty CDK app, and the gateway's latency.
-bench: setup $(GATEWAY_STAMP)
+## bench: print synth wall times per tier against an empty CDK app and the TypeScript peer, and
+## the gateway's latency.
+bench: setup $(GATEWAY_STAMP) $(PEER_STAMP)
 	$(BIN)/python benchmarks/synth.py
 	$(BIN)/python benchmarks/gateway.py
 
 clean:
-	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache $(GATEWAY_VENV) $(SCAN_VENV)
+	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache $(GATEWAY_VENV) $(SCAN_VENV) $(PEER_DIR)/node_modules
