@@ -50,7 +50,7 @@ from gpufarm.config.model import (
     TierConfig,
 )
 from gpufarm.config.sizing import fsx_storage_capacity_gib
-from gpufarm.config.validate import placement_of
+from gpufarm.core.placement import placement_of
 from gpufarm.eks_support import Phase, support_status
 from gpufarm.pricing import CAPACITY_TYPES, PriceNotFoundError, PriceTable, load_prices
 

@@ -36,7 +36,7 @@ from gpufarm.config.bedrock import destination_regions, foundation_model_id, pro
 from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in
 from gpufarm.config.model import ModelConfig, NodeGroupConfig, ReservationKind
 from gpufarm.config.placeholders import UNPINNED_IMAGE, find_placeholders
-from gpufarm.config.validate import placement_of
+from gpufarm.core.placement import placement_of
 from gpufarm.eks_support import WARN_DAYS, support_status
 from gpufarm.pricing import load_prices
 

@@ -29,6 +29,9 @@ _SECRET_REF = re.compile(
     r"^(arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+|[\w/+=.@-]{1,512})$"
 )
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
+TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
+"""GPU counts per replica that vLLM's tensor parallelism and GPU instances both allow."""
+
 # Karpenter's own pattern for NodePool disruption budgets: a count, or 0%-100%.
 _BUDGET_NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
 _IMAGE = re.compile(r"^[\w.-]+(:\d+)?(/[\w.-]+)+(:[\w.-]+)?@sha256:[0-9a-f]{64}$")

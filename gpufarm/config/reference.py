@@ -39,7 +39,6 @@ from gpufarm.config.validate import (
     MULTI_NODE_RESERVED_VLLM_FLAGS,
     RESERVED_VLLM_FLAGS,
     SUPPORTED_KUBERNETES_VERSIONS,
-    TENSOR_PARALLEL_SIZES,
 )
 from gpufarm.config.vllm_flags import SHORT_FLAGS, vllm_flags_version
 from gpufarm.config.yaml_reader import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
@@ -90,7 +89,7 @@ _CHART_PIN = (
 CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
         "environment.region",
-        "one with a known Amazon EKS image registry (gpufarm/k8s/registries.py) when a node "
+        "one with a known Amazon EKS image registry (gpufarm/core/registries.py) when a node "
         "group sets `efa`: the EFA device plugin is pulled from the region's own registry.",
     ),
     (
@@ -167,7 +166,7 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ("models[].hf_token_secret", "only with Hugging Face weights (not `s3://`)."),
     (
         "models[].gpus",
-        f"one of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} (the tensor-parallel size), and no more "
+        f"one of {', '.join(map(str, m.TENSOR_PARALLEL_SIZES))} (the tensor-parallel size), and no more "
         "than the GPUs of the largest instance the model's pool may launch.",
     ),
     (
@@ -272,7 +271,7 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ),
     (
         "models[].shares[].gpus",
-        f"one of {', '.join(map(str, TENSOR_PARALLEL_SIZES))} and no more than one instance of the "
+        f"one of {', '.join(map(str, m.TENSOR_PARALLEL_SIZES))} and no more than one instance of the "
         "share's pool holds.",
     ),
     ("models[].shares[].weight", "`0` when the share's `replicas` is `0`."),

@@ -29,6 +29,7 @@ from gpufarm.config.model import (
     MAX_SHARES,
     REGION,
     S3_URI,
+    TENSOR_PARALLEL_SIZES,
     AmiFamily,
     BedrockTargetConfig,
     CapacityType,
@@ -57,19 +58,17 @@ from gpufarm.config.vllm_flags import (
     nearest_flag,
     vllm_flags_version,
 )
-from gpufarm.k8s.disagg import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PORT, PD_RESERVED_VLLM_FLAGS
-from gpufarm.k8s.labels import leader_service_name, router_name, workload_name
-from gpufarm.k8s.registries import EKS_REGISTRY_ACCOUNTS
-from gpufarm.k8s.storage import split_s3_uri
+from gpufarm.core.names import BEDROCK_SUFFIX, leader_service_name, router_name, workload_name
+from gpufarm.core.placement import placement_of
+from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PORT, PD_RESERVED_VLLM_FLAGS
+from gpufarm.core.registries import EKS_REGISTRY_ACCOUNTS
+from gpufarm.core.s3 import split_s3_uri
 
 KUBECTL_VERSION = "1.35"
 """kubectl minor version of the kubectl provider (package aws-cdk.lambda-layer-kubectl-v35)."""
 SUPPORTED_KUBERNETES_VERSIONS = ("1.34", "1.35", "1.36")
 """Cluster versions the bundled kubectl (1.35) can manage: its minor version and one either side
 (docs/decisions/0006-kubectl-version-skew.md)."""
-
-TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
-"""GPU counts per replica that vLLM's tensor parallelism and GPU instances both allow."""
 
 AUTO_MODE_MAX_EXPIRE_HOURS = 504
 """EKS Auto Mode replaces nodes after 21 days at the latest."""
@@ -282,7 +281,7 @@ def _node_groups(cfg: TierConfig) -> Iterator[ConfigIssue]:
             path="environment.region",
             message="must have a known Amazon EKS image registry when a node group sets efa (the "
             "EFA device plugin is pulled from the region's own registry; see "
-            f"gpufarm/k8s/registries.py), got {region!r}",
+            f"gpufarm/core/registries.py), got {region!r}",
         )
     if cfg.node_groups and cfg.cluster.provisioning is not Provisioning.KARPENTER:
         yield ConfigIssue(
@@ -498,24 +497,6 @@ def _fits_one_instance(
                 f"(at most {most} GPU(s) per instance), got {gpus}",
             )
             return
-
-
-def placement_of(cfg: TierConfig, model: ModelConfig) -> list[NodePoolConfig | NodeGroupConfig]:
-    """The node groups and pools a model's pods may land on (empty when it names none that exist).
-
-    A model with shares lands on those of every share (each once, in the order of the shares).
-    """
-    if model.shares:
-        seen: dict[str, NodePoolConfig | NodeGroupConfig] = {}
-        for _, part in model.parts():
-            for target in placement_of(cfg, part):
-                seen.setdefault(target.name, target)
-        return list(seen.values())
-    if model.capacity_class is not None:
-        return cfg.capacity_classes().get(model.capacity_class, [])
-    wanted = model.node_pool or cfg.node_pools[0].name
-    targets: list[NodePoolConfig | NodeGroupConfig] = [*cfg.node_groups, *cfg.node_pools]
-    return [t for t in targets if t.name == wanted]
 
 
 def _model_placement(cfg: TierConfig, where: str, model: ModelConfig) -> Iterator[ConfigIssue]:
@@ -1580,9 +1561,6 @@ def _namespaces(cfg: TierConfig) -> Iterator[ConfigIssue]:
 
 def _construct_limits(cfg: TierConfig) -> Iterator[ConfigIssue]:
     """Checks constructs make for their direct users, in the tier's own terms."""
-    # Imported here: gpufarm.k8s.gateway reaches this module through gpufarm.k8s.lws.
-    from gpufarm.k8s.gateway import BEDROCK_SUFFIX
-
     if cfg.fallback.enabled:
         # The gateway names each model's Bedrock route `<served name>@bedrock`
         # (gpufarm.k8s.gateway.bedrock_model_name); a served name with that suffix could take it.

@@ -28,7 +28,8 @@ from gpufarm.constructs._util import (
     pod_identity_role,
     private_subnets,
 )
-from gpufarm.k8s.storage import FSX_DATA_PATH, fsx_weights_volume, split_s3_uri
+from gpufarm.core.s3 import split_s3_uri
+from gpufarm.k8s.storage import FSX_DATA_PATH, fsx_weights_volume
 
 FSX_ADDON = "aws-fsx-csi-driver"
 FSX_CONTROLLER_SERVICE_ACCOUNT = "fsx-csi-controller-sa"

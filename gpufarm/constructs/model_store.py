@@ -10,7 +10,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from gpufarm.constructs._util import acknowledge, pod_identity_role
-from gpufarm.k8s.storage import split_s3_uri
+from gpufarm.core.s3 import split_s3_uri
 
 MOUNTPOINT_ADDON = "aws-mountpoint-s3-csi-driver"
 MOUNTPOINT_SERVICE_ACCOUNT = "s3-csi-driver-sa"

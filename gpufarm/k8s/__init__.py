@@ -1,5 +1,6 @@
 """Pure functions that return Kubernetes manifests as dicts (no CDK import, unit-testable)."""
 
+from gpufarm.core.s3 import split_s3_uri
 from gpufarm.k8s.autoscaling import keda_values, scaled_object, trigger_authentication
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, LBC_TGB_API, target_group_binding
 from gpufarm.k8s.karpenter import (
@@ -23,7 +24,6 @@ from gpufarm.k8s.storage import (
     fsx_sub_path,
     fsx_weights_volume,
     s3_weights_volume,
-    split_s3_uri,
     weights_claim_name,
 )
 

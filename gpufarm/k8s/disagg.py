@@ -28,6 +28,7 @@ from typing import Any
 
 from gpufarm import images
 from gpufarm.config.model import KvTransport, PrefillDecodeConfig, ServingConfig
+from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PORT
 from gpufarm.k8s.labels import workload_name
 from gpufarm.k8s.security import NONROOT_UID, container_security
 
@@ -36,12 +37,6 @@ PD_EPP_IMAGE = images.reference("llm-d-epp")
 
 PD_SIDECAR_IMAGE = images.reference("llm-d-disagg-sidecar")
 """llm-d's disaggregation sidecar, the decode pod's reverse proxy; same release as the picker."""
-
-DECODE_ENGINE_PORT = 8200
-"""Where a decode pod's vLLM listens; the sidecar takes the serving port (the sidecar's default)."""
-
-NIXL_SIDE_CHANNEL_PORT = 5600
-"""vLLM's NIXL side channel (handshake and KV metadata between prefill and decode pods)."""
 
 ROLE_LABEL = "llm-d.ai/role"
 """Pod label the picker's `prefill-filter` and `decode-filter` select on (`prefill` / `decode`)."""
@@ -61,9 +56,6 @@ SIDECAR_PORT_NAME = "pd"
 PREFILL_KEEP_ALIVE_SECONDS = 120
 """vLLM's HTTP keep-alive on prefill pods: longer than the sidecar's 90 s idle connections, so a
 reused connection is never reset by vLLM's 5 s default (intermittent 502s under load)."""
-
-PD_RESERVED_VLLM_FLAGS = ("--kv-transfer-config", "--block-size")
-"""vLLM flags gpufarm sets on both roles from `prefill_decode`."""
 
 APPROX_PREFIX_MAX_BLOCKS = 256
 APPROX_PREFIX_LRU_PER_SERVER = 31250

@@ -21,6 +21,7 @@ import yaml
 
 from gpufarm.config.bedrock import call_region
 from gpufarm.config.model import FallbackConfig, ModelConfig, ServingConfig, TierConfig
+from gpufarm.core.names import BEDROCK_SUFFIX
 from gpufarm.k8s.binding import rollout_min_ready_seconds
 from gpufarm.k8s.labels import POOL_LABEL, common_labels, workload_name
 from gpufarm.k8s.lws import leader_service_name
@@ -45,11 +46,6 @@ GUARDRAIL_IDENTIFIER_ENV = "GPUFARM_GUARDRAIL_IDENTIFIER"
 GUARDRAIL_VERSION_ENV = "GPUFARM_GUARDRAIL_VERSION"
 TMP_DIR = "/tmp"
 
-BEDROCK_SUFFIX = "@bedrock"
-"""Appended to a model's client-facing name to name its Bedrock deployment ('<name>@bedrock').
-
-Hugging Face repo ids and DNS labels never contain '@', so no served model can collide with it.
-"""
 BACKEND_HEADER = "x-litellm-model-id"
 """Response header naming the deployment that answered: 'vllm-<model>[-<share>]' or 'bedrock-<model>'."""
 FALLBACKS_HEADER = "x-litellm-attempted-fallbacks"

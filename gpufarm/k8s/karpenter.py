@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from gpufarm import images
 from gpufarm.config.model import AmiFamily, NodePoolConfig
+from gpufarm.core.registries import eks_registry
 from gpufarm.k8s.labels import (
     CAPACITY_CLASS_LABEL,
     EFA_LABEL,
@@ -18,7 +19,6 @@ from gpufarm.k8s.labels import (
     nodepool_name,
 )
 from gpufarm.k8s.nodepool import gpu_nodepool
-from gpufarm.k8s.registries import eks_registry
 
 KARPENTER_LABEL_DOMAIN = "karpenter.k8s.aws"
 """Prefix of the instance labels Karpenter puts on the nodes it launches."""
@@ -359,7 +359,7 @@ def efa_device_plugin_values(region: str, digests: Mapping[str, str] | None = No
     us-west-2's (`602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin`,
     aws/eks-charts stable/aws-efa-k8s-device-plugin/values.yaml), which a node elsewhere reaches
     only across the internet; EKS replicates its images to every region it supports (see
-    :mod:`gpufarm.k8s.registries`). The tag is the table's `efa-device-plugin` (the chart's
+    :mod:`gpufarm.core.registries`). The tag is the table's `efa-device-plugin` (the chart's
     own), with the digest from `digests` (the tier's `images.digests`): the chart builds
     `repository:tag`. Raises ValueError for a region without a known EKS registry.
     """

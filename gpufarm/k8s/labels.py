@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from gpufarm.core.names import leader_service_name as leader_service_name  # re-exported
+from gpufarm.core.names import router_name as router_name  # re-exported
+from gpufarm.core.names import workload_name as workload_name  # re-exported
+
 PART_OF = "gpufarm"
 MODEL_LABEL = "gpufarm.io/model"
 SHARE_LABEL = "gpufarm.io/share"
@@ -37,25 +41,6 @@ def model_selector(model_name: str) -> dict[str, str]:
 def share_selector(model_name: str, share: str) -> dict[str, str]:
     """Selector matching the pods of one share of a model: the model's selector and the share."""
     return {**model_selector(model_name), SHARE_LABEL: share}
-
-
-def workload_name(model_name: str, share: str | None = None) -> str:
-    """Name of a model's Deployment and Service, `vllm-<model>` (a share's: `vllm-<model>-<share>`)."""
-    return f"vllm-{model_name}" if share is None else f"vllm-{model_name}-{share}"
-
-
-def leader_service_name(model_name: str) -> str:
-    """Name of the Service in front of a multi-node model's leaders (`vllm-<model>-leader`).
-
-    Not `vllm-<model>`: the LeaderWorkerSet controller gives that name to its headless Service,
-    which resolves to every pod of the model, workers included.
-    """
-    return f"{workload_name(model_name)}-leader"
-
-
-def router_name(model_name: str) -> str:
-    """Name of a model's router Deployment, Service, service account and config maps."""
-    return f"{workload_name(model_name)}-router"
 
 
 def nodepool_name(pool_name: str) -> str:

@@ -20,8 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpufarm import images
-from gpufarm.config.model import ModelConfig, ServingConfig, TargetOptimizerConfig
-from gpufarm.config.validate import TENSOR_PARALLEL_SIZES
+from gpufarm.config.model import TENSOR_PARALLEL_SIZES, ModelConfig, ServingConfig, TargetOptimizerConfig
 from gpufarm.k8s.labels import (
     EFA_RESOURCE,
     GPU_RESOURCE,

@@ -19,6 +19,7 @@ from typing import Any
 
 from gpufarm.config.bedrock import call_region
 from gpufarm.config.model import InterfaceEndpoint, ModelConfig, Provisioning, TierConfig
+from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT
 from gpufarm.k8s import disagg
 from gpufarm.k8s import gateway as gw
 from gpufarm.k8s.labels import common_labels, model_selector
@@ -280,7 +281,7 @@ def single_node_policies(tier: TierConfig, model: ModelConfig) -> list[dict[str,
         ns,
         decode_pods,
         ingress=[
-            *_routed_ingress(tier, model, disagg.DECODE_ENGINE_PORT),
+            *_routed_ingress(tier, model, DECODE_ENGINE_PORT),
             {"from": [_pods(prefill_pods)], "ports": ALL_TCP},
         ],
         egress=[{"to": [_pods(prefill_pods)], "ports": ALL_TCP}, *egress],

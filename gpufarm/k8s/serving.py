@@ -13,6 +13,7 @@ from gpufarm.config.model import (
     ServingConfig,
     TargetOptimizerConfig,
 )
+from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT
 from gpufarm.k8s import disagg
 from gpufarm.k8s.binding import READINESS_GATE_INJECT_LABEL
 from gpufarm.k8s.labels import (
@@ -384,7 +385,7 @@ def vllm_deployment(
     if target_optimizer is not None and target_optimizer.enabled:
         init_containers.append(target_control_agent(model, serving, target_optimizer))
 
-    port = disagg.DECODE_ENGINE_PORT if pd_role == "decode" else serving.port
+    port = DECODE_ENGINE_PORT if pd_role == "decode" else serving.port
     args = vllm_args(model, serving, port=port, gpus=gpu_count)
     image = serving.vllm_image
     extended = {GPU_RESOURCE: str(gpu_count)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpufarm.core.s3 import split_s3_uri
 from gpufarm.k8s.labels import MODEL_LABEL, common_labels
 
 MOUNTPOINT_DRIVER = "s3.csi.aws.com"
@@ -12,13 +13,6 @@ MOUNTPOINT_DRIVER = "s3.csi.aws.com"
 def weights_claim_name(model_name: str) -> str:
     """Name of the claim (and volume) holding a model's weights."""
     return f"weights-{model_name}"
-
-
-def split_s3_uri(uri: str) -> tuple[str, str]:
-    """'s3://bucket/a/b' -> ('bucket', 'a/b/'); the prefix is '' or ends with '/'."""
-    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-    prefix = prefix.strip("/")
-    return bucket, f"{prefix}/" if prefix else ""
 
 
 def s3_weights_volume(*, model_name: str, namespace: str, s3_uri: str, region: str) -> list[dict[str, Any]]:

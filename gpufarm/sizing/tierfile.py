@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 from gpufarm.config import ConfigError, ModelStoreKind, PoolPurpose, TierConfig, load_preset, load_tier_file
+from gpufarm.core.s3 import split_s3_uri
 from gpufarm.k8s.karpenter import efa_interfaces
-from gpufarm.k8s.storage import split_s3_uri
 from gpufarm.sizing.plan import GB, GIB, GPU_MEMORY_UTILIZATION, Plan, pod_resources
 
 LONG_STARTUP_WEIGHTS_GB = 200.0

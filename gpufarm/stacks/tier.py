@@ -24,7 +24,6 @@ from gpufarm.config.model import (
 )
 from gpufarm.config.placeholders import Placeholder, find_placeholders
 from gpufarm.config.sizing import fsx_storage_capacity_gib
-from gpufarm.config.validate import placement_of
 from gpufarm.constructs import (
     AutoModeGpuNodePool,
     EfaDevicePlugin,
@@ -59,6 +58,7 @@ from gpufarm.constructs._util import (
 from gpufarm.constructs.compliance import require_compliance_pack
 from gpufarm.constructs.ingress import RouterTarget
 from gpufarm.constructs.reserved_capacity import node_group_efa_interfaces
+from gpufarm.core.placement import placement_of
 from gpufarm.k8s.binding import binding_api, readiness_gates, rollout_min_ready_seconds
 from gpufarm.k8s.gateway import READINESS_PATH
 from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, NODEPOOL_LABEL, POOL_LABEL, nodepool_name

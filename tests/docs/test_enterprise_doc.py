@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from gpufarm.config import TierConfig, build_tier, load_preset, load_tier_file, merge
-from gpufarm.config.validate import placement_of
+from gpufarm.core.placement import placement_of
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "enterprise.md"
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gpufarm.config import NodeGroupConfig, NodePoolConfig, load_preset
-from gpufarm.config.validate import placement_of
+from gpufarm.core.placement import placement_of
 from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, POOL_LABEL, workload_name
 from gpufarm.k8s.lws import leader_service_name
 from tests.conftest import cfn_lint_errors, nag_violations

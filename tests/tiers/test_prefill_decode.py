@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gpufarm.core.prefill_decode import NIXL_SIDE_CHANNEL_PORT
 from gpufarm.k8s import disagg
 from gpufarm.k8s.labels import GPU_RESOURCE, workload_name
 from gpufarm.k8s.routing import PLUGINS_FILE, ROUTER_PORT, router_name
@@ -127,8 +128,8 @@ def test_network_policies_fence_the_decode_pods(template: dict[str, Any]) -> Non
     assert tier.allowed(router, decode, 8000)
     assert tier.allowed(router, prefill, 8000)
     assert tier.allowed(decode, prefill, 8000)  # the sidecar posts the prompt
-    assert tier.allowed(decode, prefill, disagg.NIXL_SIDE_CHANNEL_PORT)
+    assert tier.allowed(decode, prefill, NIXL_SIDE_CHANNEL_PORT)
     for source in ("gateway", "foreign-pod", "foreign-pod-off-vpc", workload_name(OTHER)):
         assert not tier.allowed(source, decode, 8000), source
-        assert not tier.allowed(source, decode, disagg.NIXL_SIDE_CHANNEL_PORT), source
+        assert not tier.allowed(source, decode, NIXL_SIDE_CHANNEL_PORT), source
     assert not tier.allowed("gateway", prefill, 8000)

@@ -9,7 +9,7 @@ import pytest
 from gpufarm.config import ConfigError, TierConfig, load_preset
 from gpufarm.config.bedrock import PROFILE_GEOGRAPHIES
 from gpufarm.config.model import CompliancePack, NodeGroupConfig, NodePoolConfig, ReservationKind
-from gpufarm.config.validate import placement_of
+from gpufarm.core.placement import placement_of
 
 from .factories import enterprise_document, enterprise_part, make_enterprise, overrides
 
@@ -338,7 +338,7 @@ INVALID: list[Any] = [
         [
             "environment.region: must have a known Amazon EKS image registry when a node group "
             "sets efa (the EFA device plugin is pulled from the region's own registry; see "
-            "gpufarm/k8s/registries.py), got 'us-west-9'"
+            "gpufarm/core/registries.py), got 'us-west-9'"
         ],
         id="efa-in-a-region-without-a-known-eks-registry",
     ),

@@ -7,8 +7,6 @@ from typing import Any
 import pytest
 
 from gpufarm.config import ConfigError, ModelShareConfig, TierConfig
-from gpufarm.config.model import NodeGroupConfig
-from gpufarm.config.validate import placement_of
 
 from .factories import (
     SHARES,
@@ -52,12 +50,6 @@ def test_each_share_is_the_model_on_its_own_placement(tier: TierConfig) -> None:
 def test_a_model_without_shares_is_its_only_part(tier: TierConfig) -> None:
     model = tier.models[2]
     assert model.parts() == [(None, model)]
-
-
-def test_placement_of_a_split_model_covers_every_share(tier: TierConfig) -> None:
-    names = [t.name for t in placement_of(tier, tier.models[1])]
-    assert names == ["h100-base", "h100-burst", "l40s"]
-    assert isinstance(placement_of(tier, tier.models[1])[0], NodeGroupConfig)
 
 
 def test_share_gpus_override_the_models() -> None:

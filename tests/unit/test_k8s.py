@@ -16,7 +16,6 @@ from gpufarm.k8s import (
     namespace,
     s3_weights_volume,
     service_account,
-    split_s3_uri,
     target_group_binding,
     vllm_args,
     vllm_deployment,
@@ -709,21 +708,6 @@ def test_optimized_service_adds_the_agent_data_port(agent_model: ModelConfig, ag
 
 
 # --------------------------------------------------------------------------- storage
-
-
-@pytest.mark.parametrize(
-    ("uri", "expected"),
-    [
-        ("s3://bucket", ("bucket", "")),
-        ("s3://bucket/", ("bucket", "")),
-        ("s3://bucket/models", ("bucket", "models/")),
-        ("s3://bucket/models/", ("bucket", "models/")),
-        ("s3://bucket/a/b/c", ("bucket", "a/b/c/")),
-        ("s3://my.bucket-1/Qwen/Qwen3-8B/", ("my.bucket-1", "Qwen/Qwen3-8B/")),
-    ],
-)
-def test_split_s3_uri(uri: str, expected: tuple[str, str]) -> None:
-    assert split_s3_uri(uri) == expected
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from gpufarm.config.model import ModelConfig, PrefillDecodeConfig, ServingConfig
+from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PORT
 from gpufarm.k8s import disagg, routing
 from gpufarm.k8s.labels import EFA_RESOURCE, GPU_RESOURCE, model_selector, workload_name
 from gpufarm.k8s.serving import vllm_deployment
@@ -83,7 +84,7 @@ def test_side_channel_advertises_the_pod_ip() -> None:
         values = env(vllm(deployment(role)))
         # The other role dials this address: the pod's own IP, never vLLM's default.
         assert values["VLLM_NIXL_SIDE_CHANNEL_HOST"] == {"fieldRef": {"fieldPath": "status.podIP"}}
-        assert values["VLLM_NIXL_SIDE_CHANNEL_PORT"] == str(disagg.NIXL_SIDE_CHANNEL_PORT)
+        assert values["VLLM_NIXL_SIDE_CHANNEL_PORT"] == str(NIXL_SIDE_CHANNEL_PORT)
 
 
 def test_prefill_keeps_connections_open_longer_than_the_sidecar() -> None:
@@ -97,17 +98,15 @@ def test_prefill_keeps_connections_open_longer_than_the_sidecar() -> None:
 def test_decode_vllm_moves_behind_the_sidecar_on_the_serving_port() -> None:
     doc = deployment("decode")
     container = vllm(doc)
-    assert flag(container["args"], "--port") == str(disagg.DECODE_ENGINE_PORT)
+    assert flag(container["args"], "--port") == str(DECODE_ENGINE_PORT)
     # Probes and the metrics scrape name the port `http`: vLLM's own, not the sidecar's.
-    assert container["ports"] == [
-        {"name": "http", "containerPort": disagg.DECODE_ENGINE_PORT, "protocol": "TCP"}
-    ]
+    assert container["ports"] == [{"name": "http", "containerPort": DECODE_ENGINE_PORT, "protocol": "TCP"}]
     (sidecar,) = [c for c in pod(doc)["initContainers"] if c["name"] == disagg.SIDECAR_CONTAINER]
     assert sidecar["restartPolicy"] == "Always"  # a native sidecar: up before vLLM, down after it
     assert sidecar["image"] == disagg.PD_SIDECAR_IMAGE
     assert sidecar["args"] == [
         f"--port={SERVING.port}",
-        f"--vllm-port={disagg.DECODE_ENGINE_PORT}",
+        f"--vllm-port={DECODE_ENGINE_PORT}",
         "--kv-connector=nixlv2",
         "--secure-proxy=false",
     ]

@@ -601,5 +601,5 @@ def test_efa_device_plugin_refuses_a_region_without_a_known_registry() -> None:
         efa_device_plugin_values("xx-east-9")
     assert str(caught.value) == (
         "'region' must be one with a known Amazon EKS image registry (38 regions, see "
-        "gpufarm/k8s/registries.py), got 'xx-east-9'"
+        "gpufarm/core/registries.py), got 'xx-east-9'"
     )

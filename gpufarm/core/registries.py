@@ -70,7 +70,7 @@ def eks_registry(region: str) -> str:
     if account is None:
         raise ValueError(
             f"'region' must be one with a known Amazon EKS image registry ({len(EKS_REGISTRY_ACCOUNTS)} "
-            f"regions, see gpufarm/k8s/registries.py), got {region!r}"
+            f"regions, see gpufarm/core/registries.py), got {region!r}"
         )
     suffix = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
     return f"{account}.dkr.ecr.{region}.{suffix}"

@@ -1,0 +1,1 @@
+"""The domain core: pure answers about a tier shared by validation, manifests, constructs and reports."""
