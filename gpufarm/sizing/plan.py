@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in
-from gpufarm.config.validate import TENSOR_PARALLEL_SIZES
+from gpufarm.config.model import TENSOR_PARALLEL_SIZES
 from gpufarm.pricing import PriceNotFoundError, PriceTable
 from gpufarm.sizing.instances import INSTANCE_SHAPES, pod_requests
 from gpufarm.sizing.throughput import (

@@ -2,10 +2,11 @@
 
 The order enforced here, lowest first (read from the code, not wished for):
 
-1. **leaves** - `images`, `debug`, `eks_support`, `assembly`, `deploy_rules`: import no other part
-   of gpufarm.
-2. **config model** - every `gpufarm.config` module but the three below: the pydantic model and
-   the small tables and parsers it uses (catalog, bedrock, errors, image pins, placeholders, ...).
+1. **leaves** - `images`, `debug`, `eks_support`, `assembly`: import no other part of gpufarm.
+2. **config model** - every `gpufarm.config` module but the four below: the pydantic model and
+   the small tables and parsers it uses (catalog, bedrock, names, errors, image pins, ...).
+   `deploy_rules` (the synth-time checks of AWS API rules) stands at this level: it reads the
+   config model's name rules (`config.names`) and nothing above.
 3. **core** - `gpufarm.core`: pure answers about a tier (placement, names, registries). It reads
    the config model, never the validator: the validator imports it.
 4. **config validation** - `gpufarm.config` itself (its `__init__`), `config.validate`,
@@ -37,7 +38,7 @@ import gpufarm.core
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gpufarm"
 
-LEAVES = ("images", "debug", "eks_support", "assembly", "deploy_rules")
+LEAVES = ("images", "debug", "eks_support", "assembly")
 CONFIG_VALIDATION = (
     "gpufarm.config",
     "gpufarm.config.validate",
@@ -58,6 +59,8 @@ def layer_of(module: str) -> str:
         return "leaves"
     if top == "config":
         return "config validation" if module in CONFIG_VALIDATION else "config model"
+    if top == "deploy_rules":
+        return "config model"
     if top in ("core", "k8s", "constructs", "stacks", "app", "cli") or top in REPORTS:
         return top
     raise AssertionError(f"{module} belongs to no layer: give it one in tests/unit/test_layers.py")
