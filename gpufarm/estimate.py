@@ -38,7 +38,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufarm.config.catalog import GPU_FAMILIES, gpus_in
 from gpufarm.config.model import (
     CapacityType,
     LoadBalancerKind,
@@ -51,6 +50,7 @@ from gpufarm.config.model import (
 )
 from gpufarm.config.sizing import fsx_storage_capacity_gib
 from gpufarm.config.validate import placement_of
+from gpufarm.core.instances import GPU_FAMILIES, gpus_in
 from gpufarm.eks_support import Phase, support_status
 from gpufarm.pricing import PriceNotFoundError, PriceTable, load_prices
 
