@@ -151,7 +151,11 @@ EFA_NETWORK_CARDS: Final[dict[str, int]] = {
     "p6-b200.48xlarge": 8,
 }
 """Network cards of multi-card EFA GPU instance types (one EFA per card), as EC2 reports them
-(DescribeInstanceTypes `NetworkInfo.NetworkCards`)."""
+(DescribeInstanceTypes `NetworkInfo.NetworkCards`). p5 and p5e: 32 (AWS's example request of "32
+EFA devices and one ENA device", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html,
+and meta-pytorch/torchx pull request 1098, `EFA_DEVICE: 32` for p5e.48xlarge); p5en: 16
+(meta-pytorch/torchx pull request 995, `EFA_DEVICE: 16`). p4d/p4de (4) and p6-b200 (8) carry no
+second source here."""
 
 NVIDIA_GPU_FAMILIES: Final = frozenset(
     {
