@@ -38,7 +38,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufarm.config.catalog import GPU_FAMILIES, gpus_in
 from gpufarm.config.model import (
     CapacityType,
     LoadBalancerKind,
@@ -50,6 +49,7 @@ from gpufarm.config.model import (
     TierConfig,
 )
 from gpufarm.config.sizing import fsx_storage_capacity_gib
+from gpufarm.core.instances import GPU_FAMILIES, gpus_in
 from gpufarm.core.placement import placement_of
 from gpufarm.eks_support import Phase, support_status
 from gpufarm.pricing import CAPACITY_TYPES, PriceNotFoundError, PriceTable, load_prices

@@ -33,9 +33,9 @@ from gpufarm.aws import network_demand
 from gpufarm.aws.network_demand import Count
 from gpufarm.config import CapacityType, NodePoolConfig, TierConfig
 from gpufarm.config.bedrock import destination_regions, foundation_model_id, profile_prefix
-from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in
 from gpufarm.config.model import ModelConfig, NodeGroupConfig, ReservationKind
 from gpufarm.config.placeholders import UNPINNED_IMAGE, find_placeholders
+from gpufarm.core.instances import GPU_FAMILIES, gpus_in, quota_class
 from gpufarm.core.placement import placement_of
 from gpufarm.eks_support import WARN_DAYS, support_status
 from gpufarm.pricing import load_prices
@@ -190,19 +190,9 @@ VCPU_QUOTAS: tuple[VcpuQuota, ...] = (
 """The vCPU quotas GPU instances count against (values are vCPUs, per region)."""
 
 
-def instance_class(instance_type: str) -> str | None:
-    """'G' for G and VT families, 'P' for P families, None for any other instance type."""
-    family = family_of(instance_type)
-    if family.startswith(("g", "vt")):
-        return "G"
-    if family.startswith("p"):
-        return "P"
-    return None
-
-
 def quota_for(instance_type: str, capacity_type: CapacityType) -> VcpuQuota | None:
     """The vCPU quota an instance of this type and capacity type counts against, if any."""
-    wanted = instance_class(instance_type)
+    wanted = quota_class(instance_type)
     return next(
         (q for q in VCPU_QUOTAS if q.instance_class == wanted and q.capacity_type is capacity_type), None
     )

@@ -25,7 +25,6 @@ from pydantic.fields import FieldInfo
 from gpufarm import images as image_table
 from gpufarm.config import model as m
 from gpufarm.config._typing import is_union, split_optional
-from gpufarm.config.catalog import GPU_FAMILIES
 from gpufarm.config.loader import preset_names
 from gpufarm.config.placeholders import MIN_REASON_CHARS, PRESET_EXAMPLE_BUCKETS
 from gpufarm.config.validate import (
@@ -42,6 +41,7 @@ from gpufarm.config.validate import (
 )
 from gpufarm.config.vllm_flags import SHORT_FLAGS, vllm_flags_version
 from gpufarm.config.yaml_reader import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
+from gpufarm.core.instances import GPU_FAMILIES
 
 REGENERATE = "python -m gpufarm.config.reference > docs/config-reference.md"
 """The command that rewrites the reference."""

@@ -18,7 +18,6 @@ from gpufarm.config.bedrock import (
     profile_callable_from,
     profile_prefix,
 )
-from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in, host_of
 from gpufarm.config.errors import ConfigIssue
 from gpufarm.config.image_pins import chart_version_issues
 from gpufarm.config.model import (
@@ -58,6 +57,7 @@ from gpufarm.config.vllm_flags import (
     nearest_flag,
     vllm_flags_version,
 )
+from gpufarm.core.instances import GPU_FAMILIES, family_of, gpus_in, host_of, is_accelerated
 from gpufarm.core.names import BEDROCK_SUFFIX, leader_service_name, router_name, workload_name
 from gpufarm.core.placement import placement_of
 from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PORT, PD_RESERVED_VLLM_FLAGS
@@ -1278,10 +1278,6 @@ _INSTANCE_TYPE = re.compile(r"^([a-z]+)(\d{1,2})([a-z-]*)\.([a-z0-9-]+)$")
 aws-cdk-lib@2.275.0 aws-ec2/lib/instance-types.ts): family letters, generation, capabilities,
 then the size. Anything else makes the CDK throw "Malformed instance type identifier"."""
 
-_ACCELERATED_FAMILY = re.compile(r"^(p|g|gr|inf|trn|dl|f|vt)\d")
-"""Families with GPUs or other accelerators (p5, g6e, gr6, inf2, trn1, dl1, f2, vt1); the same
-rule as `gpufarm.constructs.cluster` applies to system nodes."""
-
 _AL2023_RELEASE = re.compile(r"^v\d{8}$")
 _BOTTLEROCKET_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 
@@ -1353,7 +1349,7 @@ def _pods_fit_hosts(cfg: TierConfig) -> Iterator[ConfigIssue]:
     """A model's pod must fit the CPU and memory of some instance its pools and node groups may launch.
 
     Checked only when the catalog knows the host of every candidate with enough GPUs
-    (:data:`gpufarm.config.catalog.HOST_SPECS`): an unknown one might hold the pod. The host's
+    (:data:`gpufarm.core.instances.HOSTS`): an unknown one might hold the pod. The host's
     full size is an upper bound (the kubelet reserves part of it), so only pods that fit no
     instance at all are refused.
     """
@@ -1369,9 +1365,9 @@ def _pods_fit_hosts(cfg: TierConfig) -> Iterator[ConfigIssue]:
         hosts = [spec for t in candidates if (spec := host_of(t)) is not None]
         if not candidates or len(hosts) != len(candidates):
             continue
-        if any(model.cpu <= cpus and model.memory_gib <= memory for cpus, memory in hosts):
+        if any(model.cpu <= h.vcpus and model.memory_gib <= h.memory_gib for h in hosts):
             continue
-        cpus, memory = max(h[0] for h in hosts), max(h[1] for h in hosts)
+        cpus, memory = max(h.vcpus for h in hosts), max(h.memory_gib for h in hosts)
         field, value = ("cpu", model.cpu) if model.cpu > cpus else ("memory_gib", model.memory_gib)
         yield ConfigIssue(
             path=f"{where}.{field}",
@@ -1397,7 +1393,7 @@ def _system_nodes(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 f"capabilities, '.', size), got {itype!r}",
             )
             continue
-        if _ACCELERATED_FAMILY.match(itype):
+        if is_accelerated(itype):
             yield ConfigIssue(
                 path=path,
                 message="must be a CPU instance type (system pods use no GPU or other accelerator; "

@@ -4,7 +4,6 @@ EKS Auto Mode or standard compute (system node group, core EKS add-ons, AWS Load
 from __future__ import annotations
 
 import json
-import re
 import typing
 from collections.abc import Mapping
 from typing import Final
@@ -35,6 +34,7 @@ from gpufarm.constructs._util import (
     private_subnets,
 )
 from gpufarm.constructs.lb_controller import AwsLoadBalancerController
+from gpufarm.core.instances import is_accelerated
 from gpufarm.k8s.policy_enforcement import (
     auto_mode_network_policy_config_map,
     vpc_cni_configuration_values,
@@ -84,9 +84,6 @@ _ADDON_IDS = {
     CoreAddon.METRICS_SERVER: "MetricsServer",
 }
 
-_ACCELERATED_FAMILY = re.compile(r"^(p|g|gr|inf|trn|dl|f|vt)\d")
-"""Instance families with GPUs or other accelerators (p5, g6e, gr6, inf2, trn1, dl1, f2, vt1)."""
-
 _IMDS_HOP_LIMIT = 1
 """IMDSv2 responses reach the node itself (and host-network pods) but not pods on their own
 network namespace, so no pod can borrow the node role."""
@@ -118,7 +115,7 @@ def validate_standard_compute(config: ClusterConfig) -> None:
             "'system_nodes' must satisfy min_size <= desired_size <= max_size, got "
             f"{nodes.min_size} <= {nodes.desired_size} <= {nodes.max_size}"
         )
-    if accelerated := [t for t in nodes.instance_types if _ACCELERATED_FAMILY.match(t)]:
+    if accelerated := [t for t in nodes.instance_types if is_accelerated(t)]:
         raise ValueError(
             "'system_nodes.instance_types' must be CPU instance types (system pods use no GPU or "
             f"other accelerator), got {accelerated!r}"

@@ -15,6 +15,7 @@ from constructs import Construct
 
 from gpufarm.config.model import NodeGroupAmiType, NodeGroupConfig, ReservationKind
 from gpufarm.constructs._util import acknowledge, private_subnets
+from gpufarm.core.instances import NVIDIA_GPU_FAMILIES, family_of
 from gpufarm.k8s.karpenter import (
     AMI_FAMILY_LABEL,
     BOTTLEROCKET_OS_VOLUME_GIB,
@@ -31,26 +32,6 @@ from gpufarm.k8s.labels import (
     GPU_TAINT_KEY,
     POOL_LABEL,
 )
-
-NVIDIA_GPU_FAMILIES: Final = frozenset(
-    {
-        "g4dn",
-        "g5",
-        "g6",
-        "g6e",
-        "gr6",
-        "g7e",
-        "p4d",
-        "p4de",
-        "p5",
-        "p5e",
-        "p5en",
-        "p6-b200",
-        "p6-b300",
-    }
-)
-"""x86_64 instance families with NVIDIA GPUs (Turing generation and later) that reserved node
-groups run on the `*_x86_64_NVIDIA` AMI types; Volta (p3) and Arm families (g5g) are not here."""
 
 NODE_POLICIES: Final = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly")
 """Managed policies of the node role this construct creates. The VPC CNI's permissions are on its
@@ -82,13 +63,8 @@ _MANAGED_POLICY = "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:polic
 # --------------------------------------------------------------------------- validation
 
 
-def instance_family(instance_type: str) -> str:
-    """The family part of an instance type: 'p5.48xlarge' -> 'p5'."""
-    return instance_type.split(".", 1)[0]
-
-
 def _check_instance_type(config: NodeGroupConfig) -> None:
-    if instance_family(config.instance_type) not in NVIDIA_GPU_FAMILIES or "." not in config.instance_type:
+    if family_of(config.instance_type) not in NVIDIA_GPU_FAMILIES or "." not in config.instance_type:
         raise ValueError(
             f"'instance_type' of node group {config.name!r} must be an x86_64 NVIDIA GPU instance type "
             f"(families {', '.join(sorted(NVIDIA_GPU_FAMILIES))}), got {config.instance_type!r}"

@@ -1,1 +1,1 @@
-"""The domain core: pure answers about a tier shared by validation, manifests, constructs and reports."""
+"""The domain core: answers about a tier that every consumer reads, stated once (no CDK import)."""

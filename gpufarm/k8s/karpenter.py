@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from gpufarm import images
 from gpufarm.config.model import AmiFamily, NodePoolConfig
+from gpufarm.core.instances import efa_network_cards
 from gpufarm.core.registries import eks_registry
 from gpufarm.k8s.labels import (
     CAPACITY_CLASS_LABEL,
@@ -54,17 +55,6 @@ BOTTLEROCKET_OS_VOLUME_GIB = 4
 EFA_DEVICE_PLUGIN_IMAGE = images.image("efa-device-plugin").repository
 """The EFA device plugin's repository within an EKS image registry (the chart's default image)."""
 
-EFA_NETWORK_CARDS: dict[str, int] = {
-    "p4d.24xlarge": 4,
-    "p4de.24xlarge": 4,
-    "p5.48xlarge": 32,
-    "p5e.48xlarge": 32,
-    "p5en.48xlarge": 16,
-    "p6-b200.48xlarge": 8,
-}
-"""Network cards of multi-card EFA GPU instance types (one EFA per card), as EC2 reports them
-(DescribeInstanceTypes `NetworkInfo.NetworkCards`)."""
-
 
 @dataclass(frozen=True, kw_only=True)
 class EfaInterface:
@@ -83,7 +73,7 @@ def efa_interfaces(instance_type: str) -> list[EfaInterface] | None:
     0, device 0 on the others). EFA-only interfaces take no IP address, so a p5.48xlarge uses
     one subnet address for its primary interface instead of 32 (VPC CNI 1.18.5 or later).
     """
-    cards = EFA_NETWORK_CARDS.get(instance_type)
+    cards = efa_network_cards(instance_type)
     if cards is None:
         return None
     return [

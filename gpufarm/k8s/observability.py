@@ -57,7 +57,7 @@ DCGM_NODE_LABEL = POOL_LABEL
 """Node label gpufarm puts on every node of its GPU pools and node groups, in every provisioning
 mode: Auto Mode and Karpenter NodePools (:mod:`gpufarm.k8s.nodepool`, :mod:`gpufarm.k8s.karpenter`)
 and reserved node groups (:func:`gpufarm.constructs.reserved_capacity.node_group_labels`). Every
-GPU family gpufarm accepts (:data:`gpufarm.config.catalog.GPU_FAMILIES`) is NVIDIA's, so such a
+GPU family gpufarm accepts (:data:`gpufarm.core.instances.GPU_FAMILIES`) is NVIDIA's, so such a
 node always has a GPU for the exporter; the system nodes do not carry it."""
 
 

@@ -41,10 +41,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gpufarm.config.catalog import GPU_FAMILIES, family_of, gpus_in
 from gpufarm.config.model import TENSOR_PARALLEL_SIZES
+from gpufarm.core.instances import GPU_FAMILIES, family_of, gpus_in, host_of
 from gpufarm.pricing import PriceNotFoundError, PriceTable
-from gpufarm.sizing.instances import INSTANCE_SHAPES, pod_requests
+from gpufarm.sizing.instances import pod_requests
 from gpufarm.sizing.throughput import (
     BYTES_PER_PARAM,
     DecodeSetup,
@@ -390,7 +390,7 @@ def candidate_layouts(prices: PriceTable, *, multi_node: bool = False) -> list[L
     for family in GPU_FAMILIES.values():
         for instance_type in family.instance_types():
             gpus = gpus_in(instance_type)
-            if gpus is None or instance_type not in INSTANCE_SHAPES or not _priced(prices, instance_type):
+            if gpus is None or host_of(instance_type) is None or not _priced(prices, instance_type):
                 continue
             if multi_node:
                 if gpus == 8:

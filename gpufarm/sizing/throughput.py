@@ -82,7 +82,7 @@ class Anchor(_Strict):
     """One measured serving benchmark: output tokens/s of one replica at a concurrency."""
 
     id: str = Field(min_length=1, description="Short name of the measurement.")
-    gpu: str = Field(min_length=1, description="GPU name (as in gpufarm.config.catalog, or any other).")
+    gpu: str = Field(min_length=1, description="GPU name (as in gpufarm.core.instances, or any other).")
     gpus: int = Field(ge=1, description="GPUs in the measured replica.")
     memory_bandwidth_gb_s: float = Field(gt=0, description="Peak memory bandwidth of that GPU, GB/s.")
     precision: Precision = Field(description="Weight precision served.")

@@ -10,7 +10,6 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from gpufarm.config.catalog import gpus_in
 from gpufarm.config.model import (
     TIER_METADATA_KEY,
     InterfaceEndpoint,
@@ -58,6 +57,7 @@ from gpufarm.constructs._util import (
 from gpufarm.constructs.compliance import require_compliance_pack
 from gpufarm.constructs.ingress import RouterTarget
 from gpufarm.constructs.reserved_capacity import node_group_efa_interfaces
+from gpufarm.core.instances import gpus_in
 from gpufarm.core.placement import placement_of
 from gpufarm.k8s.binding import binding_api, readiness_gates, rollout_min_ready_seconds
 from gpufarm.k8s.gateway import READINESS_PATH

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from gpufarm.config import TierConfig, load_preset
-from gpufarm.config.catalog import gpus_in
 from gpufarm.config.model import FallbackConfig, NodeGroupConfig
+from gpufarm.core.instances import gpus_in
 from gpufarm.estimate import gpu_capacity, monthly_cost
 from gpufarm.k8s.lws import vllm_leader_worker_set
 from tests.tiers.conftest import enterprise_dir, enterprise_template

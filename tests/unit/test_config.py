@@ -599,7 +599,10 @@ INVALID: list[Any] = [
         pool_override(instance_types=["g6e.xlarge", "g6.xlarge"]),
         [
             "node_pools[0].instance_types[1]: must be a known GPU instance type of the pool's "
-            "instance_families ('g6e'), got 'g6.xlarge'"
+            "instance_families ('g6e'), got 'g6.xlarge'",
+            # Both hosts are in the catalog, and the poc pod (6 CPU, 48 GiB) fits neither.
+            "models[0].cpu: must fit one instance the model may land on with 1 GPU(s) (at most "
+            "4 vCPUs and 32 GiB; the pod asks 6 CPU and 48 GiB), got 6",
         ],
         id="instance-type-outside-families",
     ),

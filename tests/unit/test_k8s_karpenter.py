@@ -11,10 +11,10 @@ from gpufarm.config import CapacityType, NodePoolConfig, TierConfig, load_preset
 from gpufarm.config.loader import preset_names
 from gpufarm.config.model import AmiFamily, PoolPurpose
 from gpufarm.constructs.reserved_capacity import EFA_DEVICE_PLUGIN_CHART, EFA_DEVICE_PLUGIN_CHART_VERSION
+from gpufarm.core.instances import EFA_NETWORK_CARDS
 from gpufarm.k8s.karpenter import (
     AMI_FAMILY_LABEL,
     EFA_DEVICE_PLUGIN_IMAGE,
-    EFA_NETWORK_CARDS,
     GPU_MANUFACTURER_LABEL,
     NODEGROUP_LABEL,
     PURPOSE_LABEL,

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from gpufarm.config import ConfigError, load_tier_file
+from gpufarm.core.instances import HOSTS
 from gpufarm.pricing import load_prices
 from gpufarm.sizing import (
     Demand,
@@ -31,7 +32,7 @@ from gpufarm.sizing import (
     tier_for,
     weights_bytes,
 )
-from gpufarm.sizing.instances import INSTANCE_SHAPES, pod_requests
+from gpufarm.sizing.instances import pod_requests
 from gpufarm.sizing.plan import (
     candidate_layouts,
     check_inputs,
@@ -240,7 +241,7 @@ def test_every_shipped_anchor_is_sourced_and_dated() -> None:
 
 
 def test_every_catalog_gpu_has_a_sourced_bandwidth() -> None:
-    from gpufarm.config.catalog import GPU_FAMILIES
+    from gpufarm.core.instances import GPU_FAMILIES
 
     assert {f.gpu_name for f in GPU_FAMILIES.values()} <= set(SHIPPED.gpus)
 
@@ -366,9 +367,18 @@ def test_pod_requests_leave_room_for_the_system() -> None:
     assert pod_requests("g6e.12xlarge", gpus_per_pod=2, gpus_per_instance=4) == (23, 163)
 
 
+def test_pod_requests_need_the_hosts_vcpus_and_memory() -> None:
+    with pytest.raises(
+        ValueError, match=r"^instance type 'g7e\.4xlarge' has no vCPUs and memory in the instance catalog$"
+    ):
+        pod_requests("g7e.4xlarge", gpus_per_pod=1, gpus_per_instance=1)
+    with pytest.raises(ValueError, match=r"^instance type 'm7i\.xlarge' is not in the GPU catalog "):
+        pod_requests("m7i.xlarge", gpus_per_pod=1, gpus_per_instance=1)
+
+
 def test_every_priced_gpu_type_of_the_catalog_has_a_shape_or_is_not_offered() -> None:
     offered = {x.instance_type for x in candidate_layouts(PRICES)}
-    assert offered <= set(INSTANCE_SHAPES)
+    assert offered <= set(HOSTS)
 
 
 # --------------------------------------------------------------------------- input checks
