@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from gpufarm import images as image_table
 from gpufarm.config.errors import ConfigIssue
-from gpufarm.config.model import TARGET_CONTROL_AGENT_IMAGE, Provisioning, TierConfig
+from gpufarm.config.model import Provisioning, TierConfig
 
 CHART_VERSION_FIELDS: dict[str, str] = {
     "karpenter-controller": "karpenter.chart_version",
@@ -79,7 +79,7 @@ def unpinned_images(cfg: TierConfig) -> list[UnpinnedImage]:
     """Every image the tier runs with no digest from the table or the tier file; empty when none."""
     found = []
     optimizer = cfg.ingress.target_optimizer
-    if optimizer.enabled and optimizer.agent_image == TARGET_CONTROL_AGENT_IMAGE:
+    if optimizer.runs_unpinned_agent:
         found.append(
             UnpinnedImage(
                 path=AGENT_PATH,

@@ -953,6 +953,11 @@ class TargetOptimizerConfig(_Model):
     data_port: int = Field(8080, ge=1024, le=65535, description="Agent port receiving ALB traffic.")
     control_port: int = Field(3000, ge=1024, le=65535, description="Agent control port (TargetControlPort).")
 
+    @property
+    def runs_unpinned_agent(self) -> bool:
+        """Whether the optimizer is on with the agent as AWS publishes it (`:latest`, no digest)."""
+        return self.enabled and self.agent_image == TARGET_CONTROL_AGENT_IMAGE
+
 
 class WafConfig(_Model):
     """AWS WAF web ACL on the load balancer (required when internet-facing)."""

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from gpufarm.config.model import (
-    TARGET_CONTROL_AGENT_IMAGE,
     KvTransport,
     ModelConfig,
     ServingConfig,
@@ -515,11 +514,7 @@ def acknowledge_unpinned_agent(
     The acknowledgements exist only while `agent_image` is the published `:latest`: once a tier
     pins a digest, they go, and the scan gate checks the pinned image like any other.
     """
-    if (
-        target_optimizer is None
-        or not target_optimizer.enabled
-        or target_optimizer.agent_image != TARGET_CONTROL_AGENT_IMAGE
-    ):
+    if target_optimizer is None or not target_optimizer.runs_unpinned_agent:
         return
     for check in ("CKV_K8S_14", "CKV_K8S_15", "CKV_K8S_43"):
         scan_acknowledge(manifest, check, UNPINNED_AGENT_REASON)
