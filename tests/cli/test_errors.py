@@ -353,20 +353,22 @@ BROKEN_MANIFESTS: list[tuple[Any, dict[str, Any], str]] = [
     ),
 ]
 
+BROKEN_MANIFEST_IDS = [
+    "binary",
+    "array",
+    "artifacts-list",
+    "artifact-string",
+    "properties-list",
+    "template-file-number",
+    "template-array",
+    "resource-string",
+]
+
 
 @pytest.mark.parametrize(
     ("manifest", "files", "reason"),
     BROKEN_MANIFESTS,
-    ids=[
-        "binary",
-        "array",
-        "artifacts-list",
-        "artifact-string",
-        "properties-list",
-        "template-file-number",
-        "template-array",
-        "resource-string",
-    ],
+    ids=BROKEN_MANIFEST_IDS,
 )
 def test_cost_assembly_of_the_wrong_shape_exits_2(
     tmp_path: Path, manifest: Any, files: dict[str, Any], reason: str
@@ -379,16 +381,7 @@ def test_cost_assembly_of_the_wrong_shape_exits_2(
 @pytest.mark.parametrize(
     ("manifest", "files", "reason"),
     BROKEN_MANIFESTS,
-    ids=[
-        "binary",
-        "array",
-        "artifacts-list",
-        "artifact-string",
-        "properties-list",
-        "template-file-number",
-        "template-array",
-        "resource-string",
-    ],
+    ids=BROKEN_MANIFEST_IDS,
 )
 def test_review_assembly_of_the_wrong_shape_exits_2(
     tmp_path: Path, manifest: Any, files: dict[str, Any], reason: str
