@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -29,8 +28,10 @@ from constructs import Construct
 from gpufarm.config.model import (
     CognitoAuthConfig,
     IngressConfig,
+    LoadBalancerKind,
     LoadBalancerScheme,
     OidcAuthConfig,
+    PrivateLinkConfig,
     default_route_priority,
 )
 from gpufarm.config.validate import HEALTH_CHECK_TIMEOUT_SECONDS
@@ -42,24 +43,15 @@ from gpufarm.constructs._util import (
     private_subnets,
     validate_weights,
 )
+from gpufarm.constructs.load_balancer import InferenceLoadBalancer, no_dicts_with_endpoints, routes_of
+from gpufarm.constructs.private_link import InferencePrivateLink
 from gpufarm.constructs.waf import InferenceWaf
-from gpufarm.k8s.binding import AUTO_MODE_TGB_API, TARGET_HEALTHY_THRESHOLD, target_group_binding
-from gpufarm.k8s.serving import HEALTH_PATH
+from gpufarm.core.endpoints import HEALTH_PATH, Endpoint
+from gpufarm.core.endpoints import RouterTarget as RouterTarget  # re-exported: its documented home
+from gpufarm.k8s.binding import AUTO_MODE_TGB_API, TARGET_HEALTHY_THRESHOLD
 
 UNAUTHENTICATED_REQUEST = "deny"
 """API clients cannot follow a login redirect: without a valid session cookie the ALB answers 401."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class RouterTarget:
-    """Where a model's target group sends traffic when a router sits in front of its pods."""
-
-    port: int
-    """The router's traffic port (the target group's port and the binding's Service port)."""
-    health_check_port: int
-    """The router's own readiness port."""
-    health_check_path: str
-    """The router's readiness path."""
 
 
 def secret_reference(secret: str) -> str:
@@ -75,7 +67,7 @@ def route_prefix(model_name: str) -> str:
     return f"/{model_name}"
 
 
-class InferenceAlb(Construct):
+class InferenceAlb(InferenceLoadBalancer):
     """An ALB with one IP target group per model, least-outstanding-requests routing.
 
     Defaults (from :class:`IngressConfig`): internal, in the private subnets, HTTP on port 80
@@ -122,7 +114,12 @@ class InferenceAlb(Construct):
     by weight (for the pods of one model on different GPU pools, each group bound to its own
     Service). Within a group, least outstanding requests picks the pod. Not for `routed`
     models. Default: one target group per model.
+
+    `endpoints` (from :func:`gpufarm.core.endpoints.endpoints_of`, what the tier stack passes)
+    replaces `model_names`, `rule_priorities`, `routed` and `weights`: they are read from it.
     """
+
+    kind = LoadBalancerKind.ALB
 
     def __init__(
         self,
@@ -131,7 +128,7 @@ class InferenceAlb(Construct):
         *,
         vpc: ec2.IVpc,
         config: IngressConfig,
-        model_names: Sequence[str],
+        model_names: Sequence[str] = (),
         target_port: int,
         cluster_name: str,
         vpc_cidr: str | None = None,
@@ -141,8 +138,15 @@ class InferenceAlb(Construct):
         deletion_protection: bool = False,
         routed: Mapping[str, RouterTarget] | None = None,
         weights: Mapping[str, Mapping[str, int]] | None = None,
+        endpoints: Sequence[Endpoint] | None = None,
     ) -> None:
         super().__init__(scope, id)
+        if endpoints is not None:
+            no_dicts_with_endpoints(
+                model_names=model_names, rule_priorities=rule_priorities, routed=routed, weights=weights
+            )
+            model_names, rule_priorities, _, weights = routes_of(endpoints)
+            routed = {e.model: e.router for e in endpoints if e.router is not None}
         _validate(config, target_port)
         self.routed = dict(routed or {})
         """Models whose target groups point at a router (KV-cache-aware routing) instead of vLLM."""
@@ -246,6 +250,11 @@ class InferenceAlb(Construct):
         return self.load_balancer.load_balancer_dns_name
 
     @property
+    def load_balancer_full_name(self) -> str:
+        """`app/<name>/<id>`, the CloudWatch `LoadBalancer` dimension."""
+        return self.load_balancer.load_balancer_full_name
+
+    @property
     def scheme(self) -> str:
         """'https' or 'http', as clients must call the listener."""
         return "https" if self.https else "http"
@@ -285,43 +294,30 @@ class InferenceAlb(Construct):
         )
         return self.default_target_group
 
-    def bind_default(
-        self,
-        *,
-        cluster: eks.ICluster,
-        namespace: str,
-        service: str,
-        api_version: str = AUTO_MODE_TGB_API,
-        after: Construct | None = None,
-    ) -> eks.KubernetesManifest:
-        """Register the pods of `service` (the gateway) in the default route's target group."""
-        if self.default_target_group is None or self.default_port is None:
-            raise ValueError(
-                "bind_default() needs route_default_to() first: there is no default target group"
-            )
-        manifest = eks.KubernetesManifest(
-            self,
-            "Binding-Default-Route",
-            cluster=cluster,
-            overwrite=True,
-            manifest=[
-                target_group_binding(
-                    name=service,
-                    namespace=namespace,
-                    service_name=service,
-                    service_port=self.default_port,
-                    target_group_arn=self.default_target_group.ref,
-                    api_version=api_version,
-                )
-            ],
-        )
-        if after is not None:
-            manifest.node.add_dependency(after)
-        return manifest
-
     def base_url_default(self) -> str:
         """The OpenAI `base_url` of the default route (the gateway): `<scheme>://<alb>/v1`."""
         return f"{self.scheme}://{self.dns_name}/v1"
+
+    def private_link(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: PrivateLinkConfig,
+        vpc: ec2.IVpc,
+        deletion_protection: bool = False,
+    ) -> InferencePrivateLink:
+        """A PrivateLink endpoint service on an internal NLB in front of the listener (in `vpc`)."""
+        protocol = elbv2.ApplicationProtocol.HTTPS if self.https else elbv2.ApplicationProtocol.HTTP
+        return InferencePrivateLink(
+            scope,
+            id,
+            config=config,
+            vpc=vpc,
+            alb=self.load_balancer,
+            ports={self.listener_port: protocol},
+            deletion_protection=deletion_protection,
+        )
 
     def allow_targets_in(self, target_security_group: ec2.ISecurityGroup) -> None:
         """Open :attr:`target_ports` from this load balancer to the pods' security group, nothing else."""
@@ -426,39 +422,6 @@ class InferenceAlb(Construct):
                 after=(after or {}).get(name),
             )
         return bindings
-
-    def _binding(
-        self,
-        id: str,
-        *,
-        cluster: eks.ICluster,
-        namespace: str,
-        name: str,
-        service: str,
-        port: int,
-        target_group: elbv2.CfnTargetGroup,
-        api_version: str,
-        after: Construct | None,
-    ) -> eks.KubernetesManifest:
-        manifest = eks.KubernetesManifest(
-            self,
-            id,
-            cluster=cluster,
-            overwrite=True,
-            manifest=[
-                target_group_binding(
-                    name=name,
-                    namespace=namespace,
-                    service_name=service,
-                    service_port=port,
-                    target_group_arn=target_group.ref,
-                    api_version=api_version,
-                )
-            ],
-        )
-        if after is not None:
-            manifest.node.add_dependency(after)
-        return manifest
 
     # ----------------------------------------------------------------------- internals
 
