@@ -26,11 +26,9 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from gpufarm.config.model import (
-    CognitoAuthConfig,
     IngressConfig,
     LoadBalancerKind,
     LoadBalancerScheme,
-    OidcAuthConfig,
     PrivateLinkConfig,
     default_route_priority,
 )
@@ -43,23 +41,14 @@ from gpufarm.constructs._util import (
     private_subnets,
     validate_weights,
 )
+from gpufarm.constructs.alb_actions import action_json, cognito_config, forward, oidc_config
+from gpufarm.constructs.alb_actions import secret_reference as secret_reference  # re-exported
 from gpufarm.constructs.load_balancer import InferenceLoadBalancer, no_dicts_with_endpoints, routes_of
 from gpufarm.constructs.private_link import InferencePrivateLink
 from gpufarm.constructs.waf import InferenceWaf
 from gpufarm.core.endpoints import HEALTH_PATH, Endpoint
 from gpufarm.core.endpoints import RouterTarget as RouterTarget  # re-exported: its documented home
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, TARGET_HEALTHY_THRESHOLD
-
-UNAUTHENTICATED_REQUEST = "deny"
-"""API clients cannot follow a login redirect: without a valid session cookie the ALB answers 401."""
-
-
-def secret_reference(secret: str) -> str:
-    """A CloudFormation dynamic reference to a Secrets Manager secret's string (name or ARN).
-
-    CloudFormation resolves it at deploy time: the secret never appears in the template.
-    """
-    return f"{{{{resolve:secretsmanager:{secret}:SecretString}}}}"
 
 
 def route_prefix(model_name: str) -> str:
@@ -290,7 +279,7 @@ class InferenceAlb(InferenceLoadBalancer):
         assert isinstance(listener, elbv2.CfnListener)
         actions = self._actions(self.default_target_group)
         listener.add_property_override(
-            "DefaultActions", [cdk.Stack.of(self).resolve(_action_json(a)) for a in actions]
+            "DefaultActions", [cdk.Stack.of(self).resolve(action_json(a)) for a in actions]
         )
         return self.default_target_group
 
@@ -592,89 +581,14 @@ class InferenceAlb(InferenceLoadBalancer):
         action = elbv2.CfnListenerRule.ActionProperty
         cfg = self.config
         if cfg.oidc:
-            auth = action(type="authenticate-oidc", order=1, authenticate_oidc_config=_oidc(cfg.oidc))
+            auth = action(type="authenticate-oidc", order=1, authenticate_oidc_config=oidc_config(cfg.oidc))
         elif cfg.cognito:
             auth = action(
-                type="authenticate-cognito", order=1, authenticate_cognito_config=_cognito(cfg.cognito)
+                type="authenticate-cognito", order=1, authenticate_cognito_config=cognito_config(cfg.cognito)
             )
         else:
-            return [_forward(target_group, weighted, order=None)]
-        return [auth, _forward(target_group, weighted, order=2)]
-
-
-def _forward(
-    target_group: elbv2.CfnTargetGroup | None,
-    weighted: Sequence[tuple[elbv2.CfnTargetGroup, int]],
-    *,
-    order: int | None,
-) -> elbv2.CfnListenerRule.ActionProperty:
-    """A forward action to `target_group`, else to the `weighted` target groups by weight."""
-    if target_group is not None:
-        return elbv2.CfnListenerRule.ActionProperty(
-            type="forward", order=order, target_group_arn=target_group.ref
-        )
-    return elbv2.CfnListenerRule.ActionProperty(
-        type="forward",
-        order=order,
-        forward_config=elbv2.CfnListenerRule.ForwardConfigProperty(
-            target_groups=[
-                elbv2.CfnListenerRule.TargetGroupTupleProperty(target_group_arn=tg.ref, weight=weight)
-                for tg, weight in weighted
-            ]
-        ),
-    )
-
-
-def _action_json(action: elbv2.CfnListenerRule.ActionProperty) -> dict[str, object]:
-    """A listener-rule action as the CloudFormation JSON a listener's DefaultActions takes."""
-    out: dict[str, object] = {"Type": action.type}
-    if action.order is not None:
-        out["Order"] = action.order
-    if action.target_group_arn is not None:
-        out["TargetGroupArn"] = action.target_group_arn
-    if action.authenticate_oidc_config is not None:
-        oidc = action.authenticate_oidc_config
-        assert isinstance(oidc, elbv2.CfnListenerRule.AuthenticateOidcConfigProperty)
-        out["AuthenticateOidcConfig"] = {
-            "Issuer": oidc.issuer,
-            "AuthorizationEndpoint": oidc.authorization_endpoint,
-            "TokenEndpoint": oidc.token_endpoint,
-            "UserInfoEndpoint": oidc.user_info_endpoint,
-            "ClientId": oidc.client_id,
-            "ClientSecret": oidc.client_secret,
-            "OnUnauthenticatedRequest": oidc.on_unauthenticated_request,
-        }
-    if action.authenticate_cognito_config is not None:
-        cognito = action.authenticate_cognito_config
-        assert isinstance(cognito, elbv2.CfnListenerRule.AuthenticateCognitoConfigProperty)
-        out["AuthenticateCognitoConfig"] = {
-            "UserPoolArn": cognito.user_pool_arn,
-            "UserPoolClientId": cognito.user_pool_client_id,
-            "UserPoolDomain": cognito.user_pool_domain,
-            "OnUnauthenticatedRequest": cognito.on_unauthenticated_request,
-        }
-    return out
-
-
-def _oidc(cfg: OidcAuthConfig) -> elbv2.CfnListenerRule.AuthenticateOidcConfigProperty:
-    return elbv2.CfnListenerRule.AuthenticateOidcConfigProperty(
-        issuer=cfg.issuer,
-        authorization_endpoint=cfg.authorization_endpoint,
-        token_endpoint=cfg.token_endpoint,
-        user_info_endpoint=cfg.user_info_endpoint,
-        client_id=cfg.client_id,
-        client_secret=secret_reference(cfg.client_secret),
-        on_unauthenticated_request=UNAUTHENTICATED_REQUEST,
-    )
-
-
-def _cognito(cfg: CognitoAuthConfig) -> elbv2.CfnListenerRule.AuthenticateCognitoConfigProperty:
-    return elbv2.CfnListenerRule.AuthenticateCognitoConfigProperty(
-        user_pool_arn=cfg.user_pool_arn,
-        user_pool_client_id=cfg.user_pool_client_id,
-        user_pool_domain=cfg.user_pool_domain,
-        on_unauthenticated_request=UNAUTHENTICATED_REQUEST,
-    )
+            return [forward(target_group, weighted, order=None)]
+        return [auth, forward(target_group, weighted, order=2)]
 
 
 def _validate(config: IngressConfig, target_port: int) -> None:
