@@ -48,12 +48,8 @@ from gpufarm.constructs.private_link import InferencePrivateLink
 from gpufarm.constructs.waf import InferenceWaf
 from gpufarm.core.endpoints import HEALTH_PATH, Endpoint
 from gpufarm.core.endpoints import RouterTarget as RouterTarget  # re-exported: its documented home
+from gpufarm.core.endpoints import route_prefix as route_prefix  # re-exported (constructs/__init__)
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, TARGET_HEALTHY_THRESHOLD
-
-
-def route_prefix(model_name: str) -> str:
-    """The path prefix that reaches a model: '/<model>'."""
-    return f"/{model_name}"
 
 
 class InferenceAlb(InferenceLoadBalancer):

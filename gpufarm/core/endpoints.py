@@ -39,6 +39,11 @@ ROUTER_READY_PATH = "/ready"
 """Envoy's readiness path on :data:`ENVOY_READY_PORT` (see `k8s/routing.py`, which serves it)."""
 
 
+def route_prefix(model_name: str) -> str:
+    """The ALB path prefix that reaches a model: '/<model>'."""
+    return f"/{model_name}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class RouterTarget:
     """Where a model's target group sends traffic when a router sits in front of its pods."""
@@ -92,7 +97,7 @@ class Endpoint:
     @property
     def path_prefix(self) -> str:
         """The ALB path prefix that reaches the model: '/<model>'."""
-        return f"/{self.model}"
+        return route_prefix(self.model)
 
     @property
     def url(self) -> str:
