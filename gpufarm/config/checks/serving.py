@@ -15,7 +15,6 @@ from gpufarm.config.model import (
     CapacityType,
     KvTransport,
     LoadBalancerKind,
-    ModelAutoscalingConfig,
     ModelConfig,
     NodeGroupConfig,
     NodePoolConfig,
@@ -30,6 +29,7 @@ from gpufarm.config.vllm_flags import (
     nearest_flag,
     vllm_flags_version,
 )
+from gpufarm.core.autoscaling import ScalingProblem, prefill_scaling_problems, scaling_problems
 from gpufarm.core.names import leader_service_name, router_name, workload_name
 from gpufarm.core.placement import placement_of
 from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PORT, PD_RESERVED_VLLM_FLAGS
@@ -357,28 +357,15 @@ def _share_names(cfg: TierConfig) -> Iterator[ConfigIssue]:
 
 def _model_autoscaling(cfg: TierConfig, where: str, model: ModelConfig) -> Iterator[ConfigIssue]:
     if model.autoscaling is not None:
-        yield from _scaling(cfg, f"{where}.autoscaling", model.autoscaling, critical=model.critical)
+        problems = scaling_problems(model.autoscaling, critical=model.critical)
+        yield from _scaling(cfg, f"{where}.autoscaling", problems)
 
 
-def _scaling(
-    cfg: TierConfig, path: str, scaling: ModelAutoscalingConfig, *, critical: bool
-) -> Iterator[ConfigIssue]:
-    """The rules of one KEDA scaling section at `path` (a model's, or its prefill pods')."""
-    if scaling.min_replicas > scaling.max_replicas:
-        yield ConfigIssue(
-            path=f"{path}.min_replicas",
-            message=f"must be at most max_replicas ({scaling.max_replicas}), got {scaling.min_replicas}",
-        )
-    if scaling.min_replicas == 0 and critical:
-        yield ConfigIssue(
-            path=f"{path}.min_replicas",
-            message="must be at least 1 for a critical model (scale to zero needs critical: false), got 0",
-        )
-    if scaling.queue_target is None and scaling.kv_cache_target is None:
-        yield ConfigIssue(
-            path=path,
-            message="must set queue_target and/or kv_cache_target (the metrics it scales on), got neither",
-        )
+def _scaling(cfg: TierConfig, path: str, problems: list[ScalingProblem]) -> Iterator[ConfigIssue]:
+    """The problems of one KEDA scaling section at `path` (a model's, or its prefill pods'), then
+    the rule it shares with the rest of the tier: KEDA reads Amazon Managed Prometheus."""
+    for problem in problems:
+        yield ConfigIssue(path=problem.path(path), message=problem.message)
     if not cfg.observability.prometheus.enabled:
         yield ConfigIssue(
             path=path,
@@ -476,13 +463,7 @@ def _prefill_decode(cfg: TierConfig) -> Iterator[ConfigIssue]:
                     message="must be unset when prefill_autoscaling is set (KEDA sizes the prefill "
                     f"pods between its min and max), got {pd.prefill_replicas}",
                 )
-            if pd.prefill_autoscaling.min_replicas == 0:
-                yield ConfigIssue(
-                    path=f"{scaling_path}.min_replicas",
-                    message="must be at least 1 (the picker sends a long prompt to a prefill pod "
-                    "whenever it disaggregates), got 0",
-                )
-            yield from _scaling(cfg, scaling_path, pd.prefill_autoscaling, critical=False)
+            yield from _scaling(cfg, scaling_path, prefill_scaling_problems(pd.prefill_autoscaling))
         yield from _reserved_flags(
             f"models[{i}]",
             model,
