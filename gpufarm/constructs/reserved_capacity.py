@@ -15,15 +15,14 @@ from constructs import Construct
 
 from gpufarm.config.model import NodeGroupAmiType, NodeGroupConfig, ReservationKind
 from gpufarm.constructs._util import acknowledge, private_subnets
+from gpufarm.core.efa import node_group_efa_interfaces as node_group_efa_interfaces  # re-exported
 from gpufarm.core.instances import NVIDIA_GPU_FAMILIES, family_of
 from gpufarm.k8s.karpenter import (
     AMI_FAMILY_LABEL,
     BOTTLEROCKET_OS_VOLUME_GIB,
     ROOT_VOLUME_IOPS,
     ROOT_VOLUME_THROUGHPUT_MIBPS,
-    EfaInterface,
     efa_device_plugin_values,
-    efa_interfaces,
 )
 from gpufarm.k8s.labels import (
     CAPACITY_CLASS_LABEL,
@@ -158,17 +157,6 @@ def node_group_labels(config: NodeGroupConfig) -> dict[str, str]:
     if config.efa:
         labels[EFA_LABEL] = "true"
     return labels
-
-
-def node_group_efa_interfaces(instance_type: str) -> list[EfaInterface]:
-    """EFA interfaces of a node group: EC2's layout for known multi-card types, else one EFA.
-
-    For an instance type outside the table, the primary interface is an EFA (with ENA): every
-    EFA-capable type supports that, and it carries both IP and EFA traffic.
-    """
-    return efa_interfaces(instance_type) or [
-        EfaInterface(network_card_index=0, device_index=0, interface_type="efa")
-    ]
 
 
 # --------------------------------------------------------------------------- constructs
