@@ -18,6 +18,7 @@ from gpufarm.constructs.ingress import InferenceAlb, route_prefix
 from gpufarm.constructs.inspection import TrafficInspection
 from gpufarm.constructs.karpenter import Karpenter, KarpenterGpuNodePool, NvidiaDevicePlugin
 from gpufarm.constructs.lb_controller import AwsLoadBalancerController
+from gpufarm.constructs.logs_key import LogsKey
 from gpufarm.constructs.lws import LeaderWorkerSetController, MultiNodeServing
 from gpufarm.constructs.model_store import S3ModelStore
 from gpufarm.constructs.network import InferenceNetwork
@@ -50,6 +51,7 @@ __all__ = [
     "KedaAutoscaling",
     "KvCacheRouting",
     "LeaderWorkerSetController",
+    "LogsKey",
     "MultiNodeServing",
     "NvidiaDevicePlugin",
     "PrometheusMonitoring",

@@ -6,8 +6,6 @@ from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from gpufarm.config.model import (
@@ -21,7 +19,7 @@ from gpufarm.config.model import (
     Provisioning,
     TierConfig,
 )
-from gpufarm.config.placeholders import Placeholder, find_placeholders
+from gpufarm.config.placeholders import find_placeholders
 from gpufarm.config.sizing import fsx_storage_capacity_gib
 from gpufarm.constructs import (
     AutoModeGpuNodePool,
@@ -39,6 +37,7 @@ from gpufarm.constructs import (
     KarpenterGpuNodePool,
     KedaAutoscaling,
     KvCacheRouting,
+    LogsKey,
     MultiNodeServing,
     NvidiaDevicePlugin,
     PrometheusMonitoring,
@@ -48,14 +47,10 @@ from gpufarm.constructs import (
     TrafficInspection,
     VllmServing,
 )
-from gpufarm.constructs._util import (
-    cdk_removal_policy,
-    construct_id,
-    limit_grants_to_aws_services,
-    private_subnets,
-)
+from gpufarm.constructs._util import cdk_removal_policy, construct_id, private_subnets
 from gpufarm.constructs.compliance import require_compliance_pack
 from gpufarm.constructs.ingress import RouterTarget
+from gpufarm.constructs.placeholders import refuse_placeholders
 from gpufarm.constructs.reserved_capacity import node_group_efa_interfaces
 from gpufarm.core.instances import gpus_in
 from gpufarm.core.placement import placement_of
@@ -112,55 +107,6 @@ def tier_metadata(config: TierConfig) -> dict[str, Any]:
     return converted
 
 
-PLACEHOLDER_WARNING_ID = "gpufarm:placeholder"
-"""ID of the warning a stack gets for each documentation value left in its tier."""
-
-PLACEHOLDER_RULE_ID = "GpufarmPlaceholders"
-"""Logical ID of the template rule that refuses to deploy a tier holding documentation values."""
-
-PLACEHOLDER_PARAMETER_ID = "GpufarmPlaceholdersReplaced"
-"""Logical ID of the parameter that rule reads; its only allowed value is 'no'."""
-
-
-def refuse_placeholders(stack: cdk.Stack, placeholders: list[Placeholder]) -> None:
-    """Warn about each documentation value in the tier and make the template refuse to deploy.
-
-    The refusal is a template rule whose assertion cannot hold: it asks the parameter
-    `GpufarmPlaceholdersReplaced`, whose only allowed value is 'no', to be 'yes'. CloudFormation
-    evaluates rules, with the parameter values, "before CloudFormation creates or updates any
-    resources" (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/rules-section-structure.html),
-    so `cdk deploy` fails with the assertion's description and nothing is created. The rule reads
-    a parameter, as every documented rule does, because the documentation describes rules as
-    validating parameter values and says nothing of a rule that reads none. No placeholders: no
-    rule and no parameter, so a clean tier's template is unchanged.
-    """
-    if not placeholders:
-        return
-    for placeholder in placeholders:
-        cdk.Annotations.of(stack).add_warning_v2(PLACEHOLDER_WARNING_ID, placeholder.describe())
-    replaced = cdk.CfnParameter(
-        stack,
-        PLACEHOLDER_PARAMETER_ID,
-        type="String",
-        default="no",
-        allowed_values=["no"],
-        description="Whether the tier's documentation values were replaced: they were not "
-        "(see the template rule GpufarmPlaceholders).",
-    )
-    cdk.CfnRule(
-        stack,
-        PLACEHOLDER_RULE_ID,
-        assertions=[
-            cdk.CfnRuleAssertion(
-                assert_=cdk.Fn.condition_equals(replaced.value_as_string, "yes"),
-                assert_description=f"{p.path} holds {p.kind} ({p.why}); replace it "
-                "in the tier file and synthesize again",
-            )
-            for p in placeholders
-        ],
-    )
-
-
 class GpuFarmStack(cdk.Stack):
     """A gpufarm tier: network, EKS cluster, GPU pools, vLLM models, load balancer and monitoring.
 
@@ -186,7 +132,12 @@ class GpuFarmStack(cdk.Stack):
         # The tier travels with its template, so `gpufarm cost --assembly` and `gpufarm review`
         # can read what was synthesized without the source file.
         self.template_options.metadata = {TIER_METADATA_KEY: tier_metadata(config)}
-        self.logs_key = self._logs_key()
+        self.logs_key = LogsKey(
+            self,
+            "LogsKey",
+            description=f"gpufarm {config.name}: CloudWatch Logs encryption",
+            removal_policy=self.removal,
+        )
         self.network = InferenceNetwork(
             self,
             "Network",
@@ -242,32 +193,6 @@ class GpuFarmStack(cdk.Stack):
         return list(self.config.environment.availability_zones)
 
     # ------------------------------------------------------------------------ parts
-
-    def _logs_key(self) -> kms.Key:
-        key = kms.Key(
-            self,
-            "LogsKey",
-            description=f"gpufarm {self.config.name}: CloudWatch Logs encryption",
-            enable_key_rotation=True,
-            removal_policy=self.removal,
-        )
-        limit_grants_to_aws_services(key)
-        logs_arn = f"arn:{self.partition}:logs:{self.region}:{self.account}:*"
-        key.add_to_resource_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "kms:Encrypt*",
-                    "kms:Decrypt*",
-                    "kms:ReEncrypt*",
-                    "kms:GenerateDataKey*",
-                    "kms:Describe*",
-                ],
-                principals=[iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com")],
-                resources=["*"],
-                conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": logs_arn}},
-            )
-        )
-        return key
 
     def _node_pools(self) -> None:
         cfg = self.config
