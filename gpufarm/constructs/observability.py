@@ -30,6 +30,7 @@ from constructs import Construct
 
 from gpufarm.config.model import AlarmsConfig, PrometheusConfig
 from gpufarm.constructs._util import construct_id, limit_grants_to_aws_services
+from gpufarm.constructs.cluster import helm_chart_on
 from gpufarm.k8s.observability import dcgm_exporter_values, scrape_configuration, scraper_rbac
 
 DCGM_REPOSITORY = "https://nvidia.github.io/dcgm-exporter/helm-charts"
@@ -143,10 +144,10 @@ class PrometheusMonitoring(Construct):
             )
         self.dcgm_exporter: eks.HelmChart | None = None
         if config.dcgm_exporter:
-            self.dcgm_exporter = eks.HelmChart(
+            self.dcgm_exporter = helm_chart_on(
+                cluster,
                 self,
                 "DcgmExporter",
-                cluster=cluster,
                 chart=DCGM_CHART,
                 repository=DCGM_REPOSITORY,
                 version=config.dcgm_exporter_chart_version,

@@ -15,6 +15,7 @@ from constructs import Construct
 
 from gpufarm.config.model import NodeGroupAmiType, NodeGroupConfig, ReservationKind
 from gpufarm.constructs._util import acknowledge, private_subnets
+from gpufarm.constructs.cluster import after_system_nodes, helm_chart_on
 from gpufarm.core.efa import node_group_efa_interfaces as node_group_efa_interfaces  # re-exported
 from gpufarm.core.instances import NVIDIA_GPU_FAMILIES, family_of
 from gpufarm.k8s.karpenter import (
@@ -191,6 +192,9 @@ class ReservedGpuNodeGroup(Construct):
     with the EFA security group (all traffic from and to itself) and the cluster security group,
     since EKS adds the cluster security group only when the launch template names none.
 
+    On an :class:`~gpufarm.constructs.InferenceCluster`'s cluster the node group is created after
+    the cluster's system nodes and core add-ons (:attr:`InferenceCluster.system_ready`).
+
     Defaults: `node_role` is a new role with AmazonEKSWorkerNodePolicy and
     AmazonEC2ContainerRegistryPullOnly (EKS creates the node access entry for a managed node
     group's role); `cluster_security_group_id` is the cluster's own (needed with `efa` only).
@@ -288,6 +292,9 @@ class ReservedGpuNodeGroup(Construct):
             tags={POOL_LABEL: config.name, CAPACITY_CLASS_LABEL: config.capacity_class_name},
         )
         self.nodegroup_name: str = self.nodegroup.attr_nodegroup_name
+        # On an InferenceCluster: a node turns Ready only once the VPC CNI and kube-proxy add-ons
+        # run, and those are part of the system nodes' readiness.
+        after_system_nodes(cluster, self.nodegroup)
 
     def _efa(
         self, vpc: ec2.IVpc, config: NodeGroupConfig, cluster_security_group_id: str
@@ -486,10 +493,10 @@ class EfaDevicePlugin(Construct):
                 "that region's Amazon EKS registry), got an environment-agnostic stack"
             )
         self.values = efa_device_plugin_values(region, image_digests)
-        self.chart = eks.HelmChart(
+        self.chart = helm_chart_on(
+            cluster,
             self,
             "Resource",
-            cluster=cluster,
             chart=EFA_DEVICE_PLUGIN_CHART,
             repository=EFA_DEVICE_PLUGIN_REPOSITORY,
             version=chart_version,
