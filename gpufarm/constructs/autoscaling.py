@@ -49,6 +49,8 @@ class KedaAutoscaling(Construct):
     `namespace` label on vLLM's series: the queries select on it and on `model_name`.
     `target_optimizer` (default off): the models sit behind the ALB Target Optimizer, whose cap
     keeps vLLM's queue empty, so each also scales on in-flight requests against that cap.
+    On an :class:`~gpufarm.constructs.InferenceCluster`'s cluster the chart waits for its system
+    nodes (:meth:`InferenceCluster.add_helm_chart`).
     """
 
     def __init__(

@@ -132,7 +132,8 @@ class FallbackGateway(Construct):
     Clients send a model's `served_model_name` (else `name`); the response header
     ``x-litellm-model-id`` names the backend that answered (`vllm-<model>` or
     `bedrock-<model>`). A tier whose models name no Bedrock target still gets a gateway that
-    fronts vLLM. Default `after`: none.
+    fronts vLLM. Default `after`: none. On an :class:`~gpufarm.constructs.InferenceCluster`'s
+    cluster the manifest waits for its system nodes (:meth:`InferenceCluster.add_manifest`).
     """
 
     def __init__(

@@ -39,6 +39,8 @@ class LeaderWorkerSetController(Construct):
     as for any admission webhook.
     `image_digests` (default: none) supplies digests the image table lacks (a tier's
     `images.digests`).
+    On an :class:`~gpufarm.constructs.InferenceCluster`'s cluster the chart waits for its system
+    nodes (:meth:`InferenceCluster.add_helm_chart`).
     """
 
     def __init__(

@@ -70,7 +70,8 @@ class PrometheusMonitoring(Construct):
     managed key, and the scraper then writes through a role pair (`RoleConfiguration`), as AMP
     requires for such workspaces. The DCGM exporter (when `config.dcgm_exporter`) is installed
     from NVIDIA's chart repository at `config.dcgm_exporter_chart_version` into
-    `dcgm_namespace` ("dcgm-exporter").
+    `dcgm_namespace` ("dcgm-exporter"); on an :class:`~gpufarm.constructs.InferenceCluster`'s
+    cluster it waits for the system nodes (:meth:`InferenceCluster.add_helm_chart`).
     """
 
     def __init__(

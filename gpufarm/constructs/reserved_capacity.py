@@ -473,6 +473,8 @@ class EfaDevicePlugin(Construct):
     the EKS registry of the stack's region (the chart's default is us-west-2's); the stack
     must name its region, one with a known EKS registry. Defaults: chart `v0.5.29`, namespace
     `kube-system`.
+    On an :class:`~gpufarm.constructs.InferenceCluster`'s cluster the chart waits for its system
+    nodes (:meth:`InferenceCluster.add_helm_chart`).
     """
 
     def __init__(

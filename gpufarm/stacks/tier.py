@@ -11,11 +11,8 @@ from constructs import Construct
 from gpufarm.config.model import (
     TIER_METADATA_KEY,
     InterfaceEndpoint,
-    KvTransport,
     LoadBalancerKind,
-    ModelConfig,
     ModelStoreKind,
-    NodeGroupConfig,
     Provisioning,
     TierConfig,
 )
@@ -34,7 +31,6 @@ from gpufarm.constructs import (
     InferenceNlb,
     InferencePrivateLink,
     Karpenter,
-    KarpenterGpuNodePool,
     KedaAutoscaling,
     KvCacheRouting,
     LogsKey,
@@ -51,40 +47,17 @@ from gpufarm.constructs._util import cdk_removal_policy, construct_id, private_s
 from gpufarm.constructs.compliance import require_compliance_pack
 from gpufarm.constructs.ingress import RouterTarget
 from gpufarm.constructs.placeholders import refuse_placeholders
-from gpufarm.constructs.reserved_capacity import node_group_efa_interfaces
-from gpufarm.core.instances import gpus_in
-from gpufarm.core.placement import placement_of
+from gpufarm.core.placement import (
+    efa_node_groups,
+    node_selectors,
+    placement_of,
+    prefill_decode_efa_devices,
+)
 from gpufarm.k8s.binding import binding_api, readiness_gates, rollout_min_ready_seconds
 from gpufarm.k8s.gateway import READINESS_PATH
-from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, NODEPOOL_LABEL, POOL_LABEL, nodepool_name
 from gpufarm.k8s.routing import ENVOY_READY_PORT, ROUTER_PORT
 from gpufarm.k8s.security import level_for
 from gpufarm.k8s.storage import FSX_CLAIM
-
-
-def pd_efa_devices(config: TierConfig, model: ModelConfig) -> tuple[int, int]:
-    """EFA interfaces a prefill/decode model's (decode, prefill) pods request; (0, 0) over TCP.
-
-    A pod gets the node's interfaces in proportion to its GPUs (a p5.48xlarge has 32 for 8 GPUs:
-    a 4-GPU pod takes 16), at least one. The validator has checked that every node the model may
-    land on is an EFA node group.
-    """
-    pd = model.prefill_decode
-    if pd is None or pd.kv_transport is not KvTransport.EFA:
-        return 0, 0
-    groups = [t for t in placement_of(config, model) if isinstance(t, NodeGroupConfig) and t.efa]
-    if not groups:
-        return 0, 0
-    interfaces = min(
-        sum(i.interface_type != "interface" for i in node_group_efa_interfaces(g.instance_type))
-        for g in groups
-    )
-    node_gpus = min(gpus_in(g.instance_type) or 1 for g in groups)
-
-    def share(gpus: int) -> int:
-        return max(1, interfaces * gpus // node_gpus)
-
-    return share(model.gpus), share(pd.prefill_gpus_for(model.gpus))
 
 
 def tier_metadata(config: TierConfig) -> dict[str, Any]:
@@ -215,8 +188,6 @@ class GpuFarmStack(cdk.Stack):
             security_groups=[self.cluster.cluster_security_group],
             discovery_value=cfg.stack_name,
         )
-        # Controllers run on the system nodes, and Pod Identity needs its agent first.
-        self.karpenter.chart.node.add_dependency(self.cluster.system_ready)
         self.device_plugin = NvidiaDevicePlugin(
             self,
             "NvidiaDevicePlugin",
@@ -224,20 +195,12 @@ class GpuFarmStack(cdk.Stack):
             image_digests=cfg.images.digests,
             chart_version=cfg.karpenter.nvidia_device_plugin_chart_version,
         )
-        self.device_plugin.chart.node.add_dependency(self.cluster.system_ready)
         # EKS creates the cluster security group, so CloudFormation cannot tag it for discovery:
         # the NodeClasses name it by ID, and GPU pods share it with the rest of the cluster.
         cluster_sg = self.cluster.cluster_security_group.security_group_id
         for pool in cfg.node_pools:
-            self.node_pools[pool.name] = KarpenterGpuNodePool(
-                self,
-                f"GpuPool{construct_id(pool.name)}",
-                cluster=cluster,
-                pool=pool,
-                node_role=self.karpenter.node_role,
-                discovery_value=self.karpenter.discovery_value,
-                after=self.karpenter.chart,
-                security_group_ids=[cluster_sg],
+            self.node_pools[pool.name] = self.karpenter.add_gpu_node_pool(
+                f"GpuPool{construct_id(pool.name)}", scope=self, pool=pool, security_group_ids=[cluster_sg]
             ).resource
         self._node_groups(cluster_sg)
 
@@ -253,24 +216,12 @@ class GpuFarmStack(cdk.Stack):
                 config=group,
                 cluster_security_group_id=cluster_sg,
             )
-            built.nodegroup.node.add_dependency(self.cluster.system_ready)
             self.node_groups[group.name] = built
             self.node_pools[group.name] = built.nodegroup
         if any(g.efa for g in cfg.node_groups):
-            plugin = EfaDevicePlugin(
+            EfaDevicePlugin(
                 self, "EfaDevicePlugin", cluster=self.cluster.icluster, image_digests=cfg.images.digests
             )
-            plugin.chart.node.add_dependency(self.cluster.system_ready)
-
-    def _node_selector(self, model: ModelConfig) -> dict[str, str] | None:
-        """Where a model's pods run: its class, its node group, else its pool's NodePool (None)."""
-        if model.capacity_class is not None:
-            return {CAPACITY_CLASS_LABEL: model.capacity_class}
-        if model.node_pool in self.node_groups:
-            return {POOL_LABEL: model.node_pool}
-        if model.pipeline_parallel > 1:
-            return {NODEPOOL_LABEL: nodepool_name(model.node_pool or self.config.node_pools[0].name)}
-        return None
 
     def _serving(self) -> None:
         cfg = self.config
@@ -279,19 +230,9 @@ class GpuFarmStack(cdk.Stack):
         optimizer = cfg.ingress.target_optimizer if cfg.ingress.target_optimizer.enabled else None
         single = [m for m in cfg.models if m.pipeline_parallel == 1]
         multi = [m for m in cfg.models if m.pipeline_parallel > 1]
-        # Keyed by model, or `<model>/<share>` for each share of a model split into shares.
-        selectors = {
-            m.name if share is None else f"{m.name}/{share}": selector
-            for m in cfg.models
-            for share, part in m.parts()
-            if (selector := self._node_selector(part)) is not None
-        }
-        pd_efa = {m.name: pd_efa_devices(cfg, m) for m in single if m.prefill_decode is not None}
-        multi_efa = {
-            m.name
-            for m in multi
-            if any(isinstance(t, NodeGroupConfig) and t.efa for t in placement_of(cfg, m))
-        }
+        selectors = node_selectors(cfg)
+        pd_efa = {m.name: prefill_decode_efa_devices(cfg, m) for m in single if m.prefill_decode is not None}
+        multi_efa = {m.name for m in multi if efa_node_groups(cfg, m)}
         self.serving = VllmServing(
             self,
             "Serving",
@@ -339,7 +280,6 @@ class GpuFarmStack(cdk.Stack):
                 termination_grace_seconds=cfg.ingress.deregistration_delay_seconds,
                 target_optimizer=optimizer,
             )
-            self.multi_node.controller.chart.node.add_dependency(self.cluster.system_ready)
             self.model_manifests.update(self.multi_node.model_manifests)
             self.services.update({m.name: self.multi_node.service_of(m.name) for m in multi})
         for model in cfg.models:
@@ -358,11 +298,9 @@ class GpuFarmStack(cdk.Stack):
                 client_security_groups=[self.cluster.pod_security_group],
                 namespaces=[cfg.serving.namespace],
                 removal_policy=cdk.RemovalPolicy.RETAIN,
+                after=self.serving.namespace_manifest,
             )
-            for volumes in store.volume_manifests.values():
-                volumes.node.add_dependency(self.serving.namespace_manifest)
-                for manifest in self.model_manifests.values():
-                    manifest.node.add_dependency(volumes)
+            store.add_consumers(*self.model_manifests.values())
             self.model_store = store
         elif s3_sources:
             self.model_store = S3ModelStore(self, "ModelStore", cluster=cluster, s3_uris=s3_sources)
@@ -377,12 +315,11 @@ class GpuFarmStack(cdk.Stack):
                 serving=cfg.serving,
                 models=routed,
                 after=self.serving.namespace_manifest,
+                model_manifests=self.model_manifests,
                 node_selector=self.cluster.system_node_label or None,
             )
-            for model in routed:
-                self.services[model.name] = self.routing.service_of(model.name)
-                self.routing.manifests[model.name].node.add_dependency(self.model_manifests[model.name])
-                self.model_manifests[model.name] = self.routing.manifests[model.name]
+            self.services.update({m.name: self.routing.service_of(m.name) for m in routed})
+            self.model_manifests = self.routing.fronting(self.model_manifests)
 
     def _gateway(self) -> None:
         cfg = self.config
@@ -397,7 +334,6 @@ class GpuFarmStack(cdk.Stack):
             namespace=cfg.serving.namespace,
             after=self.serving.namespace_manifest,
         )
-        self.gateway.manifest.node.add_dependency(self.cluster.system_ready)
         # Fallback traffic to Bedrock stays in the VPC; only the nodes may use the endpoint.
         self.network.add_interface_endpoint(
             InterfaceEndpoint.BEDROCK_RUNTIME, allow_from=[self.cluster.cluster_security_group]
@@ -505,8 +441,6 @@ class GpuFarmStack(cdk.Stack):
                 serving_namespace=cfg.serving.namespace,
                 removal_policy=self.removal,
             )
-            if self.monitoring.dcgm_exporter is not None:
-                self.monitoring.dcgm_exporter.node.add_dependency(self.cluster.system_ready)
         autoscaled = [
             m
             for m in cfg.models
@@ -530,7 +464,6 @@ class GpuFarmStack(cdk.Stack):
                 node_selector=self.cluster.system_node_label or None,
                 target_optimizer=cfg.ingress.target_optimizer.enabled,
             )
-            self.autoscaling.chart.node.add_dependency(self.cluster.system_ready)
         target_groups = {
             name: tg.attr_target_group_full_name for name, tg in self.ingress.target_groups.items()
         }
