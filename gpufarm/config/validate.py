@@ -19,6 +19,7 @@ from gpufarm.config.bedrock import (
     profile_prefix,
 )
 from gpufarm.config.errors import ConfigIssue
+from gpufarm.config.fsx_capacity import fsx_required_gib, is_valid_fsx_capacity
 from gpufarm.config.image_pins import chart_version_issues
 from gpufarm.config.model import (
     APPLIANCE_ROOT_DEVICE,
@@ -48,7 +49,6 @@ from gpufarm.config.model import (
     TierConfig,
 )
 from gpufarm.config.placeholders import open_choice_issues
-from gpufarm.config.sizing import fsx_required_gib, is_valid_fsx_capacity
 from gpufarm.config.vllm_flags import (
     applies_to,
     flag_args,

@@ -17,6 +17,7 @@ from gpufarm.constructs.gpu_node_pool import AutoModeGpuNodePool
 from gpufarm.constructs.ingress import InferenceAlb, route_prefix
 from gpufarm.constructs.inspection import TrafficInspection
 from gpufarm.constructs.karpenter import Karpenter, KarpenterGpuNodePool, NvidiaDevicePlugin
+from gpufarm.constructs.kv_cache_routing import KvCacheRouting
 from gpufarm.constructs.lb_controller import AwsLoadBalancerController
 from gpufarm.constructs.lws import LeaderWorkerSetController, MultiNodeServing
 from gpufarm.constructs.model_store import S3ModelStore
@@ -26,7 +27,6 @@ from gpufarm.constructs.nlb import AlpnPolicy, InferenceNlb
 from gpufarm.constructs.observability import InferenceAlarms, InferenceDashboard, PrometheusMonitoring
 from gpufarm.constructs.private_link import InferencePrivateLink
 from gpufarm.constructs.reserved_capacity import EfaDevicePlugin, ReservedGpuNodeGroup
-from gpufarm.constructs.routing import KvCacheRouting
 from gpufarm.constructs.serving import VllmServing
 from gpufarm.constructs.waf import InferenceWaf
 

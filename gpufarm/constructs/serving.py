@@ -54,7 +54,7 @@ class VllmServing(Construct):
     A model with `prefill_decode` gets its decode pods as the model's Deployment (vLLM behind the
     disaggregation sidecar) and a second Deployment `vllm-<model>-prefill` in the same manifest,
     on the same nodes (:func:`gpufarm.k8s.serving.vllm_deployment`); put the router of
-    :class:`gpufarm.constructs.routing.KvCacheRouting` in front of it. `efa_devices` maps such a
+    :class:`gpufarm.constructs.kv_cache_routing.KvCacheRouting` in front of it. `efa_devices` maps such a
     model to the EFA interfaces (decode pod, prefill pod) its pods request when it moves the KV
     cache over EFA (default: none, TCP).
 

@@ -23,9 +23,9 @@ from gpufarm.config.bedrock import call_region
 from gpufarm.config.model import FallbackConfig, ModelConfig, ServingConfig, TierConfig
 from gpufarm.core.names import BEDROCK_SUFFIX
 from gpufarm.k8s.binding import rollout_min_ready_seconds
+from gpufarm.k8s.kv_cache_routing import ROUTER_PORT, router_name
 from gpufarm.k8s.labels import POOL_LABEL, common_labels, workload_name
 from gpufarm.k8s.lws import leader_service_name
-from gpufarm.k8s.routing import ROUTER_PORT, router_name
 from gpufarm.k8s.scan import scan_acknowledge
 from gpufarm.k8s.security import container_security, pod_security
 from gpufarm.k8s.serving import http_probe

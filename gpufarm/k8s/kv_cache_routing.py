@@ -19,7 +19,7 @@ from typing import Any
 
 from gpufarm import images
 from gpufarm.config.model import PrefillDecodeConfig
-from gpufarm.k8s import disagg
+from gpufarm.k8s import prefill_decode
 from gpufarm.k8s.labels import MODEL_LABEL, common_labels, model_selector
 from gpufarm.k8s.labels import router_name as router_name  # re-exported (see labels.py)
 from gpufarm.k8s.lws import leader_selector
@@ -53,7 +53,7 @@ METRICS_PORT = 9090
 DESTINATION_HEADER = "x-gateway-destination-endpoint"
 """Header in which the EPP names the chosen pod (`ip:port`) for Envoy's original-destination cluster."""
 
-ROUTING_HEADERS = (DESTINATION_HEADER, disagg.PREFILLER_HEADER)
+ROUTING_HEADERS = (DESTINATION_HEADER, prefill_decode.PREFILLER_HEADER)
 """Headers only the picker may set; Envoy removes them from client requests before asking it."""
 
 PLUGINS_FILE = "default-plugins.yaml"
@@ -426,8 +426,8 @@ def router_manifests(
     limit). The Envoy sidecar requests 100m CPU and 512 MiB, as the chart.
 
     `disaggregation` (a prefill/decode model) swaps the picker for llm-d's
-    (:data:`gpufarm.k8s.disagg.PD_EPP_IMAGE`) with the prefill/decode profiles of
-    :func:`gpufarm.k8s.disagg.plugins_config`, over the model's prefill and decode pods. Default:
+    (:data:`gpufarm.k8s.prefill_decode.PD_EPP_IMAGE`) with the prefill/decode profiles of
+    :func:`gpufarm.k8s.prefill_decode.plugins_config`, over the model's prefill and decode pods. Default:
     the KV-cache-aware picker.
     """
     if not 1 <= target_port <= 65535:
@@ -441,8 +441,8 @@ def router_manifests(
         epp_image, plugins_text = EPP_IMAGE, plugins_config()
         picker_args = epp_args(model_name, target_port, leaders_only=leaders_only)
     else:
-        epp_image, plugins_text = disagg.PD_EPP_IMAGE, disagg.plugins_config(disaggregation)
-        picker_args = disagg.epp_args(model_name, target_port, plugins_file)
+        epp_image, plugins_text = prefill_decode.PD_EPP_IMAGE, prefill_decode.plugins_config(disaggregation)
+        picker_args = prefill_decode.epp_args(model_name, target_port, plugins_file)
     name = router_name(model_name)
     labels = {**common_labels(COMPONENT), **router_selector(model_name)}
     meta = {"name": name, "namespace": namespace, "labels": labels}

@@ -13,7 +13,7 @@ from gpufarm.config.model import (
     TargetOptimizerConfig,
 )
 from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT
-from gpufarm.k8s import disagg
+from gpufarm.k8s import prefill_decode
 from gpufarm.k8s.binding import READINESS_GATE_INJECT_LABEL
 from gpufarm.k8s.labels import (
     EFA_RESOURCE,
@@ -339,7 +339,7 @@ def vllm_deployment(
     `autoscaling` has no `spec.replicas`: KEDA owns the count, and re-applying the manifest must
     not reset it. Default: no agent, Mountpoint claim, `replicas` from the model.
 
-    `pd_role` (a model with `prefill_decode`) renders one role of it (:mod:`gpufarm.k8s.disagg`):
+    `pd_role` (a model with `prefill_decode`) renders one role of it (:mod:`gpufarm.k8s.prefill_decode`):
     `"decode"` is the model's own Deployment with vLLM moved to the decode engine port behind the
     disaggregation sidecar; `"prefill"` is `vllm-<model>-prefill` with `prefill_replicas` pods of
     `prefill_gpus`. Both add the NixlConnector, the shared block size, the role labels and a
@@ -361,13 +361,13 @@ def vllm_deployment(
         )
     prefill = pd_role == "prefill"
     if prefill:
-        name, selector = disagg.prefill_name(model.name), disagg.prefill_selector(model.name)
+        name, selector = prefill_decode.prefill_name(model.name), prefill_decode.prefill_selector(model.name)
     else:
         name = workload_name(model.name, share)
         selector = model_selector(model.name) if share is None else share_selector(model.name, share)
     labels = {**common_labels("vllm-prefill" if prefill else "vllm"), **selector}
     if pd_role is not None:
-        labels.update(disagg.role_labels(model.name, pd_role))
+        labels.update(prefill_decode.role_labels(model.name, pd_role))
     env: list[dict[str, Any]] = [
         *engine_env(),
         {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
@@ -389,10 +389,10 @@ def vllm_deployment(
     image = serving.vllm_image
     extended = {GPU_RESOURCE: str(gpu_count)}
     if pd is not None and pd_role is not None:
-        args += disagg.engine_args(pd)
-        env += disagg.nixl_env(prefill=prefill)
+        args += prefill_decode.engine_args(pd)
+        env += prefill_decode.nixl_env(prefill=prefill)
         if pd_role == "decode":
-            init_containers.append(disagg.routing_sidecar(serving))
+            init_containers.append(prefill_decode.routing_sidecar(serving))
         if efa_devices:
             image = pd.efa_image or image
             extended[EFA_RESOURCE] = str(efa_devices)
@@ -452,7 +452,7 @@ def vllm_deployment(
                     {
                         "weight": 100,
                         "podAffinityTerm": {
-                            "labelSelector": {"matchLabels": {disagg.PD_GROUP_LABEL: model.name}},
+                            "labelSelector": {"matchLabels": {prefill_decode.PD_GROUP_LABEL: model.name}},
                             "topologyKey": "topology.kubernetes.io/zone",
                         },
                     }

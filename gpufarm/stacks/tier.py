@@ -10,6 +10,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from gpufarm.config.fsx_capacity import fsx_storage_capacity_gib
 from gpufarm.config.model import (
     TIER_METADATA_KEY,
     InterfaceEndpoint,
@@ -22,7 +23,6 @@ from gpufarm.config.model import (
     TierConfig,
 )
 from gpufarm.config.placeholders import Placeholder, find_placeholders
-from gpufarm.config.sizing import fsx_storage_capacity_gib
 from gpufarm.constructs import (
     AutoModeGpuNodePool,
     EfaDevicePlugin,
@@ -61,8 +61,8 @@ from gpufarm.core.instances import gpus_in
 from gpufarm.core.placement import placement_of
 from gpufarm.k8s.binding import binding_api, readiness_gates, rollout_min_ready_seconds
 from gpufarm.k8s.gateway import READINESS_PATH
+from gpufarm.k8s.kv_cache_routing import ENVOY_READY_PORT, ROUTER_PORT
 from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, NODEPOOL_LABEL, POOL_LABEL, nodepool_name
-from gpufarm.k8s.routing import ENVOY_READY_PORT, ROUTER_PORT
 from gpufarm.k8s.security import level_for
 from gpufarm.k8s.storage import FSX_CLAIM
 

@@ -21,7 +21,7 @@ from gpufarm.config.model import (
     TargetOptimizerConfig,
 )
 from gpufarm.k8s import gateway as gw
-from gpufarm.k8s import lws, routing, security, serving
+from gpufarm.k8s import kv_cache_routing, lws, security, serving
 from gpufarm.k8s.security import PodSecurityLevel
 
 from .pod_security import (
@@ -89,7 +89,9 @@ def _gateway(master_key: str | None) -> list[dict[str, Any]]:
 
 
 def _router(**kwargs: Any) -> list[dict[str, Any]]:
-    return routing.router_manifests(model_name="llama-70b", namespace="gpufarm", target_port=8000, **kwargs)
+    return kv_cache_routing.router_manifests(
+        model_name="llama-70b", namespace="gpufarm", target_port=8000, **kwargs
+    )
 
 
 RESTRICTED_BUILDS: dict[str, Callable[[], list[dict[str, Any]]]] = {
@@ -383,7 +385,7 @@ def test_only_the_picker_gets_a_kubernetes_token(name: str, spec: dict[str, Any]
         c["name"]
         for c in containers(spec)
         for m in c.get("volumeMounts", [])
-        if m["mountPath"] == routing.API_ACCESS_MOUNT
+        if m["mountPath"] == kv_cache_routing.API_ACCESS_MOUNT
     ]
     assert holders == (["epp"] if name.startswith("router") else [])
 
