@@ -61,7 +61,7 @@ class KvCacheRouting(Construct):
                 node_selector=dict(node_selector) if node_selector else None,
                 epp_cpu=epp_cpu,
                 epp_memory=epp_memory,
-                disaggregation=model.prefill_decode,
+                prefill_decode=model.prefill_decode,
             )
             manifest = eks.KubernetesManifest(
                 self, f"Model{construct_id(model.name)}", cluster=cluster, manifest=docs, overwrite=True

@@ -227,7 +227,7 @@ def _router(**pd: Any) -> dict[str, dict[str, Any]]:
         model_name="llama-70b",
         namespace="gpufarm",
         target_port=SERVING.port,
-        disaggregation=PrefillDecodeConfig(**pd),
+        prefill_decode=PrefillDecodeConfig(**pd),
     )
     return {f"{d['kind']}/{d['metadata']['name']}": d for d in docs}
 
@@ -303,19 +303,42 @@ def test_a_changed_picker_config_rolls_the_router() -> None:
     assert config_hash(min_uncached_tokens=512) != config_hash(min_uncached_tokens=1024)
 
 
-def test_disaggregated_router_cannot_target_leaders() -> None:
+def test_prefill_decode_router_cannot_target_leaders() -> None:
     with pytest.raises(ValueError) as caught:
         kv_cache_routing.router_manifests(
             model_name="llama-70b",
             namespace="gpufarm",
             target_port=8000,
             leaders_only=True,
-            disaggregation=PrefillDecodeConfig(),
+            prefill_decode=PrefillDecodeConfig(),
         )
     assert (
         str(caught.value)
-        == "'leaders_only' must be false with 'disaggregation' (prefill/decode pods are single-node)"
+        == "'leaders_only' must be false with 'prefill_decode' (prefill/decode pods are single-node)"
     )
+
+
+def test_the_old_disaggregation_keyword_still_works_with_a_deprecation_warning() -> None:
+    arguments: dict[str, Any] = {"model_name": "llama-70b", "namespace": "gpufarm", "target_port": 8000}
+    with pytest.warns(DeprecationWarning) as warned:
+        old = kv_cache_routing.router_manifests(**arguments, disaggregation=PrefillDecodeConfig())
+    assert [str(w.message) for w in warned] == [
+        "router_manifests(disaggregation=...) is deprecated: pass prefill_decode=..."
+    ]
+    assert old == kv_cache_routing.router_manifests(**arguments, prefill_decode=PrefillDecodeConfig())
+    assert old != kv_cache_routing.router_manifests(**arguments)
+
+
+def test_the_old_and_new_prefill_decode_keywords_together_are_refused() -> None:
+    with pytest.raises(TypeError) as caught:
+        kv_cache_routing.router_manifests(
+            model_name="llama-70b",
+            namespace="gpufarm",
+            target_port=8000,
+            prefill_decode=PrefillDecodeConfig(),
+            disaggregation=PrefillDecodeConfig(),
+        )
+    assert str(caught.value) == "pass 'prefill_decode' only: 'disaggregation' is its deprecated name"
 
 
 def test_router_objects_are_valid() -> None:

@@ -105,7 +105,7 @@ RESTRICTED_BUILDS: dict[str, Callable[[], list[dict[str, Any]]]] = {
     "gateway": lambda: _gateway(None),
     "gateway-master-key": lambda: _gateway("gpufarm/litellm-master-key"),
     "router-kv": lambda: _router(),
-    "router-pd": lambda: _router(disaggregation=PD_TCP.prefill_decode),
+    "router-pd": lambda: _router(prefill_decode=PD_TCP.prefill_decode),
 }
 """Every pod-bearing builder in the variants that change its pods, except EFA engines."""
 
