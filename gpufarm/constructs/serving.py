@@ -158,8 +158,8 @@ class VllmServing(Construct):
                     docs.append(deployment(target_optimizer=target_optimizer))
                 else:
                     decode_efa, prefill_efa = (efa_devices or {}).get(model.name, (0, 0))
-                    docs.append(deployment(pd_role="decode", efa_devices=decode_efa))
-                    docs.append(deployment(pd_role="prefill", efa_devices=prefill_efa))
+                    docs.append(deployment(prefill_decode_role="decode", efa_devices=decode_efa))
+                    docs.append(deployment(prefill_decode_role="prefill", efa_devices=prefill_efa))
                 docs.append(
                     k8s_serving.vllm_service(part, config, target_optimizer=target_optimizer, share=share)
                 )

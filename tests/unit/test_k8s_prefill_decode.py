@@ -33,7 +33,7 @@ def model(**pd: Any) -> ModelConfig:
 
 def deployment(role: str, m: ModelConfig | None = None, **kwargs: Any) -> dict[str, Any]:
     return vllm_deployment(
-        m or model(), SERVING, pool_name="h100", region="us-east-1", pd_role=role, **kwargs
+        m or model(), SERVING, pool_name="h100", region="us-east-1", prefill_decode_role=role, **kwargs
     )  # type: ignore[arg-type]
 
 
@@ -197,17 +197,17 @@ def test_both_roles_are_valid_deployments() -> None:
     ("kwargs", "message"),
     [
         (
-            {"pd_role": "decode", "m": ModelConfig(name="plain", weights="Qwen/Qwen3-8B")},
-            "'pd_role' needs a model with prefill_decode, got 'decode' for 'plain'",
+            {"prefill_decode_role": "decode", "m": ModelConfig(name="plain", weights="Qwen/Qwen3-8B")},
+            "'prefill_decode_role' needs a model with prefill_decode, got 'decode' for 'plain'",
         ),
         (
-            {"pd_role": "decode", "efa_devices": 4},
+            {"prefill_decode_role": "decode", "efa_devices": 4},
             "'efa_devices' needs a prefill/decode model with kv_transport 'efa', got 4",
         ),
     ],
 )
 def test_invalid_role_arguments_are_rejected(kwargs: dict[str, Any], message: str) -> None:
-    role = kwargs.pop("pd_role")
+    role = kwargs.pop("prefill_decode_role")
     with pytest.raises(ValueError) as caught:
         deployment(role, **kwargs)
     assert str(caught.value) == message

@@ -98,8 +98,8 @@ RESTRICTED_BUILDS: dict[str, Callable[[], list[dict[str, Any]]]] = {
     "vllm": lambda: _deployment(load_preset("poc").models[0]),
     "vllm-gated": lambda: _deployment(GATED),
     "vllm-target-optimizer": lambda: _deployment(GATED, target_optimizer=OPTIMIZER),
-    "vllm-decode-tcp": lambda: _deployment(PD_TCP, pd_role="decode"),
-    "vllm-prefill-tcp": lambda: _deployment(PD_TCP, pd_role="prefill"),
+    "vllm-decode-tcp": lambda: _deployment(PD_TCP, prefill_decode_role="decode"),
+    "vllm-prefill-tcp": lambda: _deployment(PD_TCP, prefill_decode_role="prefill"),
     "lws": lambda: _lws(MULTI),
     "lws-gated-target-optimizer": lambda: _lws(MULTI_GATED, target_optimizer=OPTIMIZER),
     "gateway": lambda: _gateway(None),
@@ -110,8 +110,8 @@ RESTRICTED_BUILDS: dict[str, Callable[[], list[dict[str, Any]]]] = {
 """Every pod-bearing builder in the variants that change its pods, except EFA engines."""
 
 EFA_BUILDS: dict[str, Callable[[], list[dict[str, Any]]]] = {
-    "vllm-decode-efa": lambda: _deployment(PD_EFA, pd_role="decode", efa_devices=16),
-    "vllm-prefill-efa": lambda: _deployment(PD_EFA, pd_role="prefill", efa_devices=16),
+    "vllm-decode-efa": lambda: _deployment(PD_EFA, prefill_decode_role="decode", efa_devices=16),
+    "vllm-prefill-efa": lambda: _deployment(PD_EFA, prefill_decode_role="prefill", efa_devices=16),
     "lws-efa": lambda: _lws(MULTI, efa=True, efa_devices=4),
 }
 
@@ -475,7 +475,7 @@ def test_cpu_pods_run_as_their_images_unprivileged_user(
 
 
 def test_decode_sidecar_runs_as_its_images_user() -> None:
-    [doc] = _deployment(PD_TCP, pd_role="decode")
+    [doc] = _deployment(PD_TCP, prefill_decode_role="decode")
     [sidecar] = [
         c for c in doc["spec"]["template"]["spec"]["initContainers"] if c["name"] == "routing-sidecar"
     ]
