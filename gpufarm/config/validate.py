@@ -60,7 +60,11 @@ from gpufarm.config.vllm_flags import (
 from gpufarm.core.instances import GPU_FAMILIES, family_of, gpus_in, host_of, is_accelerated
 from gpufarm.core.names import BEDROCK_SUFFIX, leader_service_name, router_name, workload_name
 from gpufarm.core.placement import placement_of
-from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PORT, PD_RESERVED_VLLM_FLAGS
+from gpufarm.core.prefill_decode import (
+    DECODE_ENGINE_PORT,
+    NIXL_SIDE_CHANNEL_PORT,
+    PREFILL_DECODE_RESERVED_VLLM_FLAGS,
+)
 from gpufarm.core.registries import EKS_REGISTRY_ACCOUNTS
 from gpufarm.core.s3 import split_s3_uri
 
@@ -1000,7 +1004,7 @@ def _prefill_decode(cfg: TierConfig) -> Iterator[ConfigIssue]:
         yield from _reserved_flags(
             f"models[{i}]",
             model,
-            PD_RESERVED_VLLM_FLAGS,
+            PREFILL_DECODE_RESERVED_VLLM_FLAGS,
             "on a prefill/decode model (gpufarm derives it from prefill_decode)",
         )
 

@@ -428,7 +428,7 @@ def router_manifests(
     limit). The Envoy sidecar requests 100m CPU and 512 MiB, as the chart.
 
     `prefill_decode` (a prefill/decode model) swaps the picker for llm-d's
-    (:data:`gpufarm.k8s.prefill_decode.PD_EPP_IMAGE`) with the prefill/decode profiles of
+    (:data:`gpufarm.k8s.prefill_decode.PREFILL_DECODE_EPP_IMAGE`) with the prefill/decode profiles of
     :func:`gpufarm.k8s.prefill_decode.plugins_config`, over the model's prefill and decode pods. Default:
     the KV-cache-aware picker. `disaggregation` is its old name, still accepted with a
     DeprecationWarning.
@@ -453,7 +453,7 @@ def router_manifests(
         epp_image, plugins_text = EPP_IMAGE, plugins_config()
         picker_args = epp_args(model_name, target_port, leaders_only=leaders_only)
     else:
-        epp_image = k8s_prefill_decode.PD_EPP_IMAGE
+        epp_image = k8s_prefill_decode.PREFILL_DECODE_EPP_IMAGE
         plugins_text = k8s_prefill_decode.plugins_config(prefill_decode)
         picker_args = k8s_prefill_decode.epp_args(model_name, target_port, plugins_file)
     name = router_name(model_name)

@@ -352,7 +352,7 @@ def router_policy(tier: TierConfig, model: ModelConfig) -> dict[str, Any]:
         ingress.append({"from": callers, "ports": _tcp(ROUTER_PORT)})
     ingress.append({"from": _load_balancer_peers(tier), "ports": _tcp(ROUTER_PORT, ENVOY_READY_PORT)})
     if model.prefill_decode is not None:
-        targets = {prefill_decode.PD_GROUP_LABEL: model.name}
+        targets = {prefill_decode.PREFILL_DECODE_GROUP_LABEL: model.name}
     elif model.pipeline_parallel > 1:
         targets = leader_selector(model.name)
     else:

@@ -456,7 +456,9 @@ def vllm_deployment(
                     {
                         "weight": 100,
                         "podAffinityTerm": {
-                            "labelSelector": {"matchLabels": {prefill_decode.PD_GROUP_LABEL: model.name}},
+                            "labelSelector": {
+                                "matchLabels": {prefill_decode.PREFILL_DECODE_GROUP_LABEL: model.name}
+                            },
                             "topologyKey": "topology.kubernetes.io/zone",
                         },
                     }

@@ -83,7 +83,7 @@ def test_other_model_is_neither_split_nor_routed(template: dict[str, Any]) -> No
 def test_router_runs_llm_ds_picker_with_the_configured_threshold(template: dict[str, Any]) -> None:
     router = manifest_of(template, "Deployment", router_name(MODEL))
     images = {c["name"]: c["image"] for c in router["spec"]["template"]["spec"]["containers"]}
-    assert images["epp"] == prefill_decode.PD_EPP_IMAGE
+    assert images["epp"] == prefill_decode.PREFILL_DECODE_EPP_IMAGE
     plugins = json.loads(manifest_of(template, "ConfigMap", router_name(MODEL))["data"][PLUGINS_FILE])
     decider = next(p for p in plugins["plugins"] if p["type"] == "prefix-based-pd-decider")
     assert decider["parameters"] == {"nonCachedTokens": 1024}

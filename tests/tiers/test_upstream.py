@@ -206,7 +206,7 @@ def pending(template: dict[str, Any]) -> list[str]:
             for m in resolved_manifests(template)
             if m["kind"] == "Deployment"
             for c in m["spec"]["template"]["spec"]["containers"]
-            if c["image"] == k8s_prefill_decode.PD_EPP_IMAGE
+            if c["image"] == k8s_prefill_decode.PREFILL_DECODE_EPP_IMAGE
         ]
     return out
 

@@ -103,7 +103,7 @@ def test_decode_vllm_moves_behind_the_sidecar_on_the_serving_port() -> None:
     assert container["ports"] == [{"name": "http", "containerPort": DECODE_ENGINE_PORT, "protocol": "TCP"}]
     (sidecar,) = [c for c in pod(doc)["initContainers"] if c["name"] == prefill_decode.SIDECAR_CONTAINER]
     assert sidecar["restartPolicy"] == "Always"  # a native sidecar: up before vLLM, down after it
-    assert sidecar["image"] == prefill_decode.PD_SIDECAR_IMAGE
+    assert sidecar["image"] == prefill_decode.PREFILL_DECODE_SIDECAR_IMAGE
     assert sidecar["args"] == [
         f"--port={SERVING.port}",
         f"--vllm-port={DECODE_ENGINE_PORT}",
@@ -120,7 +120,7 @@ def test_decode_pods_keep_the_models_deployment_and_selector() -> None:
     assert doc["spec"]["replicas"] == 3
     labels = doc["spec"]["template"]["metadata"]["labels"]
     assert labels[prefill_decode.ROLE_LABEL] == "decode"
-    assert labels[prefill_decode.PD_GROUP_LABEL] == "llama-70b"
+    assert labels[prefill_decode.PREFILL_DECODE_GROUP_LABEL] == "llama-70b"
     assert GPU_RESOURCE in vllm(doc)["resources"]["limits"]
 
 
@@ -164,7 +164,7 @@ def test_both_roles_prefer_one_zone_instead_of_spreading() -> None:
         (term,) = spec["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
         assert term["podAffinityTerm"]["topologyKey"] == "topology.kubernetes.io/zone"
         assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == {
-            prefill_decode.PD_GROUP_LABEL: "llama-70b"
+            prefill_decode.PREFILL_DECODE_GROUP_LABEL: "llama-70b"
         }
 
 
@@ -242,9 +242,9 @@ def _plugins(**pd: Any) -> dict[str, Any]:
 def test_router_runs_llm_ds_picker_over_both_roles() -> None:
     deployment_doc = _router()["Deployment/vllm-llama-70b-router"]
     containers = {c["name"]: c for c in pod(deployment_doc)["containers"]}
-    assert containers["epp"]["image"] == prefill_decode.PD_EPP_IMAGE
+    assert containers["epp"]["image"] == prefill_decode.PREFILL_DECODE_EPP_IMAGE
     args = containers["epp"]["args"]
-    assert flag(args, "--endpoint-selector") == f"{prefill_decode.PD_GROUP_LABEL}=llama-70b"
+    assert flag(args, "--endpoint-selector") == f"{prefill_decode.PREFILL_DECODE_GROUP_LABEL}=llama-70b"
     # Decode pods take requests through their sidecar, prefill pods in vLLM: both on the serving port.
     assert flag(args, "--endpoint-target-ports") == str(SERVING.port)
     assert flag(args, "--config-file") == f"{kv_cache_routing.CONFIG_MOUNT}/{kv_cache_routing.PLUGINS_FILE}"
