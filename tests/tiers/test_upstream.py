@@ -82,7 +82,7 @@ def prefill_decode(
 def kv_routing(
     production_document: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
-    """As tests/tiers/test_kv_routing.py: the first model behind its KV-cache-aware router."""
+    """As tests/tiers/test_kv_cache_routing.py: the first model behind its KV-cache-aware router."""
     models = [dict(m) for m in production_document["models"]]
     models[0]["kv_cache_routing"] = True
     config = variant(
