@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,7 +29,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from gpufarm.config.model import AlarmsConfig, PrometheusConfig
+from gpufarm.config.model import AlarmsConfig, LoadBalancerKind, PrometheusConfig
 from gpufarm.constructs._util import construct_id, limit_grants_to_aws_services
 from gpufarm.k8s.observability import dcgm_exporter_values, scrape_configuration, scraper_rbac
 
@@ -250,6 +251,37 @@ def _dimensions(**values: str) -> list[cloudwatch.CfnAlarm.DimensionProperty]:
     return [cloudwatch.CfnAlarm.DimensionProperty(name=k, value=v) for k, v in values.items()]
 
 
+LOAD_BALANCER_NAMESPACES = {LoadBalancerKind.ALB: ALB_NAMESPACE, LoadBalancerKind.NLB: NLB_NAMESPACE}
+"""The CloudWatch namespace each kind of load balancer publishes its metrics in."""
+
+
+def load_balancer_kind(
+    kind: LoadBalancerKind | None, network: bool | None, construct: str
+) -> LoadBalancerKind:
+    """The `kind` an alarms or dashboard construct was given, or the one the deprecated `network` names.
+
+    `network=True` was the keyword before `kind`; it still works, with a DeprecationWarning.
+    """
+    if network is None:
+        return kind or LoadBalancerKind.ALB
+    warnings.warn(
+        f"{construct}(network=...) is deprecated: pass kind=LoadBalancerKind."
+        f"{'NLB' if network else 'ALB'} instead",
+        DeprecationWarning,
+        # Past this function, the construct's __init__ and jsii's metaclass __call__: the caller.
+        stacklevel=4,
+    )
+    named = LoadBalancerKind.NLB if network else LoadBalancerKind.ALB
+    if kind is not None and kind is not named:
+        raise ValueError(f"'network' must agree with 'kind' ({kind.value!r}), got network={network}")
+    return named
+
+
+def _check_target_optimizer(kind: LoadBalancerKind, target_optimizer: bool) -> None:
+    if kind is LoadBalancerKind.NLB and target_optimizer:
+        raise ValueError("'target_optimizer' must be false with kind 'nlb' (an ALB feature), got True")
+
+
 class InferenceAlarms(Construct):
     """CloudWatch alarms on the inference load balancer, notifying an encrypted SNS topic.
 
@@ -271,9 +303,10 @@ class InferenceAlarms(Construct):
       at least `config.target_5xx_per_minute` per minute. CloudWatch publishes it per load
       balancer (and Availability Zone), not per target group, so there is one such alarm.
 
-    With `network` (a Network Load Balancer, which publishes no HTTP codes or response times) the
+    With `kind` NLB (a Network Load Balancer, which publishes no HTTP codes or response times) the
     alarms are ``unhealthy:<model>`` on `AWS/NetworkELB` and ``target-resets``: TCP resets sent
     by the targets (`TCP_Target_Reset_Count`), at least `config.target_5xx_per_minute` per minute.
+    `network=True` is the deprecated spelling of `kind=LoadBalancerKind.NLB`.
 
     Missing data is not breaching for all of them: the load balancer publishes nothing in a
     minute without requests, and a scaled-to-zero model has no targets.
@@ -298,14 +331,16 @@ class InferenceAlarms(Construct):
         target_optimizer: bool,
         key: kms.IKey | None = None,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
-        network: bool = False,
+        kind: LoadBalancerKind | None = None,
+        network: bool | None = None,
     ) -> None:
         super().__init__(scope, id)
         if not config.enabled:
             raise ValueError("'config.enabled' must be true to build InferenceAlarms, got False")
-        if network and target_optimizer:
-            raise ValueError("'target_optimizer' must be false with 'network' (an ALB feature), got True")
-        self._namespace = NLB_NAMESPACE if network else ALB_NAMESPACE
+        self.kind = load_balancer_kind(kind, network, "InferenceAlarms")
+        """The load balancer whose metrics the alarms read."""
+        _check_target_optimizer(self.kind, target_optimizer)
+        self._namespace = LOAD_BALANCER_NAMESPACES[self.kind]
         if not target_groups:
             raise ValueError("'target_groups' must map at least one model to its target group, got {}")
         self.config = config
@@ -358,7 +393,7 @@ class InferenceAlarms(Construct):
 
         self.alarms: dict[str, cloudwatch.CfnAlarm] = {}
         lb = load_balancer_full_name
-        if network:
+        if self.kind is LoadBalancerKind.NLB:
             self._network_alarms(lb, target_groups)
             return
         self.alarms["5xx"] = self._alarm(
@@ -589,7 +624,7 @@ def dashboard_body(
     region: str,
     target_optimizer: bool,
     workspace_query: bool = False,
-    network: bool = False,
+    kind: LoadBalancerKind = LoadBalancerKind.ALB,
 ) -> dict[str, Any]:
     """The dashboard body (the `DashboardBody` JSON, as a dict) for one load balancer and its models.
 
@@ -598,14 +633,14 @@ def dashboard_body(
     `target_optimizer`); with `workspace_query`, the PromQL to run against the AMP workspace
     for queue depth, KV-cache use and GPU utilisation.
 
-    `network` (a Network Load Balancer, which sees connections, not requests) replaces the
+    `kind` NLB (a Network Load Balancer, which sees connections, not requests) replaces the
     request, error and latency rows with what `AWS/NetworkELB` publishes: new and active flows,
     bytes, and TCP resets by who sent them (load-balancer-wide: an NLB publishes these per load
     balancer and zone only), and the target rows come from the same namespace.
     """
     lb = load_balancer_full_name
     models = sorted(target_groups.items())
-    if network:
+    if kind is LoadBalancerKind.NLB:
         widgets = _network_widgets(lb, models, region)
     else:
         widgets = _application_widgets(lb, models, region, target_optimizer)
@@ -748,8 +783,9 @@ class InferenceDashboard(Construct):
     The body is built by :func:`dashboard_body` and handed to one `AWS::CloudWatch::Dashboard`
     named `name` (letters, digits, '-' and '_', at most 255). Defaults: the last 3 hours,
     one-minute periods; no Target Optimizer row unless `target_optimizer`; no PromQL panel
-    unless `workspace_query`; Application Load Balancer metrics unless `network` (a Network Load
-    Balancer: flows, bytes, resets and target health).
+    unless `workspace_query`; Application Load Balancer metrics unless `kind` is NLB (a Network
+    Load Balancer: flows, bytes, resets and target health). `network=True` is the deprecated
+    spelling of `kind=LoadBalancerKind.NLB`.
     """
 
     def __init__(
@@ -763,11 +799,13 @@ class InferenceDashboard(Construct):
         region: str,
         target_optimizer: bool,
         workspace_query: bool = False,
-        network: bool = False,
+        kind: LoadBalancerKind | None = None,
+        network: bool | None = None,
     ) -> None:
         super().__init__(scope, id)
-        if network and target_optimizer:
-            raise ValueError("'target_optimizer' must be false with 'network' (an ALB feature), got True")
+        self.kind = load_balancer_kind(kind, network, "InferenceDashboard")
+        """The load balancer whose metrics the dashboard charts."""
+        _check_target_optimizer(self.kind, target_optimizer)
         if not cdk.Token.is_unresolved(name) and not _DASHBOARD_NAME.match(name):
             raise ValueError(f"'name' must be 1-255 letters, digits, '-' or '_', got {name!r}")
         if not target_groups:
@@ -778,7 +816,7 @@ class InferenceDashboard(Construct):
             region=region,
             target_optimizer=target_optimizer,
             workspace_query=workspace_query,
-            network=network,
+            kind=self.kind,
         )
         # Tokens (the load balancer and target group names) stay whole strings inside the JSON;
         # CloudFormation joins them in at deploy time.

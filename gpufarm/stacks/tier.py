@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import aws_cdk as cdk
-from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
@@ -55,13 +54,13 @@ from gpufarm.constructs._util import (
     private_subnets,
 )
 from gpufarm.constructs.compliance import require_compliance_pack
-from gpufarm.constructs.ingress import RouterTarget
+from gpufarm.constructs.load_balancer import LoadBalancer
 from gpufarm.constructs.reserved_capacity import node_group_efa_interfaces
+from gpufarm.core.endpoints import Endpoint, endpoints_of
 from gpufarm.core.instances import gpus_in
 from gpufarm.core.placement import placement_of
 from gpufarm.k8s.binding import binding_api, readiness_gates, rollout_min_ready_seconds
 from gpufarm.k8s.gateway import READINESS_PATH
-from gpufarm.k8s.kv_cache_routing import ENVOY_READY_PORT, ROUTER_PORT
 from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, NODEPOOL_LABEL, POOL_LABEL, nodepool_name
 from gpufarm.k8s.security import level_for
 from gpufarm.k8s.storage import FSX_CLAIM
@@ -387,15 +386,6 @@ class GpuFarmStack(cdk.Stack):
             kubernetes_version=cfg.cluster.kubernetes_version,
         )
         self.model_manifests: dict[str, Construct] = dict(self.serving.model_manifests)
-        # A model split into shares has a Service (and a target group) per share.
-        self.services: dict[str, str | dict[str, str]] = {
-            m.name: (
-                {share.share_name: self.serving.service_of(m.name, share.share_name) for share in m.shares}
-                if m.shares
-                else self.serving.service_of(m.name)
-            )
-            for m in single
-        }
         self.multi_node: MultiNodeServing | None = None
         if multi:
             self.multi_node = MultiNodeServing(
@@ -416,7 +406,6 @@ class GpuFarmStack(cdk.Stack):
             )
             self.multi_node.controller.chart.node.add_dependency(self.cluster.system_ready)
             self.model_manifests.update(self.multi_node.model_manifests)
-            self.services.update({m.name: self.multi_node.service_of(m.name) for m in multi})
         for model in cfg.models:
             for target in placement_of(cfg, model):
                 self.model_manifests[model.name].node.add_dependency(self.node_pools[target.name])
@@ -455,7 +444,6 @@ class GpuFarmStack(cdk.Stack):
                 node_selector=self.cluster.system_node_label or None,
             )
             for model in routed:
-                self.services[model.name] = self.routing.service_of(model.name)
                 self.routing.manifests[model.name].node.add_dependency(self.model_manifests[model.name])
                 self.model_manifests[model.name] = self.routing.manifests[model.name]
 
@@ -480,20 +468,19 @@ class GpuFarmStack(cdk.Stack):
 
     def _ingress(self) -> None:
         cfg = self.config
-        self.ingress: InferenceAlb | InferenceNlb
-        # A model split into shares: a target group per share, forwarded to by the shares' weights.
-        weights = {m.name: {s.share_name: s.weight for s in m.shares} for m in cfg.models if m.shares}
+        self.endpoints: list[Endpoint] = endpoints_of(cfg)
+        """The Service in front of each model (each share's, a router's): what the load balancer binds."""
+        self.ingress: LoadBalancer
         if cfg.ingress.kind is LoadBalancerKind.NLB:
             self.ingress = InferenceNlb(
                 self,
                 "Ingress",
                 vpc=self.network.vpc,
                 config=cfg.ingress,
-                listeners={m.name: m.listener_port for m in cfg.models},
+                endpoints=self.endpoints,
                 target_port=cfg.serving.port,
                 cluster_name=self.cluster.cluster_name,
                 vpc_cidr=cfg.network.cidr,
-                weights=weights,
                 deletion_protection=cfg.termination_protection,
             )
         else:
@@ -502,31 +489,24 @@ class GpuFarmStack(cdk.Stack):
                 "Ingress",
                 vpc=self.network.vpc,
                 config=cfg.ingress,
-                model_names=[m.name for m in cfg.models],
+                endpoints=self.endpoints,
                 target_port=cfg.serving.port,
                 cluster_name=self.cluster.cluster_name,
                 vpc_cidr=cfg.network.cidr,
-                rule_priorities={m.name: m.rule_priority for m in cfg.models},
-                routed={
-                    m.name: RouterTarget(
-                        port=ROUTER_PORT, health_check_port=ENVOY_READY_PORT, health_check_path="/ready"
-                    )
-                    for m in cfg.models
-                    if m.routed
-                },
                 logs_key=self.logs_key,
                 removal_policy=self.removal,
                 deletion_protection=cfg.termination_protection,
-                weights=weights,
             )
         if self.gateway is not None:
             self.ingress.route_default_to(port=self.gateway.port, health_check_path=READINESS_PATH)
         self.ingress.allow_targets_in(self.cluster.pod_security_group)
         after: dict[str, Construct] = dict(self.model_manifests)
-        bindings = self.ingress.bind_services(
+        # Single-node models' bindings first, then multi-node ones': the construct order (and so
+        # the template's resource order) they were always created in.
+        multi_node = {m.name for m in cfg.models if m.pipeline_parallel > 1}
+        bindings = self.ingress.bind_endpoints(
             cluster=self.cluster.icluster,
-            namespace=cfg.serving.namespace,
-            services=dict(self.services),
+            endpoints=sorted(self.endpoints, key=lambda e: e.model in multi_node),
             api_version=self.binding_api,
             after=after,
         )
@@ -547,23 +527,13 @@ class GpuFarmStack(cdk.Stack):
         self.private_link: InferencePrivateLink | None = None
         link = cfg.ingress.private_link
         if link.enabled:
-            if isinstance(self.ingress, InferenceNlb):
-                self.private_link = InferencePrivateLink(
-                    self, "PrivateLink", config=link, load_balancer=self.ingress.load_balancer
-                )
-            else:
-                protocol = (
-                    elbv2.ApplicationProtocol.HTTPS if self.ingress.https else elbv2.ApplicationProtocol.HTTP
-                )
-                self.private_link = InferencePrivateLink(
-                    self,
-                    "PrivateLink",
-                    config=link,
-                    vpc=self.network.vpc,
-                    alb=self.ingress.load_balancer,
-                    ports={self.ingress.listener_port: protocol},
-                    deletion_protection=cfg.termination_protection,
-                )
+            self.private_link = self.ingress.private_link(
+                self,
+                "PrivateLink",
+                config=link,
+                vpc=self.network.vpc,
+                deletion_protection=cfg.termination_protection,
+            )
 
     def _monitoring(self) -> None:
         cfg = self.config
@@ -606,19 +576,11 @@ class GpuFarmStack(cdk.Stack):
                 target_optimizer=cfg.ingress.target_optimizer.enabled,
             )
             self.autoscaling.chart.node.add_dependency(self.cluster.system_ready)
-        target_groups = {
-            name: tg.attr_target_group_full_name for name, tg in self.ingress.target_groups.items()
-        }
-        for name, groups in self.ingress.weighted_target_groups.items():
-            for share, tg in groups.items():
-                target_groups[f"{name}/{share}"] = tg.attr_target_group_full_name
-        if self.ingress.default_target_group is not None:
-            # The gateway's own target group: its latency includes any fallback to Bedrock.
-            target_groups["gateway"] = self.ingress.default_target_group.attr_target_group_full_name
-        lb_name = self.ingress.load_balancer.load_balancer_full_name
+        # By model or share, and the gateway's (its latency includes any fallback to Bedrock).
+        target_groups = self.ingress.target_group_full_names()
+        lb_name = self.ingress.load_balancer_full_name
         optimizer = cfg.ingress.target_optimizer.enabled
         self.alarms: InferenceAlarms | None = None
-        network = cfg.ingress.kind is LoadBalancerKind.NLB
         if obs.alarms.enabled:
             self.alarms = InferenceAlarms(
                 self,
@@ -628,7 +590,7 @@ class GpuFarmStack(cdk.Stack):
                 config=obs.alarms,
                 target_optimizer=optimizer,
                 removal_policy=self.removal,
-                network=network,
+                kind=self.ingress.kind,
             )
         if obs.dashboard:
             InferenceDashboard(
@@ -640,7 +602,7 @@ class GpuFarmStack(cdk.Stack):
                 region=cfg.environment.region,
                 target_optimizer=optimizer,
                 workspace_query=self.monitoring is not None,
-                network=network,
+                kind=self.ingress.kind,
             )
 
     def _outputs(self) -> None:
