@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NotRequired, TypedDict, Unpack
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -16,6 +16,7 @@ from constructs import Construct
 
 from gpufarm.config.model import KarpenterConfig, NodePoolConfig
 from gpufarm.constructs._util import acknowledge, pod_identity_role
+from gpufarm.constructs.cluster import helm_chart_on
 from gpufarm.k8s.karpenter import (
     DISCOVERY_TAG,
     SERVICE_ACCOUNT,
@@ -376,6 +377,18 @@ _WILDCARD_REASONS: Final = {
 }
 
 
+class GpuNodePoolOptions(TypedDict):
+    """What a Karpenter GPU pool needs beyond what its Karpenter supplies: the options shared by
+    :meth:`Karpenter.add_gpu_node_pool` and :class:`KarpenterGpuNodePool`.
+    """
+
+    pool: NodePoolConfig
+    """The pool: instance types, capacity type, limits, disruption, AMI, EFA."""
+    security_group_ids: NotRequired[Sequence[str]]
+    """Security groups the NodeClass adds by ID (default: none, only those tagged
+    `karpenter.sh/discovery: <discovery_value>`)."""
+
+
 class Karpenter(Construct):
     """Karpenter on an existing EKS cluster (any aws_eks_v2 cluster without Auto Mode).
 
@@ -394,7 +407,9 @@ class Karpenter(Construct):
     Defaults: `discovery_value` is the cluster name. Subnets and security groups defined in this
     app get the tag; imported ones must already carry it (CloudFormation cannot tag what it does
     not manage). The cluster needs the EKS Pod Identity agent, and the kubectl provider needs a
-    route to public.ecr.aws to pull the charts.
+    route to public.ecr.aws to pull the charts. On an :class:`~gpufarm.constructs.InferenceCluster`'s
+    cluster the controller chart is installed after the system nodes (its pods run there).
+    Add GPU pools with :meth:`add_gpu_node_pool`.
     """
 
     def __init__(
@@ -513,10 +528,11 @@ class Karpenter(Construct):
             interruption_queue=self.queue.queue_name,
             replicas=config.replicas,
         )
-        self.chart = eks.HelmChart(
+        # Its pods run on the system nodes, and Pod Identity needs its agent first.
+        self.chart = helm_chart_on(
+            cluster,
             self,
             "Chart",
-            cluster=cluster,
             chart="karpenter",
             repository=KARPENTER_REPOSITORY,
             version=config.chart_version,
@@ -534,6 +550,25 @@ class Karpenter(Construct):
         self.chart.node.add_dependency(
             self.crd_chart, self.pod_identity_association, self.node_access_entry, *self.policies.values()
         )
+        self._cluster = cluster
+
+    def add_gpu_node_pool(
+        self, id: str, *, scope: Construct | None = None, **options: Unpack[GpuNodePoolOptions]
+    ) -> KarpenterGpuNodePool:
+        """A GPU pool on this Karpenter: its node role and discovery tag, applied after the chart.
+
+        `scope` (default: this construct) holds the pool's construct `id`; a stack that has its
+        pools beside Karpenter passes itself, and the pools keep their logical IDs.
+        """
+        return KarpenterGpuNodePool(
+            scope or self,
+            id,
+            cluster=self._cluster,
+            node_role=self.node_role,
+            discovery_value=self.discovery_value,
+            after=self.chart,
+            **options,
+        )
 
 
 class KarpenterGpuNodePool(Construct):
@@ -545,7 +580,8 @@ class KarpenterGpuNodePool(Construct):
     pools, nodes removed only when empty for 30 minutes, one disrupted at a time, replaced after
     14 days. `security_group_ids` adds security groups by ID (default: none, only those tagged
     `karpenter.sh/discovery: <discovery_value>`). Pass the Karpenter chart as `after` so the
-    CRDs exist before the manifest is applied.
+    CRDs exist before the manifest is applied; :meth:`Karpenter.add_gpu_node_pool` does that, and
+    passes the node role and discovery value, from the same options (:class:`GpuNodePoolOptions`).
     """
 
     def __init__(
@@ -554,14 +590,15 @@ class KarpenterGpuNodePool(Construct):
         id: str,
         *,
         cluster: eks.ICluster,
-        pool: NodePoolConfig,
         node_role: iam.IRole,
         discovery_value: str,
         after: Construct | None = None,
-        security_group_ids: Sequence[str] = (),
+        **options: Unpack[GpuNodePoolOptions],
     ) -> None:
         super().__init__(scope, id)
         _check_tag_value(discovery_value, "discovery_value")
+        pool = options["pool"]
+        security_group_ids = options.get("security_group_ids", ())
         self.pool = pool
         self.node_class = ec2_nodeclass(
             pool,
@@ -588,6 +625,8 @@ class NvidiaDevicePlugin(Construct):
     `kube-system`.
     `image_digests` (default: none) supplies digests the image table lacks (a tier's
     `images.digests`).
+    On an :class:`~gpufarm.constructs.InferenceCluster`'s cluster the chart waits for its system
+    nodes (:meth:`InferenceCluster.add_helm_chart`).
     """
 
     def __init__(
@@ -602,10 +641,10 @@ class NvidiaDevicePlugin(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.values = nvidia_device_plugin_values(image_digests)
-        self.chart = eks.HelmChart(
+        self.chart = helm_chart_on(
+            cluster,
             self,
             "Resource",
-            cluster=cluster,
             chart=NVIDIA_DEVICE_PLUGIN_CHART,
             repository=NVIDIA_DEVICE_PLUGIN_REPOSITORY,
             version=chart_version,

@@ -31,6 +31,7 @@ from constructs import Construct
 
 from gpufarm.config.model import AlarmsConfig, LoadBalancerKind, PrometheusConfig
 from gpufarm.constructs._util import construct_id, limit_grants_to_aws_services
+from gpufarm.constructs.cluster import helm_chart_on
 from gpufarm.k8s.observability import dcgm_exporter_values, scrape_configuration, scraper_rbac
 
 DCGM_REPOSITORY = "https://nvidia.github.io/dcgm-exporter/helm-charts"
@@ -70,7 +71,8 @@ class PrometheusMonitoring(Construct):
     managed key, and the scraper then writes through a role pair (`RoleConfiguration`), as AMP
     requires for such workspaces. The DCGM exporter (when `config.dcgm_exporter`) is installed
     from NVIDIA's chart repository at `config.dcgm_exporter_chart_version` into
-    `dcgm_namespace` ("dcgm-exporter").
+    `dcgm_namespace` ("dcgm-exporter"); on an :class:`~gpufarm.constructs.InferenceCluster`'s
+    cluster it waits for the system nodes (:meth:`InferenceCluster.add_helm_chart`).
     """
 
     def __init__(
@@ -144,10 +146,10 @@ class PrometheusMonitoring(Construct):
             )
         self.dcgm_exporter: eks.HelmChart | None = None
         if config.dcgm_exporter:
-            self.dcgm_exporter = eks.HelmChart(
+            self.dcgm_exporter = helm_chart_on(
+                cluster,
                 self,
                 "DcgmExporter",
-                cluster=cluster,
                 chart=DCGM_CHART,
                 repository=DCGM_REPOSITORY,
                 version=config.dcgm_exporter_chart_version,
