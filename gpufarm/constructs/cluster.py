@@ -29,6 +29,7 @@ from gpufarm.config.model import (
 from gpufarm.config.placeholders import OPEN_CIDRS
 from gpufarm.constructs._util import (
     acknowledge,
+    acknowledge_all,
     limit_grants_to_aws_services,
     pod_identity_role,
     private_subnets,
@@ -592,12 +593,14 @@ class InferenceCluster(Construct):
             "Lambda execution policies ({}) for logging and VPC networking; the provider is "
             "part of aws-cdk-lib, not configurable here."
         )
-        for policy in (
+        policies = (
             "service-role/AWSLambdaBasicExecutionRole",
             "service-role/AWSLambdaVPCAccessExecutionRole",
             "AmazonEC2ContainerRegistryReadOnly",
-        ):
-            acknowledge(provider, _MANAGED_POLICY.format(policy), reason_policies.format(policy))
+        )
+        acknowledge_all(
+            provider, {_MANAGED_POLICY.format(policy): reason_policies.format(policy) for policy in policies}
+        )
         for child in provider.node.find_all():
             if isinstance(child, cdk.CfnCondition) and child.node.id == "HasEcrPublic":
                 policy_arn = {

@@ -15,7 +15,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from gpufarm.config.model import KarpenterConfig, NodePoolConfig
-from gpufarm.constructs._util import acknowledge, pod_identity_role
+from gpufarm.constructs._util import acknowledge_all, pod_identity_role, pseudo_parameters
 from gpufarm.constructs.cluster import helm_chart_on
 from gpufarm.k8s.karpenter import (
     DISCOVERY_TAG,
@@ -87,7 +87,8 @@ def _check_tag_value(value: str, field: str) -> None:
 
 def _ec2_arn(resource: str, *, account: bool = True) -> str:
     owner = "*" if account else ""
-    return f"arn:{cdk.Aws.PARTITION}:ec2:{cdk.Aws.REGION}:{owner}:{resource}"
+    partition, region = pseudo_parameters()[:2]
+    return f"arn:{partition}:ec2:{region}:{owner}:{resource}"
 
 
 def controller_policies(
@@ -102,7 +103,7 @@ def controller_policies(
     EC2NodeClass tags; `iam:PassRole` names only the node role, toward EC2 only; the queue
     actions name only the interruption queue. Reads are limited to the stack's region.
     """
-    partition, region, account = cdk.Aws.PARTITION, cdk.Aws.REGION, cdk.Aws.ACCOUNT_ID
+    partition, region, account = pseudo_parameters()
     owned = f"kubernetes.io/cluster/{cluster_name}"
     cluster_arn = f"arn:{partition}:eks:{region}:{account}:cluster/{cluster_name}"
     instance_profiles = f"arn:{partition}:iam::{account}:instance-profile/*"
@@ -436,13 +437,15 @@ class Karpenter(Construct):
             description=f"Nodes Karpenter launches for EKS cluster {name}",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(p) for p in NODE_POLICIES],
         )
-        for node_policy in NODE_POLICIES:
-            acknowledge(
-                self.node_role,
-                _MANAGED_POLICY.format(node_policy),
-                f"Karpenter nodes need {node_policy}: it {_NODE_POLICY_REASONS[node_policy]}; AWS maintains "
-                "it, and Karpenter's getting-started template attaches it to the node role.",
-            )
+        acknowledge_all(
+            self.node_role,
+            {
+                _MANAGED_POLICY.format(node_policy): f"Karpenter nodes need {node_policy}: it "
+                f"{_NODE_POLICY_REASONS[node_policy]}; AWS maintains "
+                "it, and Karpenter's getting-started template attaches it to the node role."
+                for node_policy in NODE_POLICIES
+            },
+        )
         self.node_access_entry = eks.CfnAccessEntry(
             self,
             "NodeAccessEntry",
@@ -458,17 +461,12 @@ class Karpenter(Construct):
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
         )
-        acknowledge(
-            self.queue,
-            "AwsSolutions-SQS3",
+        no_dead_letters = (
             "The interruption queue carries EC2 and AWS Health events Karpenter must act on within "
-            "minutes; retention is 300 s, so a dead-letter queue would only hold stale events.",
+            "minutes; retention is 300 s, so a dead-letter queue would only hold stale events."
         )
-        acknowledge(
-            self.queue,
-            "ControlTower::CT.SQS.PR.1",
-            "The interruption queue carries EC2 and AWS Health events Karpenter must act on within "
-            "minutes; retention is 300 s, so a dead-letter queue would only hold stale events.",
+        acknowledge_all(
+            self.queue, {"AwsSolutions-SQS3": no_dead_letters, "ControlTower::CT.SQS.PR.1": no_dead_letters}
         )
         self.rules: dict[str, events.Rule] = {}
         for rule_id, (source, detail_type) in INTERRUPTION_EVENTS.items():
@@ -496,8 +494,11 @@ class Karpenter(Construct):
                 roles=[self.controller_role.role_name],
             )
             self.policies[policy_id] = policy
-            for resource, reason in _WILDCARD_REASONS.get(policy_id, {}).items():
-                acknowledge(policy, _IAM5.format(resource), reason)
+            wildcards = _WILDCARD_REASONS.get(policy_id, {})
+            if wildcards:
+                acknowledge_all(
+                    policy, {_IAM5.format(resource): reason for resource, reason in wildcards.items()}
+                )
         self.pod_identity_association = eks.CfnPodIdentityAssociation(
             self,
             "PodIdentityAssociation",

@@ -12,6 +12,7 @@ See docs/decisions/0016-managed-scraper.md.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -519,6 +520,11 @@ class InferenceAlarms(Construct):
             return_data=False,
         )
 
+    @functools.cached_property
+    def _topic_arn(self) -> str:
+        """The topic's ARN token, read from jsii once rather than twice per alarm."""
+        return self.topic.topic_arn
+
     def _alarm(
         self,
         scope: Construct,
@@ -544,8 +550,8 @@ class InferenceAlarms(Construct):
             evaluation_periods=minutes,
             datapoints_to_alarm=minutes,
             treat_missing_data="notBreaching",
-            alarm_actions=[self.topic.topic_arn],
-            ok_actions=[self.topic.topic_arn],
+            alarm_actions=[self._topic_arn],
+            ok_actions=[self._topic_arn],
             metrics=metrics,
             namespace=self._namespace if single else None,
             metric_name=metric_name,

@@ -30,8 +30,9 @@ def refuse_placeholders(stack: cdk.Stack, placeholders: list[Placeholder]) -> No
     """
     if not placeholders:
         return
+    annotations = cdk.Annotations.of(stack)
     for placeholder in placeholders:
-        cdk.Annotations.of(stack).add_warning_v2(PLACEHOLDER_WARNING_ID, placeholder.describe())
+        annotations.add_warning_v2(PLACEHOLDER_WARNING_ID, placeholder.describe())
     replaced = cdk.CfnParameter(
         stack,
         PLACEHOLDER_PARAMETER_ID,
@@ -41,12 +42,14 @@ def refuse_placeholders(stack: cdk.Stack, placeholders: list[Placeholder]) -> No
         description="Whether the tier's documentation values were replaced: they were not "
         "(see the template rule GpufarmPlaceholders).",
     )
+    # One condition for every assertion: each renders the same {"Fn::Equals": [...]}.
+    never_holds = cdk.Fn.condition_equals(replaced.value_as_string, "yes")
     cdk.CfnRule(
         stack,
         PLACEHOLDER_RULE_ID,
         assertions=[
             cdk.CfnRuleAssertion(
-                assert_=cdk.Fn.condition_equals(replaced.value_as_string, "yes"),
+                assert_=never_holds,
                 assert_description=f"{p.path} holds {p.kind} ({p.why}); replace it "
                 "in the tier file and synthesize again",
             )
