@@ -38,6 +38,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufarm.config.fsx_capacity import fsx_storage_capacity_gib
 from gpufarm.config.model import (
     CapacityType,
     LoadBalancerKind,
@@ -48,7 +49,6 @@ from gpufarm.config.model import (
     Provisioning,
     TierConfig,
 )
-from gpufarm.config.sizing import fsx_storage_capacity_gib
 from gpufarm.core.instances import GPU_FAMILIES, gpus_in
 from gpufarm.core.placement import placement_of
 from gpufarm.eks_support import Phase, support_status

@@ -22,6 +22,7 @@ from gpufarm.constructs.karpenter import (
     KarpenterGpuNodePool,
     NvidiaDevicePlugin,
 )
+from gpufarm.constructs.kv_cache_routing import KvCacheRouting
 from gpufarm.constructs.lb_controller import AwsLoadBalancerController
 from gpufarm.constructs.logs_key import LogsKey
 from gpufarm.constructs.lws import LeaderWorkerSetController, MultiNodeServing
@@ -32,7 +33,6 @@ from gpufarm.constructs.nlb import AlpnPolicy, InferenceNlb
 from gpufarm.constructs.observability import InferenceAlarms, InferenceDashboard, PrometheusMonitoring
 from gpufarm.constructs.private_link import InferencePrivateLink
 from gpufarm.constructs.reserved_capacity import EfaDevicePlugin, ReservedGpuNodeGroup
-from gpufarm.constructs.routing import KvCacheRouting
 from gpufarm.constructs.serving import VllmServing
 from gpufarm.constructs.waf import InferenceWaf
 

@@ -18,9 +18,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from gpufarm.config.fsx_capacity import is_valid_fsx_capacity
 from gpufarm.config.model import FSX_THROUGHPUT_PER_TIB, S3_URI, FsxLustreConfig
 from gpufarm.config.names import is_dns_1123_label
-from gpufarm.config.sizing import is_valid_fsx_capacity
 from gpufarm.constructs._util import (
     acknowledge,
     construct_id,
@@ -69,7 +69,7 @@ class FsxModelStore(Construct):
     :param cluster: the EKS cluster that mounts the file system.
     :param config: import path, throughput per TiB, compression and auto-import.
     :param storage_capacity_gib: SSD capacity: 1200, 2400 or a multiple of 2400 GiB (see
-        :func:`gpufarm.config.sizing.fsx_storage_capacity_gib`).
+        :func:`gpufarm.config.fsx_capacity.fsx_storage_capacity_gib`).
     :param subnet: where the file servers live. Default: the VPC's first private subnet.
     :param client_security_groups: security groups of the nodes that mount the file system
         (for EKS, the cluster or node security group). Default: none; add them later with

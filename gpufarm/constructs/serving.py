@@ -54,7 +54,7 @@ class VllmServing(Construct):
     A model with `prefill_decode` gets its decode pods as the model's Deployment (vLLM behind the
     disaggregation sidecar) and a second Deployment `vllm-<model>-prefill` in the same manifest,
     on the same nodes (:func:`gpufarm.k8s.serving.vllm_deployment`); put the router of
-    :class:`gpufarm.constructs.routing.KvCacheRouting` in front of it. `efa_devices` maps such a
+    :class:`gpufarm.constructs.kv_cache_routing.KvCacheRouting` in front of it. `efa_devices` maps such a
     model to the EFA interfaces (decode pod, prefill pod) its pods request when it moves the KV
     cache over EFA (default: none, TCP).
 
@@ -158,8 +158,8 @@ class VllmServing(Construct):
                     docs.append(deployment(target_optimizer=target_optimizer))
                 else:
                     decode_efa, prefill_efa = (efa_devices or {}).get(model.name, (0, 0))
-                    docs.append(deployment(pd_role="decode", efa_devices=decode_efa))
-                    docs.append(deployment(pd_role="prefill", efa_devices=prefill_efa))
+                    docs.append(deployment(prefill_decode_role="decode", efa_devices=decode_efa))
+                    docs.append(deployment(prefill_decode_role="prefill", efa_devices=prefill_efa))
                 docs.append(
                     k8s_serving.vllm_service(part, config, target_optimizer=target_optimizer, share=share)
                 )

@@ -8,5 +8,5 @@ DECODE_ENGINE_PORT = 8200
 NIXL_SIDE_CHANNEL_PORT = 5600
 """vLLM's NIXL side channel (handshake and KV metadata between prefill and decode pods)."""
 
-PD_RESERVED_VLLM_FLAGS = ("--kv-transfer-config", "--block-size")
+PREFILL_DECODE_RESERVED_VLLM_FLAGS = ("--kv-transfer-config", "--block-size")
 """vLLM flags gpufarm sets on both roles from `prefill_decode`."""

@@ -17,8 +17,8 @@ from typing import Any, Literal
 from gpufarm import images
 from gpufarm.config.model import ModelAutoscalingConfig, ModelConfig
 from gpufarm.core.autoscaling import ScalingProblem, prefill_scaling_problems, scaling_problems
-from gpufarm.k8s.disagg import prefill_name
 from gpufarm.k8s.labels import MODEL_LABEL, common_labels, workload_name
+from gpufarm.k8s.prefill_decode import prefill_name
 
 KEDA_API = "keda.sh/v1alpha1"
 KEDA_CHART = "keda"

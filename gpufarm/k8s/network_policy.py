@@ -1,8 +1,8 @@
 """NetworkPolicies of the serving namespace: deny everything, then allow the flows the tier needs.
 
 Every policy is derived from the tier config and the labels and ports the workload builders use
-(:mod:`gpufarm.k8s.serving`, :mod:`gpufarm.k8s.lws`, :mod:`gpufarm.k8s.disagg`,
-:mod:`gpufarm.k8s.routing`, :mod:`gpufarm.k8s.gateway`), never from a list written per model.
+(:mod:`gpufarm.k8s.serving`, :mod:`gpufarm.k8s.lws`, :mod:`gpufarm.k8s.prefill_decode`,
+:mod:`gpufarm.k8s.kv_cache_routing`, :mod:`gpufarm.k8s.gateway`), never from a list written per model.
 docs/decisions/0039-netpol-default-deny-and-flows.md explains each flow and its sources.
 
 Kubernetes semantics this module relies on (https://kubernetes.io/docs/concepts/services-networking/network-policies/):
@@ -20,11 +20,11 @@ from typing import Any
 from gpufarm.config.bedrock import call_region
 from gpufarm.config.model import InterfaceEndpoint, ModelConfig, Provisioning, TierConfig
 from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT
-from gpufarm.k8s import disagg
 from gpufarm.k8s import gateway as gw
+from gpufarm.k8s import prefill_decode
+from gpufarm.k8s.kv_cache_routing import ENVOY_READY_PORT, ROUTER_PORT, router_selector
 from gpufarm.k8s.labels import common_labels, model_selector
 from gpufarm.k8s.lws import GROUP_INDEX_LABEL, RAY_CLIENT_PORT, RAY_PORT, leader_selector
-from gpufarm.k8s.routing import ENVOY_READY_PORT, ROUTER_PORT, router_selector
 
 API = "networking.k8s.io/v1"
 
@@ -275,7 +275,7 @@ def single_node_policies(tier: TierConfig, model: ModelConfig) -> list[dict[str,
     # nothing else from outside the model; a model's decode pods and prefill pods reach each other
     # on every port (the sidecar posts prompts to prefill pods; NIXL's side channel and its
     # transport's connections run between the two roles), never pods of the same role.
-    decode_pods, prefill_pods = model_selector(model.name), disagg.prefill_selector(model.name)
+    decode_pods, prefill_pods = model_selector(model.name), prefill_decode.prefill_selector(model.name)
     decode = _policy(
         f"vllm-{model.name}",
         ns,
@@ -287,7 +287,7 @@ def single_node_policies(tier: TierConfig, model: ModelConfig) -> list[dict[str,
         egress=[{"to": [_pods(prefill_pods)], "ports": ALL_TCP}, *egress],
     )
     prefill = _policy(
-        disagg.prefill_name(model.name),
+        prefill_decode.prefill_name(model.name),
         ns,
         prefill_pods,
         ingress=[
@@ -352,7 +352,7 @@ def router_policy(tier: TierConfig, model: ModelConfig) -> dict[str, Any]:
         ingress.append({"from": callers, "ports": _tcp(ROUTER_PORT)})
     ingress.append({"from": _load_balancer_peers(tier), "ports": _tcp(ROUTER_PORT, ENVOY_READY_PORT)})
     if model.prefill_decode is not None:
-        targets = {disagg.PD_GROUP_LABEL: model.name}
+        targets = {prefill_decode.PREFILL_DECODE_GROUP_LABEL: model.name}
     elif model.pipeline_parallel > 1:
         targets = leader_selector(model.name)
     else:

@@ -23,8 +23,8 @@ import yaml
 
 from gpufarm import images
 from gpufarm.config.names import is_dns_1123_label
-from gpufarm.k8s.disagg import ROLE_LABEL
 from gpufarm.k8s.labels import GPU_TAINT_KEY, MODEL_LABEL, POOL_LABEL, common_labels
+from gpufarm.k8s.prefill_decode import ROLE_LABEL
 
 MIN_SCRAPE_INTERVAL_SECONDS = 30
 """The managed scraper rejects a configuration that scrapes more often than every 30 s."""

@@ -14,7 +14,7 @@ from gpufarm.config.model import (
 )
 from gpufarm.core.endpoints import HEALTH_PATH as HEALTH_PATH  # re-exported
 from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT
-from gpufarm.k8s import disagg
+from gpufarm.k8s import prefill_decode
 from gpufarm.k8s.binding import READINESS_GATE_INJECT_LABEL
 from gpufarm.k8s.labels import (
     EFA_RESOURCE,
@@ -307,7 +307,7 @@ def vllm_deployment(
     fsx_claim: str | None = None,
     fsx_sub_path: str | None = None,
     node_selector: Mapping[str, str] | None = None,
-    pd_role: Literal["prefill", "decode"] | None = None,
+    prefill_decode_role: Literal["prefill", "decode"] | None = None,
     efa_devices: int = 0,
     share: str | None = None,
     min_ready_seconds: int = 0,
@@ -338,7 +338,8 @@ def vllm_deployment(
     `autoscaling` has no `spec.replicas`: KEDA owns the count, and re-applying the manifest must
     not reset it. Default: no agent, Mountpoint claim, `replicas` from the model.
 
-    `pd_role` (a model with `prefill_decode`) renders one role of it (:mod:`gpufarm.k8s.disagg`):
+    `prefill_decode_role` (a model with `prefill_decode`) renders one role of it
+    (:mod:`gpufarm.k8s.prefill_decode`):
     `"decode"` is the model's own Deployment with vLLM moved to the decode engine port behind the
     disaggregation sidecar; `"prefill"` is `vllm-<model>-prefill` with `prefill_replicas` pods of
     `prefill_gpus`. Both add the NixlConnector, the shared block size, the role labels and a
@@ -352,21 +353,24 @@ def vllm_deployment(
             f"'fsx_sub_path' needs 'fsx_claim' (the claim it is a path in), got {fsx_sub_path!r}"
         )
     pd = model.prefill_decode
-    if pd_role is not None and pd is None:
-        raise ValueError(f"'pd_role' needs a model with prefill_decode, got {pd_role!r} for {model.name!r}")
+    if prefill_decode_role is not None and pd is None:
+        raise ValueError(
+            "'prefill_decode_role' needs a model with prefill_decode, "
+            f"got {prefill_decode_role!r} for {model.name!r}"
+        )
     if efa_devices and (pd is None or pd.kv_transport is not KvTransport.EFA):
         raise ValueError(
             f"'efa_devices' needs a prefill/decode model with kv_transport 'efa', got {efa_devices}"
         )
-    prefill = pd_role == "prefill"
+    prefill = prefill_decode_role == "prefill"
     if prefill:
-        name, selector = disagg.prefill_name(model.name), disagg.prefill_selector(model.name)
+        name, selector = prefill_decode.prefill_name(model.name), prefill_decode.prefill_selector(model.name)
     else:
         name = workload_name(model.name, share)
         selector = model_selector(model.name) if share is None else share_selector(model.name, share)
     labels = {**common_labels("vllm-prefill" if prefill else "vllm"), **selector}
-    if pd_role is not None:
-        labels.update(disagg.role_labels(model.name, pd_role))
+    if prefill_decode_role is not None:
+        labels.update(prefill_decode.role_labels(model.name, prefill_decode_role))
     env: list[dict[str, Any]] = [
         *engine_env(),
         {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
@@ -383,15 +387,15 @@ def vllm_deployment(
     if target_optimizer is not None and target_optimizer.enabled:
         init_containers.append(target_control_agent(model, serving, target_optimizer))
 
-    port = DECODE_ENGINE_PORT if pd_role == "decode" else serving.port
+    port = DECODE_ENGINE_PORT if prefill_decode_role == "decode" else serving.port
     args = vllm_args(model, serving, port=port, gpus=gpu_count)
     image = serving.vllm_image
     extended = {GPU_RESOURCE: str(gpu_count)}
-    if pd is not None and pd_role is not None:
-        args += disagg.engine_args(pd)
-        env += disagg.nixl_env(prefill=prefill)
-        if pd_role == "decode":
-            init_containers.append(disagg.routing_sidecar(serving))
+    if pd is not None and prefill_decode_role is not None:
+        args += prefill_decode.engine_args(pd)
+        env += prefill_decode.nixl_env(prefill=prefill)
+        if prefill_decode_role == "decode":
+            init_containers.append(prefill_decode.routing_sidecar(serving))
         if efa_devices:
             image = pd.efa_image or image
             extended[EFA_RESOURCE] = str(efa_devices)
@@ -433,7 +437,7 @@ def vllm_deployment(
         "containers": [container],
         "volumes": volumes,
     }
-    if pd_role is None:
+    if prefill_decode_role is None:
         pod_spec["topologySpreadConstraints"] = [
             {
                 "maxSkew": 1,
@@ -451,7 +455,9 @@ def vllm_deployment(
                     {
                         "weight": 100,
                         "podAffinityTerm": {
-                            "labelSelector": {"matchLabels": {disagg.PD_GROUP_LABEL: model.name}},
+                            "labelSelector": {
+                                "matchLabels": {prefill_decode.PREFILL_DECODE_GROUP_LABEL: model.name}
+                            },
                             "topologyKey": "topology.kubernetes.io/zone",
                         },
                     }

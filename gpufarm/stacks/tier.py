@@ -7,6 +7,7 @@ from typing import Any
 import aws_cdk as cdk
 from constructs import Construct
 
+from gpufarm.config.fsx_capacity import fsx_storage_capacity_gib
 from gpufarm.config.model import (
     TIER_METADATA_KEY,
     InterfaceEndpoint,
@@ -16,7 +17,6 @@ from gpufarm.config.model import (
     TierConfig,
 )
 from gpufarm.config.placeholders import find_placeholders
-from gpufarm.config.sizing import fsx_storage_capacity_gib
 from gpufarm.constructs import (
     AutoModeGpuNodePool,
     EfaDevicePlugin,

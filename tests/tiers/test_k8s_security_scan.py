@@ -78,7 +78,7 @@ def variants(
             ),
             "gpufarm-production",
         ),
-        # As tests/tiers/test_kv_routing.py: the endpoint picker and Envoy in front of the model.
+        # As tests/tiers/test_kv_cache_routing.py: the endpoint picker and Envoy in front of the model.
         "production+kv-routing": (
             variant(
                 production_document,

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from gpufarm.core.prefill_decode import NIXL_SIDE_CHANNEL_PORT
-from gpufarm.k8s import disagg
+from gpufarm.k8s import prefill_decode
+from gpufarm.k8s.kv_cache_routing import PLUGINS_FILE, ROUTER_PORT, router_name
 from gpufarm.k8s.labels import GPU_RESOURCE, workload_name
-from gpufarm.k8s.routing import PLUGINS_FILE, ROUTER_PORT, router_name
 from tests.conftest import cfn_lint_errors, nag_violations
 from tests.tiers.conftest import synthesize, variant
 from tests.tiers.flows import check_closed_world, read_tier, unselected_pods
@@ -55,12 +55,12 @@ def test_model_runs_decode_pods_behind_the_sidecar_and_separate_prefill_pods(
     template: dict[str, Any],
 ) -> None:
     decode = manifest_of(template, "Deployment", workload_name(MODEL))
-    prefill = manifest_of(template, "Deployment", disagg.prefill_name(MODEL))
-    assert decode["spec"]["template"]["metadata"]["labels"][disagg.ROLE_LABEL] == "decode"
-    assert prefill["spec"]["template"]["metadata"]["labels"][disagg.ROLE_LABEL] == "prefill"
+    prefill = manifest_of(template, "Deployment", prefill_decode.prefill_name(MODEL))
+    assert decode["spec"]["template"]["metadata"]["labels"][prefill_decode.ROLE_LABEL] == "decode"
+    assert prefill["spec"]["template"]["metadata"]["labels"][prefill_decode.ROLE_LABEL] == "prefill"
     assert "replicas" not in prefill["spec"]  # KEDA sizes the prefill pods
     sidecars = [c["name"] for c in decode["spec"]["template"]["spec"].get("initContainers", [])]
-    assert disagg.SIDECAR_CONTAINER in sidecars
+    assert prefill_decode.SIDECAR_CONTAINER in sidecars
     # Both roles land where the model does, and prefill pods hold GPUs like decode pods.
     assert (
         decode["spec"]["template"]["spec"]["nodeSelector"]
@@ -74,16 +74,16 @@ def test_model_runs_decode_pods_behind_the_sidecar_and_separate_prefill_pods(
 
 def test_other_model_is_neither_split_nor_routed(template: dict[str, Any]) -> None:
     deployment = manifest_of(template, "Deployment", workload_name(OTHER))
-    assert disagg.ROLE_LABEL not in deployment["spec"]["template"]["metadata"]["labels"]
+    assert prefill_decode.ROLE_LABEL not in deployment["spec"]["template"]["metadata"]["labels"]
     names = {m["metadata"]["name"] for m in manifests(template) if m["kind"] == "Deployment"}
-    assert disagg.prefill_name(OTHER) not in names
+    assert prefill_decode.prefill_name(OTHER) not in names
     assert router_name(OTHER) not in names
 
 
 def test_router_runs_llm_ds_picker_with_the_configured_threshold(template: dict[str, Any]) -> None:
     router = manifest_of(template, "Deployment", router_name(MODEL))
     images = {c["name"]: c["image"] for c in router["spec"]["template"]["spec"]["containers"]}
-    assert images["epp"] == disagg.PD_EPP_IMAGE
+    assert images["epp"] == prefill_decode.PREFILL_DECODE_EPP_IMAGE
     plugins = json.loads(manifest_of(template, "ConfigMap", router_name(MODEL))["data"][PLUGINS_FILE])
     decider = next(p for p in plugins["plugins"] if p["type"] == "prefix-based-pd-decider")
     assert decider["parameters"] == {"nonCachedTokens": 1024}
@@ -104,12 +104,12 @@ def test_load_balancer_and_gateway_reach_the_router(template: dict[str, Any]) ->
 
 
 def test_keda_scales_each_role_on_its_own_pods(template: dict[str, Any]) -> None:
-    for target, role in ((workload_name(MODEL), "decode"), (disagg.prefill_name(MODEL), "prefill")):
+    for target, role in ((workload_name(MODEL), "decode"), (prefill_decode.prefill_name(MODEL), "prefill")):
         scaled = manifest_of(template, "ScaledObject", target)
         assert scaled["spec"]["scaleTargetRef"]["name"] == target
         queries = [t["metadata"]["query"] for t in scaled["spec"]["triggers"]]
         assert queries and all(f'role="{role}"' in q for q in queries)
-    prefill = manifest_of(template, "ScaledObject", disagg.prefill_name(MODEL))
+    prefill = manifest_of(template, "ScaledObject", prefill_decode.prefill_name(MODEL))
     assert (prefill["spec"]["minReplicaCount"], prefill["spec"]["maxReplicaCount"]) == (1, 2)
 
 
@@ -124,7 +124,7 @@ def test_network_policies_fence_the_decode_pods(template: dict[str, Any]) -> Non
     tier = read_tier(template)
     assert unselected_pods(tier) == []
     assert check_closed_world(tier) == []
-    decode, prefill, router = workload_name(MODEL), disagg.prefill_name(MODEL), router_name(MODEL)
+    decode, prefill, router = workload_name(MODEL), prefill_decode.prefill_name(MODEL), router_name(MODEL)
     assert tier.allowed(router, decode, 8000)
     assert tier.allowed(router, prefill, 8000)
     assert tier.allowed(decode, prefill, 8000)  # the sidecar posts the prompt

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from gpufarm.config import load_preset
+from gpufarm.config.fsx_capacity import fsx_storage_capacity_gib
 from gpufarm.config.model import CapacityType, PoolPurpose
-from gpufarm.config.sizing import fsx_storage_capacity_gib
 from gpufarm.k8s.labels import nodepool_name, workload_name
 from gpufarm.k8s.storage import fsx_sub_path
 from tests.conftest import PLACEHOLDER_ANNOTATION, cfn_lint_errors

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from gpufarm.config.model import PrefillDecodeConfig
-from gpufarm.k8s import disagg, lws
+from gpufarm.k8s import lws
+from gpufarm.k8s import prefill_decode as k8s_prefill_decode
 from tests.tiers.conftest import synthesize, variant
 from tests.tiers.helpers import helm_releases, resolved_manifests
 from tests.unit.factories import make_enterprise, overrides, split
@@ -81,7 +82,7 @@ def prefill_decode(
 def kv_routing(
     production_document: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
-    """As tests/tiers/test_kv_routing.py: the first model behind its KV-cache-aware router."""
+    """As tests/tiers/test_kv_cache_routing.py: the first model behind its KV-cache-aware router."""
     models = [dict(m) for m in production_document["models"]]
     models[0]["kv_cache_routing"] = True
     config = variant(
@@ -182,7 +183,7 @@ def pending(template: dict[str, Any]) -> list[str]:
 
     - LWS pinned at 0.11.0 (`gpufarm.k8s.lws.LWS_CHART_VERSION`): no such release is confirmed
       (../shared/upstream-ref/README.md); the pin moves to 0.10.0.
-    - llm-d's `disagg-headers-handler` (`gpufarm.k8s.disagg.plugins_config`): deprecated in
+    - llm-d's `disagg-headers-handler` (`gpufarm.k8s.prefill_decode.plugins_config`): deprecated in
       llm-d-router v0.9.0; `disagg-profile-handler` sets the header now.
 
     Both are derived from the code, so once a change lands its findings are no longer expected.
@@ -198,14 +199,14 @@ def pending(template: dict[str, Any]) -> list[str]:
             "image registry.k8s.io/lws/lws:v0.11.0: tag 'v0.11.0' of registry.k8s.io/lws/lws "
             "is not confirmed published (nearest known: 'v0.10.0')",
         ]
-    if "disagg-headers-handler" in disagg.plugins_config(PrefillDecodeConfig()):
+    if "disagg-headers-handler" in k8s_prefill_decode.plugins_config(PrefillDecodeConfig()):
         out += [
             f"Deployment/{m['metadata']['name']} container {c['name']}: "
             "epp-llm-d@v0.9.0.json: plugin type 'disagg-headers-handler' is deprecated"
             for m in resolved_manifests(template)
             if m["kind"] == "Deployment"
             for c in m["spec"]["template"]["spec"]["containers"]
-            if c["image"] == disagg.PD_EPP_IMAGE
+            if c["image"] == k8s_prefill_decode.PREFILL_DECODE_EPP_IMAGE
         ]
     return out
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from gpufarm.config import ConfigError, TierConfig, load_preset
+from gpufarm.config.fsx_capacity import fsx_capacity_step, fsx_storage_capacity_gib, is_valid_fsx_capacity
 from gpufarm.config.model import ModelStoreKind, PoolPurpose, Provisioning
-from gpufarm.config.sizing import fsx_capacity_step, fsx_storage_capacity_gib, is_valid_fsx_capacity
 
 from .factories import make_production, overrides, production_model, production_pool
 

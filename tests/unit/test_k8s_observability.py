@@ -454,7 +454,11 @@ def test_prefill_and_decode_pods_are_scraped_on_vllm_with_their_role(poc: TierCo
     pods = []
     for role in ("decode", "prefill"):
         deployment = vllm_deployment(
-            model, poc.serving, pool_name=poc.pool_of(model).name, region=poc.environment.region, pd_role=role
+            model,
+            poc.serving,
+            pool_name=poc.pool_of(model).name,
+            region=poc.environment.region,
+            prefill_decode_role=role,
         )
         template = copy.deepcopy(deployment["spec"]["template"])
         name = f"{deployment['metadata']['name']}-abc12"

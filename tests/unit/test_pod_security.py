@@ -21,7 +21,7 @@ from gpufarm.config.model import (
     TargetOptimizerConfig,
 )
 from gpufarm.k8s import gateway as gw
-from gpufarm.k8s import lws, routing, security, serving
+from gpufarm.k8s import kv_cache_routing, lws, security, serving
 from gpufarm.k8s.security import PodSecurityLevel
 
 from .pod_security import (
@@ -89,27 +89,29 @@ def _gateway(master_key: str | None) -> list[dict[str, Any]]:
 
 
 def _router(**kwargs: Any) -> list[dict[str, Any]]:
-    return routing.router_manifests(model_name="llama-70b", namespace="gpufarm", target_port=8000, **kwargs)
+    return kv_cache_routing.router_manifests(
+        model_name="llama-70b", namespace="gpufarm", target_port=8000, **kwargs
+    )
 
 
 RESTRICTED_BUILDS: dict[str, Callable[[], list[dict[str, Any]]]] = {
     "vllm": lambda: _deployment(load_preset("poc").models[0]),
     "vllm-gated": lambda: _deployment(GATED),
     "vllm-target-optimizer": lambda: _deployment(GATED, target_optimizer=OPTIMIZER),
-    "vllm-decode-tcp": lambda: _deployment(PD_TCP, pd_role="decode"),
-    "vllm-prefill-tcp": lambda: _deployment(PD_TCP, pd_role="prefill"),
+    "vllm-decode-tcp": lambda: _deployment(PD_TCP, prefill_decode_role="decode"),
+    "vllm-prefill-tcp": lambda: _deployment(PD_TCP, prefill_decode_role="prefill"),
     "lws": lambda: _lws(MULTI),
     "lws-gated-target-optimizer": lambda: _lws(MULTI_GATED, target_optimizer=OPTIMIZER),
     "gateway": lambda: _gateway(None),
     "gateway-master-key": lambda: _gateway("gpufarm/litellm-master-key"),
     "router-kv": lambda: _router(),
-    "router-pd": lambda: _router(disaggregation=PD_TCP.prefill_decode),
+    "router-pd": lambda: _router(prefill_decode=PD_TCP.prefill_decode),
 }
 """Every pod-bearing builder in the variants that change its pods, except EFA engines."""
 
 EFA_BUILDS: dict[str, Callable[[], list[dict[str, Any]]]] = {
-    "vllm-decode-efa": lambda: _deployment(PD_EFA, pd_role="decode", efa_devices=16),
-    "vllm-prefill-efa": lambda: _deployment(PD_EFA, pd_role="prefill", efa_devices=16),
+    "vllm-decode-efa": lambda: _deployment(PD_EFA, prefill_decode_role="decode", efa_devices=16),
+    "vllm-prefill-efa": lambda: _deployment(PD_EFA, prefill_decode_role="prefill", efa_devices=16),
     "lws-efa": lambda: _lws(MULTI, efa=True, efa_devices=4),
 }
 
@@ -383,7 +385,7 @@ def test_only_the_picker_gets_a_kubernetes_token(name: str, spec: dict[str, Any]
         c["name"]
         for c in containers(spec)
         for m in c.get("volumeMounts", [])
-        if m["mountPath"] == routing.API_ACCESS_MOUNT
+        if m["mountPath"] == kv_cache_routing.API_ACCESS_MOUNT
     ]
     assert holders == (["epp"] if name.startswith("router") else [])
 
@@ -473,7 +475,7 @@ def test_cpu_pods_run_as_their_images_unprivileged_user(
 
 
 def test_decode_sidecar_runs_as_its_images_user() -> None:
-    [doc] = _deployment(PD_TCP, pd_role="decode")
+    [doc] = _deployment(PD_TCP, prefill_decode_role="decode")
     [sidecar] = [
         c for c in doc["spec"]["template"]["spec"]["initContainers"] if c["name"] == "routing-sidecar"
     ]

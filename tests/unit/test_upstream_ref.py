@@ -14,7 +14,7 @@ import yaml
 from gpufarm.config import TierConfig, load_preset
 from gpufarm.config.model import PrefillDecodeConfig
 from gpufarm.constructs.observability import PROMQL_QUERIES
-from gpufarm.k8s import disagg, routing, scaled_object, trigger_authentication, vllm_args
+from gpufarm.k8s import kv_cache_routing, prefill_decode, scaled_object, trigger_authentication, vllm_args
 from gpufarm.k8s.gateway import litellm_config
 from gpufarm.k8s.lws import multinode_args
 
@@ -153,7 +153,7 @@ def test_every_preset_model_flag_is_a_vllm_flag() -> None:
 
 
 def test_prefill_decode_engine_flags_are_vllm_flags() -> None:
-    args = ["m", *disagg.engine_args(PrefillDecodeConfig())]
+    args = ["m", *prefill_decode.engine_args(PrefillDecodeConfig())]
     assert "--kv-transfer-config" in args
     assert vllm_arg_issues(args, VLLM) == []
 
@@ -214,25 +214,27 @@ def test_litellm_cli_options_are_checked() -> None:
 
 
 def test_kv_router_plugins_are_gaie_plugins() -> None:
-    config = json.loads(routing.plugins_config())
+    config = json.loads(kv_cache_routing.plugins_config())
     assert picker_config_issues(config, "epp-gaie@v1.5.0.json") == []
-    assert flag_issues(routing.epp_args("m", 8000), load("epp-gaie@v1.5.0.json")["flags"], "epp") == []
+    assert (
+        flag_issues(kv_cache_routing.epp_args("m", 8000), load("epp-gaie@v1.5.0.json")["flags"], "epp") == []
+    )
 
 
 def test_prefill_decode_plugins_are_llm_d_plugins() -> None:
-    config = json.loads(disagg.plugins_config(PrefillDecodeConfig()))
+    config = json.loads(prefill_decode.plugins_config(PrefillDecodeConfig()))
     issues = picker_config_issues(config, "epp-llm-d@v0.9.0.json")
     # disagg-headers-handler is deprecated in v0.9.0; the change replacing it is under way.
     deprecated = ["epp-llm-d@v0.9.0.json: plugin type 'disagg-headers-handler' is deprecated"]
     assert issues == (
         deprecated if any(p["type"] == "disagg-headers-handler" for p in config["plugins"]) else []
     )
-    args = disagg.epp_args("m", 8000, "/etc/epp/plugins.yaml")
+    args = prefill_decode.epp_args("m", 8000, "/etc/epp/plugins.yaml")
     assert flag_issues(args, load("epp-llm-d@v0.9.0.json")["flags"], "epp") == []
 
 
 def test_unknown_plugins_and_parameters_are_reported() -> None:
-    config = json.loads(routing.plugins_config())
+    config = json.loads(kv_cache_routing.plugins_config())
     config["plugins"][0]["type"] = "queue-scorrer"
     config["plugins"].append({"type": "max-score-picker", "parameters": {"maxNumEndpoints": 1}})
     config["schedulingProfiles"][0]["plugins"].append({"pluginRef": "nope"})

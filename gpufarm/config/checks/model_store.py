@@ -6,8 +6,8 @@ import re
 from collections.abc import Iterator
 
 from gpufarm.config.errors import ConfigIssue
+from gpufarm.config.fsx_capacity import fsx_required_gib, is_valid_fsx_capacity
 from gpufarm.config.model import FSX_THROUGHPUT_PER_TIB, S3_URI, ModelStoreKind, TierConfig
-from gpufarm.config.sizing import fsx_required_gib, is_valid_fsx_capacity
 from gpufarm.core.s3 import split_s3_uri
 
 

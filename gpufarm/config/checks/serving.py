@@ -32,7 +32,11 @@ from gpufarm.config.vllm_flags import (
 from gpufarm.core.autoscaling import ScalingProblem, prefill_scaling_problems, scaling_problems
 from gpufarm.core.names import leader_service_name, router_name, workload_name
 from gpufarm.core.placement import placement_of
-from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PORT, PD_RESERVED_VLLM_FLAGS
+from gpufarm.core.prefill_decode import (
+    DECODE_ENGINE_PORT,
+    NIXL_SIDE_CHANNEL_PORT,
+    PREFILL_DECODE_RESERVED_VLLM_FLAGS,
+)
 
 RESERVED_VLLM_FLAGS = (
     "--model",
@@ -467,7 +471,7 @@ def _prefill_decode(cfg: TierConfig) -> Iterator[ConfigIssue]:
         yield from _reserved_flags(
             f"models[{i}]",
             model,
-            PD_RESERVED_VLLM_FLAGS,
+            PREFILL_DECODE_RESERVED_VLLM_FLAGS,
             "on a prefill/decode model (gpufarm derives it from prefill_decode)",
         )
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from typing import Any
 
 from gpufarm import images
 from gpufarm.config.model import PrefillDecodeConfig
 from gpufarm.core.endpoints import ENVOY_READY_PORT as ENVOY_READY_PORT  # re-exported
 from gpufarm.core.endpoints import ROUTER_PORT as ROUTER_PORT  # re-exported
-from gpufarm.k8s import disagg
+from gpufarm.k8s import prefill_decode as k8s_prefill_decode
 from gpufarm.k8s.labels import MODEL_LABEL, common_labels, model_selector
 from gpufarm.k8s.labels import router_name as router_name  # re-exported (see labels.py)
 from gpufarm.k8s.lws import leader_selector
@@ -49,7 +50,7 @@ METRICS_PORT = 9090
 DESTINATION_HEADER = "x-gateway-destination-endpoint"
 """Header in which the EPP names the chosen pod (`ip:port`) for Envoy's original-destination cluster."""
 
-ROUTING_HEADERS = (DESTINATION_HEADER, disagg.PREFILLER_HEADER)
+ROUTING_HEADERS = (DESTINATION_HEADER, k8s_prefill_decode.PREFILLER_HEADER)
 """Headers only the picker may set; Envoy removes them from client requests before asking it."""
 
 PLUGINS_FILE = "default-plugins.yaml"
@@ -408,6 +409,7 @@ def router_manifests(
     node_selector: dict[str, str] | None = None,
     epp_cpu: str = "500m",
     epp_memory: str = "1Gi",
+    prefill_decode: PrefillDecodeConfig | None = None,
     disaggregation: PrefillDecodeConfig | None = None,
 ) -> list[dict[str, Any]]:
     """Everything one model's router needs, in apply order.
@@ -421,24 +423,35 @@ def router_manifests(
     router (default: anywhere). `epp_cpu`/`epp_memory` are the EPP's requests (memory also its
     limit). The Envoy sidecar requests 100m CPU and 512 MiB, as the chart.
 
-    `disaggregation` (a prefill/decode model) swaps the picker for llm-d's
-    (:data:`gpufarm.k8s.disagg.PD_EPP_IMAGE`) with the prefill/decode profiles of
-    :func:`gpufarm.k8s.disagg.plugins_config`, over the model's prefill and decode pods. Default:
-    the KV-cache-aware picker.
+    `prefill_decode` (a prefill/decode model) swaps the picker for llm-d's
+    (:data:`gpufarm.k8s.prefill_decode.PREFILL_DECODE_EPP_IMAGE`) with the prefill/decode profiles of
+    :func:`gpufarm.k8s.prefill_decode.plugins_config`, over the model's prefill and decode pods. Default:
+    the KV-cache-aware picker. `disaggregation` is its old name, still accepted with a
+    DeprecationWarning.
     """
+    if disaggregation is not None:
+        if prefill_decode is not None:
+            raise TypeError("pass 'prefill_decode' only: 'disaggregation' is its deprecated name")
+        warnings.warn(
+            "router_manifests(disaggregation=...) is deprecated: pass prefill_decode=...",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        prefill_decode = disaggregation
     if not 1 <= target_port <= 65535:
         raise ValueError(f"'target_port' must be between 1 and 65535, got {target_port}")
-    if disaggregation is not None and leaders_only:
+    if prefill_decode is not None and leaders_only:
         raise ValueError(
-            "'leaders_only' must be false with 'disaggregation' (prefill/decode pods are single-node)"
+            "'leaders_only' must be false with 'prefill_decode' (prefill/decode pods are single-node)"
         )
     plugins_file = f"{CONFIG_MOUNT}/{PLUGINS_FILE}"
-    if disaggregation is None:
+    if prefill_decode is None:
         epp_image, plugins_text = EPP_IMAGE, plugins_config()
         picker_args = epp_args(model_name, target_port, leaders_only=leaders_only)
     else:
-        epp_image, plugins_text = disagg.PD_EPP_IMAGE, disagg.plugins_config(disaggregation)
-        picker_args = disagg.epp_args(model_name, target_port, plugins_file)
+        epp_image = k8s_prefill_decode.PREFILL_DECODE_EPP_IMAGE
+        plugins_text = k8s_prefill_decode.plugins_config(prefill_decode)
+        picker_args = k8s_prefill_decode.epp_args(model_name, target_port, plugins_file)
     name = router_name(model_name)
     labels = {**common_labels(COMPONENT), **router_selector(model_name)}
     meta = {"name": name, "namespace": namespace, "labels": labels}

@@ -14,8 +14,8 @@ from gpufarm.config import ModelConfig, ServingConfig
 from gpufarm.config.model import CompliancePack
 from gpufarm.constructs import enable_compliance_checks
 from gpufarm.constructs.compliance import require_compliance_pack
-from gpufarm.constructs.routing import KvCacheRouting
-from gpufarm.k8s import routing as k8s_routing
+from gpufarm.constructs.kv_cache_routing import KvCacheRouting
+from gpufarm.k8s import kv_cache_routing as k8s_kv_cache_routing
 from tests.conftest import cdk_context, cfn_lint_errors
 from tests.constructs.helpers import (
     KUBERNETES_RESOURCE,
@@ -73,7 +73,7 @@ def test_one_manifest_per_model(built: Built) -> None:
 
 
 def test_manifest_holds_the_router_of_its_model(built: Built) -> None:
-    expected = k8s_routing.router_manifests(
+    expected = k8s_kv_cache_routing.router_manifests(
         model_name=SINGLE.name,
         namespace=SERVING.namespace,
         target_port=SERVING.port,
@@ -88,14 +88,14 @@ def test_multi_node_model_is_routed_to_its_leaders_only(built: Built) -> None:
     docs = manifest_of(built.template, built.routing.manifests[MULTI.name])
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     epp = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "epp")
-    assert epp["args"] == k8s_routing.epp_args(MULTI.name, SERVING.port, leaders_only=True)
+    assert epp["args"] == k8s_kv_cache_routing.epp_args(MULTI.name, SERVING.port, leaders_only=True)
 
 
 def test_single_node_model_is_routed_to_all_its_pods(built: Built) -> None:
     docs = manifest_of(built.template, built.routing.manifests[SINGLE.name])
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     epp = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "epp")
-    assert epp["args"] == k8s_routing.epp_args(SINGLE.name, SERVING.port)
+    assert epp["args"] == k8s_kv_cache_routing.epp_args(SINGLE.name, SERVING.port)
 
 
 def test_manifests_are_applied_after_the_namespace(built: Built) -> None:

@@ -10,14 +10,14 @@ from constructs import Construct
 
 from gpufarm.config.model import ModelConfig, ServingConfig
 from gpufarm.constructs._util import construct_id
-from gpufarm.k8s import routing as k8s_routing
+from gpufarm.k8s import kv_cache_routing as k8s_kv_cache_routing
 
 
 class KvCacheRouting(Construct):
     """Puts a KV-cache-aware router in front of each model in `models`.
 
     Each model gets one manifest (child `Model<Name>`) with its router
-    (:func:`gpufarm.k8s.routing.router_manifests`): the Gateway API Inference Extension's
+    (:func:`gpufarm.k8s.kv_cache_routing.router_manifests`): the Gateway API Inference Extension's
     endpoint picker v1.5.0 in standalone mode with an Envoy sidecar, scoring the model's pods on
     queue depth, KV-cache use and prefix-cache hits, and the ClusterIP Service
     `vllm-<model>-router`. The load balancer's TargetGroupBinding and the gateway must use
@@ -25,7 +25,7 @@ class KvCacheRouting(Construct):
     Models with `pipeline_parallel` of 2 or more are routed to their LeaderWorkerSet leaders only.
     A model with `prefill_decode` gets llm-d's endpoint picker instead (v0.9.0, same layout),
     choosing a decode pod and, for long uncached prompts, a prefill pod
-    (:func:`gpufarm.k8s.disagg.plugins_config`).
+    (:func:`gpufarm.k8s.prefill_decode.plugins_config`).
 
     No IAM role: the picker talks to the Kubernetes API only (read access to pods in
     `serving.namespace`, through a Role). The manifests are applied after `after` (the construct
@@ -52,11 +52,11 @@ class KvCacheRouting(Construct):
         super().__init__(scope, id)
         _validate(models)
         self.namespace = serving.namespace
-        self.port = k8s_routing.ROUTER_PORT
+        self.port = k8s_kv_cache_routing.ROUTER_PORT
         """The routers' Service port (`http`) that a TargetGroupBinding names."""
         self.manifests: dict[str, eks.KubernetesManifest] = {}
         for model in models:
-            docs = k8s_routing.router_manifests(
+            docs = k8s_kv_cache_routing.router_manifests(
                 model_name=model.name,
                 namespace=serving.namespace,
                 target_port=serving.port,
@@ -64,7 +64,7 @@ class KvCacheRouting(Construct):
                 node_selector=dict(node_selector) if node_selector else None,
                 epp_cpu=epp_cpu,
                 epp_memory=epp_memory,
-                disaggregation=model.prefill_decode,
+                prefill_decode=model.prefill_decode,
             )
             manifest = eks.KubernetesManifest(
                 self, f"Model{construct_id(model.name)}", cluster=cluster, manifest=docs, overwrite=True
@@ -87,7 +87,7 @@ class KvCacheRouting(Construct):
                 f"'model_name' must be one of the routed models ({', '.join(self.manifests)}), "
                 f"got {model_name!r}"
             )
-        return k8s_routing.router_name(model_name)
+        return k8s_kv_cache_routing.router_name(model_name)
 
 
 def _validate(models: Sequence[ModelConfig]) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from gpufarm.config.model import ModelConfig, PrefillDecodeConfig, ServingConfig
 from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PORT
-from gpufarm.k8s import disagg, routing
+from gpufarm.k8s import kv_cache_routing, prefill_decode
 from gpufarm.k8s.labels import EFA_RESOURCE, GPU_RESOURCE, model_selector, workload_name
 from gpufarm.k8s.serving import vllm_deployment
 from tests.conftest import REPO
@@ -33,7 +33,7 @@ def model(**pd: Any) -> ModelConfig:
 
 def deployment(role: str, m: ModelConfig | None = None, **kwargs: Any) -> dict[str, Any]:
     return vllm_deployment(
-        m or model(), SERVING, pool_name="h100", region="us-east-1", pd_role=role, **kwargs
+        m or model(), SERVING, pool_name="h100", region="us-east-1", prefill_decode_role=role, **kwargs
     )  # type: ignore[arg-type]
 
 
@@ -74,7 +74,7 @@ def test_both_roles_start_the_nixl_connector_with_one_block_size() -> None:
 
 def test_efa_transport_selects_nixls_libfabric_backend() -> None:
     config = json.loads(
-        disagg.kv_transfer_config(PrefillDecodeConfig(kv_transport="efa", efa_image=EFA_IMAGE))
+        prefill_decode.kv_transfer_config(PrefillDecodeConfig(kv_transport="efa", efa_image=EFA_IMAGE))
     )
     assert config["kv_connector_extra_config"] == {"backends": ["LIBFABRIC"]}
 
@@ -101,9 +101,9 @@ def test_decode_vllm_moves_behind_the_sidecar_on_the_serving_port() -> None:
     assert flag(container["args"], "--port") == str(DECODE_ENGINE_PORT)
     # Probes and the metrics scrape name the port `http`: vLLM's own, not the sidecar's.
     assert container["ports"] == [{"name": "http", "containerPort": DECODE_ENGINE_PORT, "protocol": "TCP"}]
-    (sidecar,) = [c for c in pod(doc)["initContainers"] if c["name"] == disagg.SIDECAR_CONTAINER]
+    (sidecar,) = [c for c in pod(doc)["initContainers"] if c["name"] == prefill_decode.SIDECAR_CONTAINER]
     assert sidecar["restartPolicy"] == "Always"  # a native sidecar: up before vLLM, down after it
-    assert sidecar["image"] == disagg.PD_SIDECAR_IMAGE
+    assert sidecar["image"] == prefill_decode.PREFILL_DECODE_SIDECAR_IMAGE
     assert sidecar["args"] == [
         f"--port={SERVING.port}",
         f"--vllm-port={DECODE_ENGINE_PORT}",
@@ -119,8 +119,8 @@ def test_decode_pods_keep_the_models_deployment_and_selector() -> None:
     assert doc["spec"]["selector"]["matchLabels"] == model_selector("llama-70b")
     assert doc["spec"]["replicas"] == 3
     labels = doc["spec"]["template"]["metadata"]["labels"]
-    assert labels[disagg.ROLE_LABEL] == "decode"
-    assert labels[disagg.PD_GROUP_LABEL] == "llama-70b"
+    assert labels[prefill_decode.ROLE_LABEL] == "decode"
+    assert labels[prefill_decode.PREFILL_DECODE_GROUP_LABEL] == "llama-70b"
     assert GPU_RESOURCE in vllm(doc)["resources"]["limits"]
 
 
@@ -151,9 +151,9 @@ def test_prefill_and_decode_deployments_never_select_each_others_pods() -> None:
     decode_labels = decode["spec"]["template"]["metadata"]["labels"]
     assert not matches(decode["spec"]["selector"]["matchLabels"], prefill_labels)
     assert not matches(prefill["spec"]["selector"]["matchLabels"], decode_labels)
-    assert prefill_labels[disagg.ROLE_LABEL] == "prefill"
+    assert prefill_labels[prefill_decode.ROLE_LABEL] == "prefill"
     # The picker finds both roles with one selector.
-    key, value = disagg.endpoint_selector("llama-70b").split("=")
+    key, value = prefill_decode.endpoint_selector("llama-70b").split("=")
     assert prefill_labels[key] == decode_labels[key] == value
 
 
@@ -163,7 +163,9 @@ def test_both_roles_prefer_one_zone_instead_of_spreading() -> None:
         assert "topologySpreadConstraints" not in spec
         (term,) = spec["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
         assert term["podAffinityTerm"]["topologyKey"] == "topology.kubernetes.io/zone"
-        assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == {disagg.PD_GROUP_LABEL: "llama-70b"}
+        assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == {
+            prefill_decode.PREFILL_DECODE_GROUP_LABEL: "llama-70b"
+        }
 
 
 def test_efa_pods_run_the_efa_image_with_interfaces_and_locked_memory() -> None:
@@ -195,17 +197,17 @@ def test_both_roles_are_valid_deployments() -> None:
     ("kwargs", "message"),
     [
         (
-            {"pd_role": "decode", "m": ModelConfig(name="plain", weights="Qwen/Qwen3-8B")},
-            "'pd_role' needs a model with prefill_decode, got 'decode' for 'plain'",
+            {"prefill_decode_role": "decode", "m": ModelConfig(name="plain", weights="Qwen/Qwen3-8B")},
+            "'prefill_decode_role' needs a model with prefill_decode, got 'decode' for 'plain'",
         ),
         (
-            {"pd_role": "decode", "efa_devices": 4},
+            {"prefill_decode_role": "decode", "efa_devices": 4},
             "'efa_devices' needs a prefill/decode model with kv_transport 'efa', got 4",
         ),
     ],
 )
 def test_invalid_role_arguments_are_rejected(kwargs: dict[str, Any], message: str) -> None:
-    role = kwargs.pop("pd_role")
+    role = kwargs.pop("prefill_decode_role")
     with pytest.raises(ValueError) as caught:
         deployment(role, **kwargs)
     assert str(caught.value) == message
@@ -213,7 +215,7 @@ def test_invalid_role_arguments_are_rejected(kwargs: dict[str, Any], message: st
 
 def test_unknown_role_label_is_rejected() -> None:
     with pytest.raises(ValueError) as caught:
-        disagg.role_labels("llama-70b", "encode")
+        prefill_decode.role_labels("llama-70b", "encode")
     assert str(caught.value) == "'role' must be 'prefill' or 'decode', got 'encode'"
 
 
@@ -221,18 +223,18 @@ def test_unknown_role_label_is_rejected() -> None:
 
 
 def _router(**pd: Any) -> dict[str, dict[str, Any]]:
-    docs = routing.router_manifests(
+    docs = kv_cache_routing.router_manifests(
         model_name="llama-70b",
         namespace="gpufarm",
         target_port=SERVING.port,
-        disaggregation=PrefillDecodeConfig(**pd),
+        prefill_decode=PrefillDecodeConfig(**pd),
     )
     return {f"{d['kind']}/{d['metadata']['name']}": d for d in docs}
 
 
 def _plugins(**pd: Any) -> dict[str, Any]:
     config: dict[str, Any] = json.loads(
-        _router(**pd)["ConfigMap/vllm-llama-70b-router"]["data"][routing.PLUGINS_FILE]
+        _router(**pd)["ConfigMap/vllm-llama-70b-router"]["data"][kv_cache_routing.PLUGINS_FILE]
     )
     return config
 
@@ -240,12 +242,12 @@ def _plugins(**pd: Any) -> dict[str, Any]:
 def test_router_runs_llm_ds_picker_over_both_roles() -> None:
     deployment_doc = _router()["Deployment/vllm-llama-70b-router"]
     containers = {c["name"]: c for c in pod(deployment_doc)["containers"]}
-    assert containers["epp"]["image"] == disagg.PD_EPP_IMAGE
+    assert containers["epp"]["image"] == prefill_decode.PREFILL_DECODE_EPP_IMAGE
     args = containers["epp"]["args"]
-    assert flag(args, "--endpoint-selector") == f"{disagg.PD_GROUP_LABEL}=llama-70b"
+    assert flag(args, "--endpoint-selector") == f"{prefill_decode.PREFILL_DECODE_GROUP_LABEL}=llama-70b"
     # Decode pods take requests through their sidecar, prefill pods in vLLM: both on the serving port.
     assert flag(args, "--endpoint-target-ports") == str(SERVING.port)
-    assert flag(args, "--config-file") == f"{routing.CONFIG_MOUNT}/{routing.PLUGINS_FILE}"
+    assert flag(args, "--config-file") == f"{kv_cache_routing.CONFIG_MOUNT}/{kv_cache_routing.PLUGINS_FILE}"
 
 
 def test_picker_disaggregates_only_long_uncached_prompts() -> None:
@@ -294,26 +296,49 @@ def test_picker_profiles_filter_by_role_and_use_declared_plugins() -> None:
 def test_a_changed_picker_config_rolls_the_router() -> None:
     def config_hash(**pd: Any) -> str:
         template = _router(**pd)["Deployment/vllm-llama-70b-router"]["spec"]["template"]
-        value: str = template["metadata"]["annotations"][routing.CONFIG_HASH_ANNOTATION]
+        value: str = template["metadata"]["annotations"][kv_cache_routing.CONFIG_HASH_ANNOTATION]
         return value
 
     assert config_hash(min_uncached_tokens=512) == config_hash(min_uncached_tokens=512)
     assert config_hash(min_uncached_tokens=512) != config_hash(min_uncached_tokens=1024)
 
 
-def test_disaggregated_router_cannot_target_leaders() -> None:
+def test_prefill_decode_router_cannot_target_leaders() -> None:
     with pytest.raises(ValueError) as caught:
-        routing.router_manifests(
+        kv_cache_routing.router_manifests(
             model_name="llama-70b",
             namespace="gpufarm",
             target_port=8000,
             leaders_only=True,
-            disaggregation=PrefillDecodeConfig(),
+            prefill_decode=PrefillDecodeConfig(),
         )
     assert (
         str(caught.value)
-        == "'leaders_only' must be false with 'disaggregation' (prefill/decode pods are single-node)"
+        == "'leaders_only' must be false with 'prefill_decode' (prefill/decode pods are single-node)"
     )
+
+
+def test_the_old_disaggregation_keyword_still_works_with_a_deprecation_warning() -> None:
+    arguments: dict[str, Any] = {"model_name": "llama-70b", "namespace": "gpufarm", "target_port": 8000}
+    with pytest.warns(DeprecationWarning) as warned:
+        old = kv_cache_routing.router_manifests(**arguments, disaggregation=PrefillDecodeConfig())
+    assert [str(w.message) for w in warned] == [
+        "router_manifests(disaggregation=...) is deprecated: pass prefill_decode=..."
+    ]
+    assert old == kv_cache_routing.router_manifests(**arguments, prefill_decode=PrefillDecodeConfig())
+    assert old != kv_cache_routing.router_manifests(**arguments)
+
+
+def test_the_old_and_new_prefill_decode_keywords_together_are_refused() -> None:
+    with pytest.raises(TypeError) as caught:
+        kv_cache_routing.router_manifests(
+            model_name="llama-70b",
+            namespace="gpufarm",
+            target_port=8000,
+            prefill_decode=PrefillDecodeConfig(),
+            disaggregation=PrefillDecodeConfig(),
+        )
+    assert str(caught.value) == "pass 'prefill_decode' only: 'disaggregation' is its deprecated name"
 
 
 def test_router_objects_are_valid() -> None:

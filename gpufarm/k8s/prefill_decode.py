@@ -32,16 +32,16 @@ from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PO
 from gpufarm.k8s.labels import workload_name
 from gpufarm.k8s.security import NONROOT_UID, container_security
 
-PD_EPP_IMAGE = images.reference("llm-d-epp")
+PREFILL_DECODE_EPP_IMAGE = images.reference("llm-d-epp")
 """llm-d's endpoint picker (the Gateway API Inference Extension picker plus llm-d's plugins)."""
 
-PD_SIDECAR_IMAGE = images.reference("llm-d-disagg-sidecar")
+PREFILL_DECODE_SIDECAR_IMAGE = images.reference("llm-d-disagg-sidecar")
 """llm-d's disaggregation sidecar, the decode pod's reverse proxy; same release as the picker."""
 
 ROLE_LABEL = "llm-d.ai/role"
 """Pod label the picker's `prefill-filter` and `decode-filter` select on (`prefill` / `decode`)."""
 
-PD_GROUP_LABEL = "gpufarm.io/pd-group"
+PREFILL_DECODE_GROUP_LABEL = "gpufarm.io/pd-group"
 """Pod label shared by a model's prefill and decode pods: the picker's endpoint selector."""
 
 PREFILL_OF_LABEL = "gpufarm.io/prefill-of"
@@ -75,12 +75,12 @@ def role_labels(model_name: str, role: str) -> dict[str, str]:
     """Pod-template labels of one role: the picker's role label and the shared group label."""
     if role not in ("prefill", "decode"):
         raise ValueError(f"'role' must be 'prefill' or 'decode', got {role!r}")
-    return {ROLE_LABEL: role, PD_GROUP_LABEL: model_name}
+    return {ROLE_LABEL: role, PREFILL_DECODE_GROUP_LABEL: model_name}
 
 
 def endpoint_selector(model_name: str) -> str:
     """The picker's `--endpoint-selector`: every prefill and decode pod of the model."""
-    return f"{PD_GROUP_LABEL}={model_name}"
+    return f"{PREFILL_DECODE_GROUP_LABEL}={model_name}"
 
 
 def kv_transfer_config(pd: PrefillDecodeConfig) -> str:
@@ -123,7 +123,7 @@ def routing_sidecar(serving: ServingConfig) -> dict[str, Any]:
     """
     return {
         "name": SIDECAR_CONTAINER,
-        "image": PD_SIDECAR_IMAGE,
+        "image": PREFILL_DECODE_SIDECAR_IMAGE,
         "imagePullPolicy": "IfNotPresent",
         "restartPolicy": "Always",
         "args": [

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
+from gpufarm.k8s.kv_cache_routing import ENVOY_READY_PORT, ROUTER_PORT, router_name
 from gpufarm.k8s.labels import workload_name
-from gpufarm.k8s.routing import ENVOY_READY_PORT, ROUTER_PORT, router_name
 from tests.conftest import cfn_lint_errors, nag_violations
 from tests.tiers.conftest import synthesize, variant
 from tests.tiers.flows import check_closed_world, read_tier, unselected_pods

@@ -1,0 +1,228 @@
+"""The review: stacks matched by name and compared (diff mode), or one assembly summarized."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufarm.review.capacity import TierFacts, tier_facts
+from gpufarm.review.exposure import Exposure, exposures
+from gpufarm.review.iam import IamGrant, iam_grants
+from gpufarm.review.replacements import Replacement, ResourceChange, diff_resources
+from gpufarm.review.resource_classes import CreateOnlyProperties, is_critical
+from gpufarm.review.templates import StackTemplate, load_assembly
+
+
+@dataclass(frozen=True, kw_only=True)
+class StackReview:
+    """What changes in one stack (diff mode) or what it holds (summary mode)."""
+
+    name: str
+    status: str
+    """'changed', 'unchanged', 'added' (new stack), 'removed' (stack deleted) or 'summary'."""
+    changes: list[ResourceChange] = field(default_factory=list)
+    replacements: list[Replacement] = field(default_factory=list)
+    exposure_opened: list[Exposure] = field(default_factory=list)
+    exposure_closed: list[Exposure] = field(default_factory=list)
+    iam_added: list[IamGrant] = field(default_factory=list)
+    iam_removed: list[IamGrant] = field(default_factory=list)
+    base: TierFacts | None = None
+    head: TierFacts | None = None
+    resource_counts: dict[str, int] = field(default_factory=dict)
+    """Summary mode: resources by type."""
+    critical_resources: list[tuple[str, str, str]] = field(default_factory=list)
+    """Summary mode: (logical ID, type, deletion policy) of stateful and traffic-bearing resources."""
+    exposure: list[Exposure] = field(default_factory=list)
+    """Summary mode: what the stack exposes."""
+    iam_wildcards: list[IamGrant] = field(default_factory=list)
+    """Summary mode: wildcard grants."""
+
+    @property
+    def critical_replacements(self) -> list[Replacement]:
+        """Replacements of stateful or traffic-bearing resources."""
+        return [r for r in self.replacements if r.critical]
+
+    def counts_by_type(self) -> dict[str, dict[str, int]]:
+        """Type -> {'added', 'removed', 'modified', 'replaced'} counts."""
+        out: dict[str, dict[str, int]] = {}
+        for change in self.changes:
+            row = out.setdefault(
+                change.resource_type, dict.fromkeys(("added", "removed", "modified", "replaced"), 0)
+            )
+            row[change.change] += 1
+        return dict(sorted(out.items()))
+
+    def gpu_delta(self) -> dict[str, int]:
+        """Change in GPUs by capacity type (head minus base)."""
+        before = self.base.gpus if self.base else {}
+        after = self.head.gpus if self.head else {}
+        return {k: after.get(k, 0) - before.get(k, 0) for k in sorted(set(before) | set(after))}
+
+    def cost_delta(self) -> float | None:
+        """Change of the base monthly bill, USD (None when either side has no estimate)."""
+        if self.status == "added" and self.head and self.head.monthly_usd is not None:
+            return self.head.monthly_usd
+        if self.status == "removed" and self.base and self.base.monthly_usd is not None:
+            return -self.base.monthly_usd
+        if not (self.base and self.head) or self.base.monthly_usd is None or self.head.monthly_usd is None:
+            return None
+        return self.head.monthly_usd - self.base.monthly_usd
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        out: dict[str, Any] = {"name": self.name, "status": self.status}
+        if self.status == "summary":
+            out |= {
+                "resource_counts": self.resource_counts,
+                "critical_resources": [
+                    {"logical_id": i, "type": t, "deletion_policy": p} for i, t, p in self.critical_resources
+                ],
+                "exposure": [e.to_dict() for e in self.exposure],
+                "iam_wildcards": [g.to_dict() for g in self.iam_wildcards],
+                "tier": self.head.to_dict() if self.head else None,
+            }
+            return out
+        return out | {
+            "replacements": [r.to_dict() for r in self.replacements],
+            "exposure": {
+                "opened": [e.to_dict() for e in self.exposure_opened],
+                "closed": [e.to_dict() for e in self.exposure_closed],
+            },
+            "iam": {
+                "added": [g.to_dict() for g in self.iam_added],
+                "removed": [g.to_dict() for g in self.iam_removed],
+                "new_wildcards": [g.to_dict() for g in self.iam_added if g.wildcard],
+            },
+            "resources": {"by_type": self.counts_by_type(), "changes": [c.to_dict() for c in self.changes]},
+            "gpus": {
+                "base": self.base.gpus if self.base else {},
+                "head": self.head.gpus if self.head else {},
+                "delta": self.gpu_delta(),
+            },
+            "monthly_cost": {
+                "base_usd": self.base.monthly_usd if self.base else None,
+                "head_usd": self.head.monthly_usd if self.head else None,
+                "delta_usd": self.cost_delta(),
+                "base_peak_usd": self.base.peak_monthly_usd if self.base else None,
+                "head_peak_usd": self.head.peak_monthly_usd if self.head else None,
+            },
+            "notes": [
+                n for n in (self.base.note if self.base else "", self.head.note if self.head else "") if n
+            ],
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Review:
+    """The review of an assembly change (diff mode) or of one assembly (summary mode)."""
+
+    mode: str
+    """'diff' or 'summary'."""
+    stacks: list[StackReview]
+    base_label: str = ""
+    head_label: str = ""
+    create_only_source: str = ""
+
+    @property
+    def critical_replacements(self) -> int:
+        """Replacements of stateful or traffic-bearing resources over all stacks."""
+        return sum(len(s.critical_replacements) for s in self.stacks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        return {
+            "mode": self.mode,
+            "base": self.base_label or None,
+            "head": self.head_label,
+            "create_only_source": self.create_only_source,
+            "critical_replacements": self.critical_replacements,
+            "stacks": [s.to_dict() for s in self.stacks],
+        }
+
+
+def _review_stack(
+    name: str, base: StackTemplate | None, head: StackTemplate | None, create_only: CreateOnlyProperties
+) -> StackReview:
+    either = head or base
+    empty = StackTemplate(name=name, region=either.region if either else "us-east-1", template={})
+    old, new = base or empty, head or empty
+    diff = diff_resources(old, new, create_only)
+    old_exp, new_exp = exposures(old), exposures(new)
+    old_iam, new_iam = iam_grants(old), iam_grants(new)
+    if base is None:
+        status = "added"
+    elif head is None:
+        status = "removed"
+    else:
+        status = "changed" if diff.changes else "unchanged"
+    return StackReview(
+        name=name,
+        status=status,
+        changes=diff.changes,
+        replacements=diff.replacements,
+        exposure_opened=sorted(new_exp - old_exp),
+        exposure_closed=sorted(old_exp - new_exp),
+        iam_added=sorted(new_iam - old_iam),
+        iam_removed=sorted(old_iam - new_iam),
+        base=tier_facts(base) if base else None,
+        head=tier_facts(head) if head else None,
+    )
+
+
+def review_assemblies(
+    base: Mapping[str, StackTemplate] | None,
+    head: Mapping[str, StackTemplate],
+    *,
+    base_label: str = "",
+    head_label: str = "",
+    create_only: CreateOnlyProperties | None = None,
+) -> Review:
+    """Compare two assemblies stack by stack (stacks matched by name); with no base, summarize head."""
+    create_only = create_only or CreateOnlyProperties()
+    if base is None:
+        return Review(
+            mode="summary",
+            stacks=[summarize_stack(head[name]) for name in sorted(head)],
+            head_label=head_label,
+            create_only_source=create_only.source,
+        )
+    names = sorted(set(base) | set(head))
+    return Review(
+        mode="diff",
+        stacks=[_review_stack(n, base.get(n), head.get(n), create_only) for n in names],
+        base_label=base_label,
+        head_label=head_label,
+        create_only_source=create_only.source,
+    )
+
+
+def summarize_stack(stack: StackTemplate) -> StackReview:
+    """What one stack holds: resources by type, critical resources, exposure, wildcards, GPUs, cost."""
+    resources = stack.resources
+    counts = Counter(str(r.get("Type")) for r in resources.values())
+    critical = sorted(
+        (lid, str(r["Type"]), str(r.get("DeletionPolicy", "Delete")))
+        for lid, r in resources.items()
+        if is_critical(str(r.get("Type")))
+    )
+    return StackReview(
+        name=stack.name,
+        status="summary",
+        resource_counts=dict(sorted(counts.items())),
+        critical_resources=critical,
+        exposure=sorted(exposures(stack)),
+        iam_wildcards=sorted(g for g in iam_grants(stack) if g.wildcard),
+        head=tier_facts(stack),
+    )
+
+
+def review_paths(base: str | Path | None, head: str | Path) -> Review:
+    """Load and review assemblies from folders (`base` None: summarize `head`)."""
+    base_stacks = load_assembly(base) if base is not None else None
+    head_stacks = load_assembly(head)
+    return review_assemblies(
+        base_stacks, head_stacks, base_label=str(base) if base is not None else "", head_label=str(head)
+    )
