@@ -36,7 +36,7 @@ ENVOY_READY_PORT = 19001
 """Envoy's readiness listener (`/ready`) and its Prometheus statistics (`/stats/prometheus`)."""
 
 ROUTER_READY_PATH = "/ready"
-"""Envoy's readiness path on :data:`ENVOY_READY_PORT` (see `k8s/routing.py`, which serves it)."""
+"""Envoy's readiness path on :data:`ENVOY_READY_PORT` (see `k8s/kv_cache_routing.py`, which serves it)."""
 
 
 def route_prefix(model_name: str) -> str:
