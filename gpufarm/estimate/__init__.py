@@ -26,8 +26,10 @@ Pure: no AWS call, no CDK. The rules, in the order they are applied:
   on-demand x (1 - `ec2.spot_discount`); reserved (ODCRs, Capacity Blocks, reserved pools):
   on-demand x (1 - `reserved_discount`), the rate a Reserved Instance or Savings Plan brings.
 
-Figures that rest on assumptions rather than on the configuration are the module constants
-below (load balancer capacity units, Prometheus series per target, Bedrock token mix); each
+Replicas, placement and GPUs per pool are :mod:`gpufarm.core.pools`, shared with preflight
+and the validator; the estimate adds the instance type, capacity type and price. Figures that
+rest on assumptions rather than on the configuration are the constants of
+:mod:`gpufarm.estimate.cost` (load balancer capacity units, Prometheus series per target, Bedrock token mix); each
 line built from one says so in its `note`.
 
 The package is split by job: :mod:`.allocation` (GPUs and instances per pool and node group),
@@ -37,6 +39,7 @@ importable from ``gpufarm.estimate`` itself.
 
 from __future__ import annotations
 
+from gpufarm.core.pools import pool_instance_types
 from gpufarm.estimate.allocation import (
     AUTO_MODE_ROOT_VOLUME_GIB,
     LAUNCH_PRIORITY,
@@ -44,11 +47,8 @@ from gpufarm.estimate.allocation import (
     choose_instance_type,
     gpu_allocations,
     gpu_capacity,
-    gpus_per_replica,
     instance_types_of,
     pool_capacity_type,
-    pool_instance_types,
-    replicas,
 )
 from gpufarm.estimate.cost import (
     AMP_BYTES_PER_SAMPLE,
@@ -83,10 +83,8 @@ __all__ = [
     "choose_instance_type",
     "gpu_allocations",
     "gpu_capacity",
-    "gpus_per_replica",
     "instance_types_of",
     "monthly_cost",
     "pool_capacity_type",
     "pool_instance_types",
-    "replicas",
 ]

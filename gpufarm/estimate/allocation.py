@@ -4,19 +4,17 @@ peak, and the instances that carry them (the rules are in :mod:`gpufarm.estimate
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from gpufarm.config.model import (
     CapacityType,
-    ModelConfig,
     NodeGroupConfig,
     NodePoolConfig,
     Provisioning,
     TierConfig,
 )
-from gpufarm.core.instances import GPU_FAMILIES, gpus_in
-from gpufarm.core.placement import placement_of
+from gpufarm.core.instances import gpus_in
+from gpufarm.core.pools import instances_for, pool_instance_types, pool_loads
 from gpufarm.pricing import CAPACITY_TYPES, PriceNotFoundError, PriceTable, load_prices
 
 LAUNCH_PRIORITY = (CapacityType.RESERVED, CapacityType.SPOT, CapacityType.ON_DEMAND)
@@ -47,38 +45,19 @@ class GpuAllocation:
         """Instances at base."""
         if self.fixed_instances is not None:
             return self.fixed_instances
-        return math.ceil(self.base_gpus / self.gpus_per_instance)
+        return instances_for(self.base_gpus, self.gpus_per_instance)
 
     @property
     def peak_instances(self) -> int:
         """Instances at peak."""
         if self.fixed_instances is not None:
             return self.fixed_instances
-        return math.ceil(self.peak_gpus / self.gpus_per_instance)
-
-
-def replicas(model: ModelConfig) -> tuple[int, int]:
-    """(base, peak) replicas of a model: autoscaling min and max, else `replicas` (its shares' sum) twice."""
-    if model.autoscaling is not None:
-        return model.autoscaling.min_replicas, model.autoscaling.max_replicas
-    return model.max_replicas, model.max_replicas
-
-
-def gpus_per_replica(model: ModelConfig) -> int:
-    """GPUs one replica holds: per node x nodes per replica."""
-    return model.gpus * model.pipeline_parallel
+        return instances_for(self.peak_gpus, self.gpus_per_instance)
 
 
 def pool_capacity_type(pool: NodePoolConfig) -> str:
     """The capacity type a pool's GPUs count as: the first it allows in LAUNCH_PRIORITY."""
     return next(c.value for c in LAUNCH_PRIORITY if c in pool.capacity_types)
-
-
-def pool_instance_types(pool: NodePoolConfig) -> list[str]:
-    """Instance types a pool may launch: its `instance_types`, else every size of its families."""
-    if pool.instance_types:
-        return list(pool.instance_types)
-    return [t for f in pool.instance_families if f in GPU_FAMILIES for t in GPU_FAMILIES[f].instance_types()]
 
 
 def choose_instance_type(pool: NodePoolConfig, node_gpus: int, prices: PriceTable) -> str:
@@ -100,75 +79,47 @@ def choose_instance_type(pool: NodePoolConfig, node_gpus: int, prices: PriceTabl
 
 
 def gpu_allocations(tier: TierConfig, prices: PriceTable | None = None) -> list[GpuAllocation]:
-    """Every node group, and every pool some model uses, with its GPUs at base and at peak."""
+    """Every node group, and every pool some model uses, with its GPUs at base and at peak.
+
+    The GPUs per target are :func:`gpufarm.core.pools.pool_loads`; the estimate picks each pool's
+    instance type (:func:`choose_instance_type`) for the largest pod placed on it.
+    """
     prices = prices or load_prices()
     auto_mode = tier.cluster.provisioning is Provisioning.AUTO_MODE
-    pools = {p.name: p for p in tier.node_pools}
-    placed = tier.model_parts()
-    node_gpus: dict[str, int] = {}
-    for model in placed:
-        for target in placement_of(tier, model):
-            node_gpus[target.name] = max(node_gpus.get(target.name, 1), model.gpus)
-            if model.prefill_decode is not None:
-                prefill = model.prefill_decode.prefill_gpus_for(model.gpus)
-                node_gpus[target.name] = max(node_gpus[target.name], prefill)
-    out: dict[str, GpuAllocation] = {}
-    for group in tier.node_groups:
-        gpi = gpus_in(group.instance_type) or 0
-        out[group.name] = GpuAllocation(
-            target=group.name,
-            kind="node group",
-            instance_type=group.instance_type,
-            gpus_per_instance=gpi,
-            capacity_type=CapacityType.RESERVED.value,
-            fixed_instances=group.nodes,
-            root_volume_gib=group.disk_gib,
-        )
-
-    def allocation(name: str) -> GpuAllocation:
-        if name not in out:
-            pool = pools[name]
-            itype = choose_instance_type(pool, node_gpus.get(name, 1), prices)
-            out[name] = GpuAllocation(
-                target=name,
+    out: list[GpuAllocation] = []
+    for load in pool_loads(tier):
+        target = load.target
+        if isinstance(target, NodeGroupConfig):
+            out.append(
+                GpuAllocation(
+                    target=target.name,
+                    kind="node group",
+                    instance_type=target.instance_type,
+                    gpus_per_instance=gpus_in(target.instance_type) or 0,
+                    capacity_type=CapacityType.RESERVED.value,
+                    base_gpus=load.base_gpus,
+                    peak_gpus=load.peak_gpus,
+                    fixed_instances=target.nodes,
+                    root_volume_gib=target.disk_gib,
+                )
+            )
+            continue
+        if not load.base_gpus and not load.peak_gpus:
+            continue  # named by a capacity class whose other targets hold all its GPUs
+        itype = choose_instance_type(target, load.pod_gpus, prices)
+        out.append(
+            GpuAllocation(
+                target=target.name,
                 kind="pool",
                 instance_type=itype,
                 gpus_per_instance=gpus_in(itype) or 1,
-                capacity_type=pool_capacity_type(pool),
-                root_volume_gib=AUTO_MODE_ROOT_VOLUME_GIB if auto_mode else pool.root_volume_gib,
+                capacity_type=pool_capacity_type(target),
+                base_gpus=load.base_gpus,
+                peak_gpus=load.peak_gpus,
+                root_volume_gib=AUTO_MODE_ROOT_VOLUME_GIB if auto_mode else target.root_volume_gib,
             )
-        return out[name]
-
-    room = {p.name: p.gpu_limit for p in tier.node_pools}
-    held = {g.name: g.nodes * (gpus_in(g.instance_type) or 0) for g in tier.node_groups}
-    for which in ("base", "peak"):
-        free = dict(held) | dict(room)
-        # Models bound to one pool or node group first; a class then spreads over what is left.
-        for model in sorted(placed, key=lambda m: m.capacity_class is not None):
-            # Prefill pods (prefill/decode models): their fixed count, or their autoscaling bounds.
-            count = replicas(model)[0 if which == "base" else 1] * gpus_per_replica(model)
-            count += model.prefill_gpus_at(peak=which == "peak")
-            targets = placement_of(tier, model)
-            ordered = [t for t in targets if isinstance(t, NodeGroupConfig)] + sorted(
-                (t for t in targets if isinstance(t, NodePoolConfig)),
-                key=lambda p: -p.nodepool_weight,
-            )
-            for i, target in enumerate(ordered):
-                if count <= 0:
-                    break
-                # The last target takes what is left: an estimate never drops demand.
-                take = count if i == len(ordered) - 1 else min(count, free[target.name])
-                if take <= 0:
-                    continue
-                free[target.name] -= take
-                count -= take
-                alloc = out[target.name] if isinstance(target, NodeGroupConfig) else allocation(target.name)
-                if which == "base":
-                    alloc.base_gpus += take
-                else:
-                    alloc.peak_gpus += take
-    ordered_names = [g.name for g in tier.node_groups] + [p.name for p in tier.node_pools]
-    return [out[n] for n in ordered_names if n in out]
+        )
+    return out
 
 
 def gpu_capacity(tier: TierConfig, *, prices: PriceTable | None = None, peak: bool = True) -> dict[str, int]:

@@ -15,13 +15,12 @@ from gpufarm.config.model import (
     TierConfig,
 )
 from gpufarm.config.sizing import fsx_storage_capacity_gib
+from gpufarm.core.pools import pod_sets, replica_bounds
 from gpufarm.eks_support import Phase, support_status
 from gpufarm.estimate.allocation import (
     AUTO_MODE_ROOT_VOLUME_GIB,
     GpuAllocation,
     gpu_allocations,
-    gpus_per_replica,
-    replicas,
 )
 from gpufarm.estimate.report import CostEstimate, CostLine, EstimateError
 from gpufarm.pricing import PriceTable, load_prices
@@ -439,8 +438,8 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
 def _prometheus(tier: TierConfig, prices: PriceTable, out: _Lines, allocations: list[GpuAllocation]) -> None:
     prom = tier.observability.prometheus
     seconds = prices.hours_per_month * 3600
-    base_replicas = sum(replicas(m)[0] for m in tier.model_parts())
-    peak_replicas = sum(replicas(m)[1] for m in tier.model_parts())
+    base_replicas = sum(replica_bounds(m)[0] for m in tier.model_parts())
+    peak_replicas = sum(replica_bounds(m)[1] for m in tier.model_parts())
     series_base = VLLM_SERIES_PER_REPLICA * base_replicas
     series_peak = VLLM_SERIES_PER_REPLICA * peak_replicas
     if prom.dcgm_exporter:
@@ -520,9 +519,8 @@ def _bedrock(
     notes: list[str],
 ) -> None:
     weights: dict[str, int] = {}
-    for part in tier.model_parts():  # a model split into shares: its shares' GPUs together
-        gpus = replicas(part)[1] * gpus_per_replica(part) + part.prefill_gpu_demand
-        weights[part.name] = weights.get(part.name, 0) + gpus
+    for pods in pod_sets(tier):  # a model's shares and prefill pods count with the model
+        weights[pods.model.name] = weights.get(pods.model.name, 0) + pods.gpus_at(peak=True)
     total = sum(weights.values()) or 1
     skipped: list[str] = []
     for model in tier.models:

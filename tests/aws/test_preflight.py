@@ -26,13 +26,13 @@ from gpufarm.aws.preflight import (
     check_vcpu_quotas,
     describe_instance_types,
     describe_offerings,
-    instance_types_of,
     no_template_row,
     quota_for,
     run_preflight,
     vcpu_demands,
 )
 from gpufarm.config import CapacityType, TierConfig, load_preset
+from gpufarm.core.pools import gpu_instance_types
 from tests.aws.test_network_quotas import SMALL
 from tests.unit.factories import enterprise_part, make_enterprise, make_tier, share, split
 
@@ -211,7 +211,7 @@ def rows(results: list[CheckResult]) -> dict[str, tuple[Status, str, str]]:
 
 
 def facts(aws: AwsStubs, tier: TierConfig) -> dict[str, InstanceInfo]:
-    return describe_instance_types(aws.session.client("ec2", region_name=REGION), instance_types_of(tier))
+    return describe_instance_types(aws.session.client("ec2", region_name=REGION), gpu_instance_types(tier))
 
 
 # --------------------------------------------------------------------------- the passing account
@@ -449,7 +449,7 @@ def test_a_quota_without_an_applied_value_reads_the_aws_default(aws: AwsStubs) -
 
 def offering_rows(aws: AwsStubs, tier: TierConfig) -> dict[str, tuple[Status, str, str]]:
     ec2 = aws.session.client("ec2", region_name=REGION)
-    offered = describe_offerings(ec2, instance_types_of(tier), list(tier.environment.availability_zones))
+    offered = describe_offerings(ec2, gpu_instance_types(tier), list(tier.environment.availability_zones))
     return rows(check_offerings(tier, info=facts(aws, tier), offered=offered))
 
 

@@ -65,13 +65,12 @@ from gpufarm.aws.preflight.results import (
 from gpufarm.aws.preflight.run import check_placeholders, run_preflight
 from gpufarm.aws.preflight.vcpu_quotas import (
     VCPU_QUOTAS,
+    PodShape,
     VcpuDemand,
     VcpuQuota,
     check_vcpu_quotas,
     fits,
     instance_for,
-    instance_types_of,
-    pool_candidates,
     quota_for,
     vcpu_demands,
 )
@@ -95,6 +94,7 @@ __all__ = [
     "Check",
     "CheckResult",
     "InstanceInfo",
+    "PodShape",
     "PreflightError",
     "PreflightReport",
     "QuotaFigures",
@@ -112,10 +112,8 @@ __all__ = [
     "describe_offerings",
     "fits",
     "instance_for",
-    "instance_types_of",
     "network_quota_checks",
     "no_template_row",
-    "pool_candidates",
     "quota_for",
     "run_preflight",
     "vcpu_demands",

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 
 from gpufarm.aws.preflight.calls import InstanceInfo
 from gpufarm.aws.preflight.results import Check, CheckResult, Status
-from gpufarm.aws.preflight.vcpu_quotas import instance_for, pool_candidates
+from gpufarm.aws.preflight.vcpu_quotas import instance_for
 from gpufarm.config import NodePoolConfig, TierConfig
 from gpufarm.core.placement import placement_of
+from gpufarm.core.pools import pool_instance_types
 
 # --------------------------------------------------------------------------- check: offerings
 
@@ -67,7 +68,7 @@ def _pool_offerings(
     offered: Mapping[str, set[str]],
 ) -> list[CheckResult]:
     subject = f"pool {pool.name}"
-    candidates = pool_candidates(pool)
+    candidates = pool_instance_types(pool)
     models = [
         m
         for m in tier.model_parts()

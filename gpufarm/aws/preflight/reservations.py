@@ -12,9 +12,9 @@ from typing import Any
 
 from gpufarm.aws.preflight.calls import _error_code
 from gpufarm.aws.preflight.results import Check, CheckResult, Status
-from gpufarm.aws.preflight.vcpu_quotas import pool_candidates
 from gpufarm.config import TierConfig
 from gpufarm.config.model import ReservationKind
+from gpufarm.core.pools import pool_instance_types
 
 # --------------------------------------------------------------------------- check: reservations
 
@@ -51,7 +51,7 @@ def _references(tier: TierConfig) -> list[_Reference]:
                 _Reference(
                     reservation_id=rid,
                     owner=f"pool {pool.name}",
-                    instance_types=tuple(pool_candidates(pool)),
+                    instance_types=tuple(pool_instance_types(pool)),
                     zones=tuple(tier.environment.availability_zones),
                 )
             )

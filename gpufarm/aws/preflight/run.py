@@ -20,9 +20,10 @@ from gpufarm.aws.preflight.network_quotas import check_network_quotas, no_templa
 from gpufarm.aws.preflight.offerings import check_offerings
 from gpufarm.aws.preflight.reservations import check_reservations
 from gpufarm.aws.preflight.results import Check, CheckResult, PreflightError, PreflightReport, Status
-from gpufarm.aws.preflight.vcpu_quotas import check_vcpu_quotas, instance_types_of
+from gpufarm.aws.preflight.vcpu_quotas import check_vcpu_quotas
 from gpufarm.config import TierConfig
 from gpufarm.config.placeholders import UNPINNED_IMAGE, find_placeholders
+from gpufarm.core.pools import gpu_instance_types
 
 # --------------------------------------------------------------------------- run
 
@@ -99,14 +100,14 @@ def run_preflight(
     offered: dict[str, set[str]] = {}
 
     def quotas() -> list[CheckResult]:
-        info.update(describe_instance_types(ec2, instance_types_of(tier)))
+        info.update(describe_instance_types(ec2, gpu_instance_types(tier)))
         return check_vcpu_quotas(tier, region=region, info=info, quotas=client("service-quotas"))
 
     def offerings() -> list[CheckResult]:
         if not info:
-            info.update(describe_instance_types(ec2, instance_types_of(tier)))
+            info.update(describe_instance_types(ec2, gpu_instance_types(tier)))
         offered.update(
-            describe_offerings(ec2, instance_types_of(tier), list(tier.environment.availability_zones))
+            describe_offerings(ec2, gpu_instance_types(tier), list(tier.environment.availability_zones))
         )
         return check_offerings(tier, info=info, offered=offered)
 

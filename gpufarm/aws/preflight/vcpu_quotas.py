@@ -8,14 +8,14 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from gpufarm.aws.preflight.calls import InstanceInfo, _quota_value
 from gpufarm.aws.preflight.results import Check, CheckResult, Status
 from gpufarm.config import CapacityType, NodePoolConfig, TierConfig
-from gpufarm.config.model import ModelConfig, NodeGroupConfig, ReservationKind
-from gpufarm.core.instances import GPU_FAMILIES, gpus_in, quota_class
-from gpufarm.core.placement import placement_of
+from gpufarm.config.model import ReservationKind
+from gpufarm.core.instances import quota_class
+from gpufarm.core.pools import instances_for, pool_instance_types, pool_loads
 
 # --------------------------------------------------------------------------- quotas
 
@@ -97,61 +97,35 @@ class VcpuDemand:
         return self.limit_instances * self.vcpus_per_instance
 
 
-def pool_candidates(pool: NodePoolConfig) -> list[str]:
-    """Instance types a pool may launch: its `instance_types`, else every catalog size of its families."""
-    if pool.instance_types:
-        return list(pool.instance_types)
-    return [t for f in pool.instance_families if f in GPU_FAMILIES for t in GPU_FAMILIES[f].instance_types()]
+class PodShape(Protocol):
+    """What a node must hold for one pod: a model's (or share's) pod, or a :class:`PodSet`'s."""
+
+    @property
+    def gpus(self) -> int: ...
+
+    @property
+    def cpu(self) -> float: ...
+
+    @property
+    def memory_gib(self) -> int: ...
 
 
-def fits(model: ModelConfig, info: InstanceInfo) -> bool:
-    """Whether one replica (per node) of the model fits an instance: GPUs, CPU and memory requests.
+def fits(pod: PodShape, info: InstanceInfo) -> bool:
+    """Whether one pod fits an instance: GPUs, CPU and memory requests.
 
     The node keeps some CPU and memory for itself, so the requests must be strictly below the
     instance's vCPUs and memory.
     """
-    return info.gpus >= model.gpus and info.vcpus > model.cpu and info.memory_gib > model.memory_gib
+    return info.gpus >= pod.gpus and info.vcpus > pod.cpu and info.memory_gib > pod.memory_gib
 
 
-def instance_for(
-    model: ModelConfig, candidates: Iterable[str], info: Mapping[str, InstanceInfo]
-) -> str | None:
-    """The smallest candidate (fewest GPUs, then vCPUs) one node of the model fits, roughly as
-    Karpenter picks; None when no candidate with known facts fits."""
-    usable = [info[t] for t in candidates if t in info and fits(model, info[t])]
+def instance_for(pod: PodShape, candidates: Iterable[str], info: Mapping[str, InstanceInfo]) -> str | None:
+    """The smallest candidate (fewest GPUs, then vCPUs) one pod fits, roughly as Karpenter picks;
+    None when no candidate with known facts fits."""
+    usable = [info[t] for t in candidates if t in info and fits(pod, info[t])]
     if not usable:
         return None
     return min(usable, key=lambda i: (i.gpus, i.vcpus, i.memory_gib)).instance_type
-
-
-def _nodes(model: ModelConfig, replicas: int, gpus_per_node: int) -> int:
-    """Nodes `replicas` of the model take: a node per pipeline stage, else replicas packed by GPUs."""
-    if model.pipeline_parallel > 1:
-        return replicas * model.pipeline_parallel
-    per_node = max(1, gpus_per_node // model.gpus)
-    return math.ceil(replicas / per_node)
-
-
-def _with_prefill_pods(models: list[ModelConfig]) -> list[ModelConfig]:
-    """The models, each prefill/decode model followed by its prefill pods as a model of their own.
-
-    The prefill pods run where the model runs, at most replicas x `prefill_gpus`: counting
-    them as one more fixed-size model puts them on the same nodes the quota check counts.
-    """
-    out: list[ModelConfig] = []
-    for model in models:
-        out.append(model)
-        pd = model.prefill_decode
-        if pd is not None:
-            update = {
-                "name": f"{model.name}-prefill"[:40],
-                "gpus": pd.prefill_gpus_for(model.gpus),
-                "replicas": pd.prefill_replica_bounds[1],
-                "autoscaling": None,
-                "prefill_decode": None,
-            }
-            out.append(model.model_copy(update=update))
-    return out
 
 
 def _quota_capacity_types(pool: NodePoolConfig) -> list[CapacityType]:
@@ -165,17 +139,18 @@ def _quota_capacity_types(pool: NodePoolConfig) -> list[CapacityType]:
 
 
 def vcpu_demands(tier: TierConfig, info: Mapping[str, InstanceInfo]) -> list[VcpuDemand]:
-    """The instances each node group and pool may run, from the models' placement and most replicas.
+    """The instances each node group and pool may run, from the GPUs the pods hold at peak.
 
     Node groups on an On-Demand Capacity Reservation (`create`, `odcr`) count against the
     On-Demand quota with all their nodes; Capacity Blocks are paid ahead and are not counted.
-    A model's nodes fill the reserved node groups it may use first, then its first pool (highest
-    weight). Pools count against On-Demand and Spot quotas for every capacity type they allow.
+    The GPUs each pool holds are :func:`gpufarm.core.pools.pool_loads` at peak (models, shares
+    and prefill pods; reserved node groups first, then pools by weight up to their GPU limits).
+    Each set of pods gets the smallest of the pool's types it fits (:func:`instance_for`); the
+    GPUs on one type are packed onto ceil(GPUs / GPUs per instance) instances. Pools count
+    against On-Demand and Spot quotas for every capacity type they allow.
     """
     demands: list[VcpuDemand] = []
-    free_nodes: dict[str, int] = {}
     for group in tier.node_groups:
-        free_nodes[group.name] = group.nodes
         known = info.get(group.instance_type)
         if known is None or group.capacity.kind is ReservationKind.CAPACITY_BLOCK:
             continue
@@ -189,48 +164,26 @@ def vcpu_demands(tier: TierConfig, info: Mapping[str, InstanceInfo]) -> list[Vcp
                 limit_instances=group.nodes,
             )
         )
-    pool_nodes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    pool_largest: dict[str, str] = {}
-    # A model split into shares: each share on its own pool; prefill pods where their model runs.
-    for model in _with_prefill_pods(list(tier.model_parts())):
-        targets = placement_of(tier, model)
-        remaining = model.max_replicas
-        for group in (t for t in targets if isinstance(t, NodeGroupConfig)):
-            gpus = gpus_in(group.instance_type) or 0
-            if remaining == 0 or gpus < model.gpus:
-                continue
-            per_node = max(1, gpus // model.gpus) if model.pipeline_parallel == 1 else 0
-            if per_node:
-                used = min(free_nodes[group.name], math.ceil(remaining / per_node))
-                remaining = max(0, remaining - used * per_node)
-            else:
-                groups = min(free_nodes[group.name] // model.pipeline_parallel, remaining)
-                used = groups * model.pipeline_parallel
-                remaining -= groups
-            free_nodes[group.name] -= used
-        pools = sorted(
-            (t for t in targets if isinstance(t, NodePoolConfig)), key=lambda p: -p.nodepool_weight
-        )
-        if not pools:
-            continue
-        pool = pools[0]
-        chosen = instance_for(model, pool_candidates(pool), info)
-        if chosen is None:
-            continue
-        if remaining:
-            pool_nodes[pool.name][chosen] += _nodes(model, remaining, info[chosen].gpus)
-        current = pool_largest.get(pool.name)
-        if current is None or info[chosen].gpus > info[current].gpus:
-            pool_largest[pool.name] = chosen
+    loads = {load.name: load for load in pool_loads(tier) if not load.is_node_group}
     for pool in tier.node_pools:
-        unit = pool_largest.get(pool.name)
+        candidates = pool_instance_types(pool)
+        gpus: dict[str, int] = {}
+        unit: str | None = None
+        load = loads.get(pool.name)
+        for placed in load.placed if load is not None else ():
+            chosen = instance_for(placed.pods, candidates, info)
+            if chosen is None:
+                continue
+            gpus[chosen] = gpus.get(chosen, 0) + placed.peak_gpus
+            if unit is None or info[chosen].gpus > info[unit].gpus:
+                unit = chosen
         if unit is None:
-            facts = [info[t] for t in pool_candidates(pool) if t in info]
+            facts = [info[t] for t in candidates if t in info]
             if not facts:
                 continue
             unit = min(facts, key=lambda i: (i.gpus, i.vcpus)).instance_type
         limit = math.ceil(pool.gpu_limit / max(1, info[unit].gpus))
-        nodes = dict(pool_nodes.get(pool.name, {}))
+        nodes = {t: instances_for(held, info[t].gpus) for t, held in gpus.items()}
         nodes.setdefault(unit, 0)
         for capacity_type in _quota_capacity_types(pool):
             for instance_type, count in sorted(nodes.items()):
@@ -245,14 +198,6 @@ def vcpu_demands(tier: TierConfig, info: Mapping[str, InstanceInfo]) -> list[Vcp
                     )
                 )
     return demands
-
-
-def instance_types_of(tier: TierConfig) -> list[str]:
-    """Every instance type the tier's node groups and pools may launch, sorted."""
-    types = {g.instance_type for g in tier.node_groups}
-    for pool in tier.node_pools:
-        types.update(pool_candidates(pool))
-    return sorted(types)
 
 
 # --------------------------------------------------------------------------- check: quotas
