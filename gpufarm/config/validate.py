@@ -60,6 +60,7 @@ from gpufarm.config.vllm_flags import (
 from gpufarm.core.instances import GPU_FAMILIES, family_of, gpus_in, host_of, is_accelerated
 from gpufarm.core.names import BEDROCK_SUFFIX, leader_service_name, router_name, workload_name
 from gpufarm.core.placement import placement_of
+from gpufarm.core.pools import pods_of, pool_instance_types
 from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT, NIXL_SIDE_CHANNEL_PORT, PD_RESERVED_VLLM_FLAGS
 from gpufarm.core.registries import EKS_REGISTRY_ACCOUNTS
 from gpufarm.core.s3 import split_s3_uri
@@ -701,8 +702,8 @@ def _share_names(cfg: TierConfig) -> Iterator[ConfigIssue]:
 
 
 def _demand(model: ModelConfig) -> int:
-    """GPUs a model may hold at once: per node x nodes per replica x replicas."""
-    return model.gpus * model.pipeline_parallel * model.max_replicas + model.prefill_gpu_demand
+    """GPUs a model may hold at once: per node x nodes per replica x replicas, and its prefill pods."""
+    return sum(pods.gpus_at(peak=True) for pods in pods_of(model))
 
 
 def _placements(cfg: TierConfig) -> list[tuple[str, ModelConfig]]:
@@ -1340,9 +1341,7 @@ def _pool_deployable(cfg: TierConfig) -> Iterator[ConfigIssue]:
 
 def _pool_candidates(pool: NodePoolConfig) -> list[str]:
     """Every known instance type the pool may launch."""
-    if pool.instance_types:
-        return [t for t in pool.instance_types if gpus_in(t) is not None]
-    return [t for f in pool.instance_families if f in GPU_FAMILIES for t in GPU_FAMILIES[f].instance_types()]
+    return [t for t in pool_instance_types(pool) if gpus_in(t) is not None]
 
 
 def _pods_fit_hosts(cfg: TierConfig) -> Iterator[ConfigIssue]:

@@ -120,39 +120,46 @@ def fill_order(
     return (*groups, *pools)
 
 
-def pod_sets(tier: TierConfig) -> list[PodSet]:
-    """The pods the tier runs: per model (each share apart), then its prefill pods if it has any."""
-    out: list[PodSet] = []
-    for model in tier.model_parts():
-        targets = fill_order(placement_of(tier, model))
-        base, peak = replica_bounds(model)
+def pods_of(model: ModelConfig, targets: tuple[NodeGroupConfig | NodePoolConfig, ...] = ()) -> list[PodSet]:
+    """The pods of one model (or share): its own, then its prefill pods if it has any.
+
+    `targets` is where they may land (default: nowhere, for a count of GPUs alone).
+    """
+    base, peak = replica_bounds(model)
+    out = [
+        PodSet(
+            model=model,
+            role=Role.SERVE,
+            gpus=model.gpus,
+            pods_per_replica=model.pipeline_parallel,
+            base_replicas=base,
+            peak_replicas=peak,
+            targets=targets,
+        )
+    ]
+    pd = model.prefill_decode
+    if pd is not None:
+        # Prefill pods run where their model runs; a prefill/decode model is never multi-node.
+        fewest, most = pd.prefill_replica_bounds
         out.append(
             PodSet(
                 model=model,
-                role=Role.SERVE,
-                gpus=model.gpus,
-                pods_per_replica=model.pipeline_parallel,
-                base_replicas=base,
-                peak_replicas=peak,
+                role=Role.PREFILL,
+                gpus=pd.prefill_gpus_for(model.gpus),
+                pods_per_replica=1,
+                base_replicas=fewest,
+                peak_replicas=most,
                 targets=targets,
             )
         )
-        pd = model.prefill_decode
-        if pd is not None:
-            # Prefill pods run where their model runs; a prefill/decode model is never multi-node.
-            fewest, most = pd.prefill_replica_bounds
-            out.append(
-                PodSet(
-                    model=model,
-                    role=Role.PREFILL,
-                    gpus=pd.prefill_gpus_for(model.gpus),
-                    pods_per_replica=1,
-                    base_replicas=fewest,
-                    peak_replicas=most,
-                    targets=targets,
-                )
-            )
     return out
+
+
+def pod_sets(tier: TierConfig) -> list[PodSet]:
+    """The pods the tier runs: per model (each share apart), then its prefill pods if it has any."""
+    return [
+        pods for model in tier.model_parts() for pods in pods_of(model, fill_order(placement_of(tier, model)))
+    ]
 
 
 @dataclass(frozen=True, kw_only=True)

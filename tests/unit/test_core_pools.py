@@ -10,6 +10,7 @@ from gpufarm.core.pools import (
     gpu_instance_types,
     instances_for,
     pod_sets,
+    pods_of,
     pool_instance_types,
     pool_loads,
 )
@@ -173,3 +174,16 @@ def test_a_pool_no_pod_names_is_left_out() -> None:
     tier = make_enterprise(enterprise_part("models", 2, node_pool="h100-burst", capacity_class=None))
     # qwen3-32b-batch moved to the burst pool: the background pool holds nothing.
     assert [load.name for load in pool_loads(tier)] == ["h100-base", "h100-multinode", "h100-burst"]
+
+
+def test_a_models_pods_alone_count_its_gpus_at_peak() -> None:
+    # What the validator asks of a capacity class: decode and prefill pods at their most.
+    tier = make_enterprise(
+        NO_OPTIMIZER, enterprise_part("models", 1, prefill_decode={"prefill_gpus": 8, "prefill_replicas": 2})
+    )
+    model = tier.models[1]
+    sets = pods_of(model)
+    assert [(s.role, s.gpus_at(peak=True), s.targets) for s in sets] == [
+        (Role.SERVE, 16, ()),
+        (Role.PREFILL, 16, ()),
+    ]
