@@ -29,8 +29,8 @@ Pure: no AWS call, no CDK. The rules, in the order they are applied:
 Replicas, placement and GPUs per pool are :mod:`gpufarm.core.pools`, shared with preflight
 and the validator; the estimate adds the instance type, capacity type and price. Figures that
 rest on assumptions rather than on the configuration are the constants of
-:mod:`gpufarm.estimate.cost` (load balancer capacity units, Prometheus series per target, Bedrock token mix); each
-line built from one says so in its `note`.
+:mod:`gpufarm.estimate.cost` (load balancer capacity units, Prometheus series per target,
+Bedrock token mix); each line built from one says so in its `note`.
 
 The package is split by job: :mod:`.allocation` (GPUs and instances per pool and node group),
 :mod:`.cost` (the bill's lines) and :mod:`.report` (the bill itself). Every public name is
