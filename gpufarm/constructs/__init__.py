@@ -16,8 +16,14 @@ from gpufarm.constructs.gateway import FallbackGateway
 from gpufarm.constructs.gpu_node_pool import AutoModeGpuNodePool
 from gpufarm.constructs.ingress import InferenceAlb, route_prefix
 from gpufarm.constructs.inspection import TrafficInspection
-from gpufarm.constructs.karpenter import Karpenter, KarpenterGpuNodePool, NvidiaDevicePlugin
+from gpufarm.constructs.karpenter import (
+    GpuNodePoolOptions,
+    Karpenter,
+    KarpenterGpuNodePool,
+    NvidiaDevicePlugin,
+)
 from gpufarm.constructs.lb_controller import AwsLoadBalancerController
+from gpufarm.constructs.logs_key import LogsKey
 from gpufarm.constructs.lws import LeaderWorkerSetController, MultiNodeServing
 from gpufarm.constructs.model_store import S3ModelStore
 from gpufarm.constructs.network import InferenceNetwork
@@ -37,6 +43,7 @@ __all__ = [
     "EfaDevicePlugin",
     "FallbackGateway",
     "FsxModelStore",
+    "GpuNodePoolOptions",
     "InferenceAlarms",
     "InferenceAlb",
     "InferenceCluster",
@@ -50,6 +57,7 @@ __all__ = [
     "KedaAutoscaling",
     "KvCacheRouting",
     "LeaderWorkerSetController",
+    "LogsKey",
     "MultiNodeServing",
     "NvidiaDevicePlugin",
     "PrometheusMonitoring",

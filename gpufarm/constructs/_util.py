@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import re
+import weakref
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -31,9 +34,55 @@ DELETED_LOG_RECOVERY_DAYS = 30
 """Days a deleted or expired load balancer access log stays recoverable in its versioned bucket."""
 
 
+_VALIDATIONS: weakref.WeakKeyDictionary[IConstruct, cdk.Validations] = weakref.WeakKeyDictionary()
+"""`Validations.of(construct)` per construct, so a construct acknowledged several times asks jsii
+for it once. The object only wraps its scope (aws-cdk-lib@2.275.0 core/lib/validation/
+validations.js: `static of(scope){return new Validations(scope)}`, no state of its own), so one
+per construct is the same as a new one per call."""
+
+
+def _validations(construct: IConstruct) -> cdk.Validations:
+    validations = _VALIDATIONS.get(construct)
+    if validations is None:
+        validations = _VALIDATIONS[construct] = cdk.Validations.of(construct)
+    return validations
+
+
+class PseudoParameters(NamedTuple):
+    """The tokens of three pseudo parameters, `${Token[AWS.Partition.N]}` and the like."""
+
+    partition: str
+    region: str
+    account_id: str
+
+
+@functools.cache
+def pseudo_parameters() -> PseudoParameters:
+    """`Aws.PARTITION`, `Aws.REGION` and `Aws.ACCOUNT_ID`, read from jsii once per process.
+
+    Each is a static readonly token of `Aws` (aws-cdk-lib@2.275.0 core/lib/cfn-pseudo.d.ts:
+    `static readonly PARTITION: string`), the same string however often it is read, and valid in
+    every stack of the process; the Python binding asks Node for it on every read.
+    """
+    return PseudoParameters(cdk.Aws.PARTITION, cdk.Aws.REGION, cdk.Aws.ACCOUNT_ID)
+
+
 def acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge one cdk-nag finding on `construct` (and its children), with a specific reason."""
-    cdk.Validations.of(construct).acknowledge(cdk.Acknowledgment(id=rule, reason=reason))
+    acknowledge_all(construct, {rule: reason})
+
+
+def acknowledge_all(construct: IConstruct, findings: Mapping[str, str]) -> None:
+    """Acknowledge each cdk-nag finding of `findings` (rule -> specific reason) on `construct`
+    (and its children), in one jsii call.
+
+    `Validations.acknowledge` takes any number of acknowledgments and records each as its own
+    metadata entry, in order (aws-cdk-lib@2.275.0 core/lib/validation/validations.js), so one
+    call with several writes the same metadata as one call per finding, in fewer round trips.
+    """
+    _validations(construct).acknowledge(
+        *(cdk.Acknowledgment(id=rule, reason=reason) for rule, reason in findings.items())
+    )
 
 
 OPEN_INGRESS_RULES = ("AwsSolutions-EC23",)
@@ -51,8 +100,9 @@ def acknowledge_open_ingress(security_group: IConstruct, config: IngressConfig) 
     choice = config.open_to_internet
     if choice is None or not OPEN_CIDRS & set(config.allowed_cidrs):
         return
-    for rule in OPEN_INGRESS_RULES:
-        acknowledge(security_group, rule, f"ingress.open_to_internet: {choice.reason}")
+    acknowledge_all(
+        security_group, {rule: f"ingress.open_to_internet: {choice.reason}" for rule in OPEN_INGRESS_RULES}
+    )
 
 
 def limit_grants_to_aws_services(key: kms.Key) -> kms.Key:
@@ -78,9 +128,17 @@ def limit_grants_to_aws_services(key: kms.Key) -> kms.Key:
     return key
 
 
+_PRIVATE_SUBNETS: weakref.WeakKeyDictionary[ec2.IVpc, tuple[ec2.ISubnet, ...]] = weakref.WeakKeyDictionary()
+""":func:`private_subnets` per VPC: a VPC's subnets are fixed once it exists (`ec2.Vpc` creates
+them in its constructor, an imported VPC is given them), so jsii is asked once per VPC."""
+
+
 def private_subnets(vpc: ec2.IVpc) -> list[ec2.ISubnet]:
     """The VPC's private subnets: those with egress through NAT, else the isolated ones (no NAT)."""
-    return list(vpc.private_subnets) or list(vpc.isolated_subnets)
+    subnets = _PRIVATE_SUBNETS.get(vpc)
+    if subnets is None:
+        subnets = _PRIVATE_SUBNETS[vpc] = tuple(vpc.private_subnets) or tuple(vpc.isolated_subnets)
+    return list(subnets)
 
 
 def cdk_removal_policy(policy: RemovalPolicy) -> cdk.RemovalPolicy:
@@ -95,17 +153,12 @@ def construct_id(name: str) -> str:
 
 def pod_identity_role(scope: Construct, id: str, *, description: str) -> iam.Role:
     """An IAM role that EKS Pod Identity can hand to a Kubernetes service account."""
-    role = iam.Role(
-        scope,
-        id,
-        assumed_by=iam.ServicePrincipal(POD_IDENTITY_PRINCIPAL),
-        description=description,
-    )
+    # One principal object for both statements: a principal is a value (it renders the same
+    # JSON wherever it is used), and each new one is a jsii round trip.
+    principal = iam.ServicePrincipal(POD_IDENTITY_PRINCIPAL)
+    role = iam.Role(scope, id, assumed_by=principal, description=description)
     role.assume_role_policy.add_statements(  # type: ignore[union-attr]
-        iam.PolicyStatement(
-            actions=["sts:TagSession"],
-            principals=[iam.ServicePrincipal(POD_IDENTITY_PRINCIPAL)],
-        )
+        iam.PolicyStatement(actions=["sts:TagSession"], principals=[principal])
     )
     return role
 
@@ -138,31 +191,30 @@ def access_logs_bucket(scope: Construct, *, retention_days: int, kind: str, kms_
         f"This bucket only receives the {kind}'s access logs; logging reads of it to a further "
         "bucket would add a log of a log. Public access is blocked and TLS enforced."
     )
-    acknowledge(bucket, "AwsSolutions-S1", no_server_logs)
-    acknowledge(bucket, "NIST.800.53.R5-S3BucketLoggingEnabled", no_server_logs)
-    acknowledge(bucket, "NIST.800.53.R5-S3DefaultEncryptionKMS", kms_reason)
-    acknowledge(
+    acknowledge_all(
         bucket,
-        "NIST.800.53.R5-S3BucketReplicationEnabled",
-        "Access logs of a load balancer in this Region: a copy in another Region would need a "
-        "bucket and replication role outside this single-Region stack. The bucket is retained "
-        "when the stack is deleted, versioned, and its logs expire per access_logs.retention_days.",
-    )
-    acknowledge(bucket, "ControlTower::CT.S3.PR.2", no_server_logs)
-    acknowledge(bucket, "ControlTower::CT.S3.PR.10", kms_reason)
-    acknowledge(
-        bucket,
-        "ControlTower::CT.S3.PR.4",
-        f"Nothing consumes the {kind}'s log files as they arrive: they are read on demand "
-        "(Athena, or a download) while they last, so an event notification would have no target.",
-    )
-    acknowledge(
-        bucket,
-        "ControlTower::CT.S3.PR.9",
-        "Logs must leave this bucket once access_logs.retention_days has passed (the lifecycle "
-        "rule expires them; a deleted one stays 30 days as a noncurrent version, then goes): "
-        "an Object Lock retention would keep them past that. Public access is blocked, TLS "
-        "enforced, and versioning keeps what is overwritten or deleted.",
+        {
+            "AwsSolutions-S1": no_server_logs,
+            "NIST.800.53.R5-S3BucketLoggingEnabled": no_server_logs,
+            "NIST.800.53.R5-S3DefaultEncryptionKMS": kms_reason,
+            "NIST.800.53.R5-S3BucketReplicationEnabled": (
+                "Access logs of a load balancer in this Region: a copy in another Region would need a "
+                "bucket and replication role outside this single-Region stack. The bucket is retained "
+                "when the stack is deleted, versioned, and its logs expire per access_logs.retention_days."
+            ),
+            "ControlTower::CT.S3.PR.2": no_server_logs,
+            "ControlTower::CT.S3.PR.10": kms_reason,
+            "ControlTower::CT.S3.PR.4": (
+                f"Nothing consumes the {kind}'s log files as they arrive: they are read on demand "
+                "(Athena, or a download) while they last, so an event notification would have no target."
+            ),
+            "ControlTower::CT.S3.PR.9": (
+                "Logs must leave this bucket once access_logs.retention_days has passed (the lifecycle "
+                "rule expires them; a deleted one stays 30 days as a noncurrent version, then goes): "
+                "an Object Lock retention would keep them past that. Public access is blocked, TLS "
+                "enforced, and versioning keeps what is overwritten or deleted."
+            ),
+        },
     )
     return bucket
 

@@ -15,6 +15,7 @@ from constructs import Construct
 
 from gpufarm.config.model import AutoscalingConfig, ModelConfig
 from gpufarm.constructs._util import acknowledge, pod_identity_role
+from gpufarm.constructs.cluster import helm_chart_on
 from gpufarm.k8s import autoscaling as k8s_autoscaling
 
 CHART_TIMEOUT = cdk.Duration.minutes(10)
@@ -48,6 +49,8 @@ class KedaAutoscaling(Construct):
     `namespace` label on vLLM's series: the queries select on it and on `model_name`.
     `target_optimizer` (default off): the models sit behind the ALB Target Optimizer, whose cap
     keeps vLLM's queue empty, so each also scales on in-flight requests against that cap.
+    On an :class:`~gpufarm.constructs.InferenceCluster`'s cluster the chart waits for its system
+    nodes (:meth:`InferenceCluster.add_helm_chart`).
     """
 
     def __init__(
@@ -95,10 +98,10 @@ class KedaAutoscaling(Construct):
         values = k8s_autoscaling.keda_values(
             node_selector=dict(node_selector) if node_selector else None, digests=image_digests
         )
-        self.chart = eks.HelmChart(
+        self.chart = helm_chart_on(
+            cluster,
             self,
             "Chart",
-            cluster=cluster,
             chart=k8s_autoscaling.KEDA_CHART,
             repository=k8s_autoscaling.KEDA_REPOSITORY,
             version=config.keda_chart_version,

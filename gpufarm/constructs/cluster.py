@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import typing
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -16,7 +16,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
-from constructs import Construct, DependencyGroup
+from constructs import Construct, DependencyGroup, IConstruct
 
 from gpufarm.config.model import (
     ClusterConfig,
@@ -29,6 +29,7 @@ from gpufarm.config.model import (
 from gpufarm.config.placeholders import OPEN_CIDRS
 from gpufarm.constructs._util import (
     acknowledge,
+    acknowledge_all,
     limit_grants_to_aws_services,
     pod_identity_role,
     private_subnets,
@@ -409,6 +410,55 @@ class InferenceCluster(Construct):
         )
         self.network_policy_enforcement.add(self.network_policy_controller)
 
+    @classmethod
+    def of(cls, cluster: eks.ICluster) -> InferenceCluster | None:
+        """The InferenceCluster whose EKS cluster `cluster` is; None for any other cluster (one
+        built or imported elsewhere), which has no system nodes to wait for."""
+        owner = cluster.node.scope
+        if isinstance(owner, InferenceCluster) and owner.cluster.node.path == cluster.node.path:
+            return owner
+        return None
+
+    def add_helm_chart(self, id: str, *, scope: Construct | None = None, **options: Any) -> eks.HelmChart:
+        """A Helm chart on this cluster, installed after the system nodes (:attr:`system_ready`).
+
+        Shaped as `aws_eks_v2.Cluster.add_helm_chart(id, **HelmChartOptions)`: `options` are the
+        `eks.HelmChart` properties but `cluster`. aws_eks_v2 makes the chart a child of the
+        cluster, `chart-<id>` (aws/aws-cdk@0543daac, packages/aws-cdk-lib/aws-eks-v2/lib/
+        cluster.ts, `addHelmChart`); here it is created under `scope` (default: this construct)
+        with `id` as given, so the construct that installs a chart keeps it, and its logical ID,
+        among its own children. A controller whose release Helm `wait`s for needs nodes to run
+        its pods on: this is the order for it.
+        """
+        chart = eks.HelmChart(scope or self, id, cluster=self.icluster, **options)
+        chart.node.add_dependency(self.system_ready)
+        return chart
+
+    def add_manifest(
+        self,
+        id: str,
+        *manifest: Mapping[str, Any],
+        scope: Construct | None = None,
+        **options: Any,
+    ) -> eks.KubernetesManifest:
+        """Kubernetes objects on this cluster, applied after the system nodes (:attr:`system_ready`).
+
+        Shaped as `aws_eks_v2.Cluster.add_manifest(id, *manifest)` (same file, `addManifest`,
+        which names the child `manifest-<id>`), with `options` the `eks.KubernetesManifest`
+        properties but `cluster` and `manifest` (`overwrite`, ...), and created under `scope`
+        (default: this construct) with `id` as given.
+        """
+        applied = eks.KubernetesManifest(
+            scope or self, id, cluster=self.icluster, manifest=list(manifest), **options
+        )
+        applied.node.add_dependency(self.system_ready)
+        return applied
+
+    def add_system_dependent(self, *constructs: IConstruct) -> None:
+        """Make `constructs` (node groups, ...) wait for the system nodes and core add-ons."""
+        for construct in constructs:
+            construct.node.add_dependency(self.system_ready)
+
     @property
     def icluster(self) -> eks.ICluster:
         """The cluster as the interface other constructs accept."""
@@ -543,12 +593,14 @@ class InferenceCluster(Construct):
             "Lambda execution policies ({}) for logging and VPC networking; the provider is "
             "part of aws-cdk-lib, not configurable here."
         )
-        for policy in (
+        policies = (
             "service-role/AWSLambdaBasicExecutionRole",
             "service-role/AWSLambdaVPCAccessExecutionRole",
             "AmazonEC2ContainerRegistryReadOnly",
-        ):
-            acknowledge(provider, _MANAGED_POLICY.format(policy), reason_policies.format(policy))
+        )
+        acknowledge_all(
+            provider, {_MANAGED_POLICY.format(policy): reason_policies.format(policy) for policy in policies}
+        )
         for child in provider.node.find_all():
             if isinstance(child, cdk.CfnCondition) and child.node.id == "HasEcrPublic":
                 policy_arn = {
@@ -646,3 +698,34 @@ class InferenceCluster(Construct):
                 "request's response URL: a failure ends as a failed stack operation, not as a "
                 "message to replay.",
             )
+
+
+def helm_chart_on(cluster: eks.ICluster, scope: Construct, id: str, **options: Any) -> eks.HelmChart:
+    """`eks.HelmChart(scope, id, cluster=cluster, **options)`, installed after the system nodes
+    when `cluster` is an :class:`InferenceCluster`'s (:meth:`InferenceCluster.add_helm_chart`).
+
+    For constructs that take any `eks.ICluster` and install a controller on it.
+    """
+    owner = InferenceCluster.of(cluster)
+    if owner is not None:
+        return owner.add_helm_chart(id, scope=scope, **options)
+    return eks.HelmChart(scope, id, cluster=cluster, **options)
+
+
+def manifest_on(
+    cluster: eks.ICluster, scope: Construct, id: str, *manifest: Mapping[str, Any], **options: Any
+) -> eks.KubernetesManifest:
+    """`eks.KubernetesManifest(scope, id, cluster=cluster, manifest=[...], **options)`, applied
+    after the system nodes when `cluster` is an :class:`InferenceCluster`'s
+    (:meth:`InferenceCluster.add_manifest`)."""
+    owner = InferenceCluster.of(cluster)
+    if owner is not None:
+        return owner.add_manifest(id, *manifest, scope=scope, **options)
+    return eks.KubernetesManifest(scope, id, cluster=cluster, manifest=list(manifest), **options)
+
+
+def after_system_nodes(cluster: eks.ICluster, *constructs: IConstruct) -> None:
+    """Make `constructs` wait for the system nodes when `cluster` is an :class:`InferenceCluster`'s."""
+    owner = InferenceCluster.of(cluster)
+    if owner is not None:
+        owner.add_system_dependent(*constructs)

@@ -14,7 +14,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import region_info
 from constructs import Construct
 
-from gpufarm.constructs._util import acknowledge
+from gpufarm.constructs._util import acknowledge_all
 
 CRD_CHART_TIMEOUT = cdk.Duration.minutes(5)
 
@@ -112,10 +112,10 @@ class CrdChart(Construct):
             "bootstrap asset bucket: aws-cdk-lib's HelmChart grants it read access to that bucket's "
             "objects (chartAsset.grantRead); the bucket holds only this app's deployment assets."
         )
-        for finding in (
+        findings = (
             "Action::s3:GetBucket*",
             "Action::s3:GetObject*",
             "Action::s3:List*",
             f"Resource::arn:{partition}:s3:::{bucket}/*",
-        ):
-            acknowledge(provider, f"AwsSolutions-IAM5[{finding}]", reason)
+        )
+        acknowledge_all(provider, {f"AwsSolutions-IAM5[{finding}]": reason for finding in findings})

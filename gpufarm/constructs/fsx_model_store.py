@@ -61,8 +61,9 @@ class FsxModelStore(Construct):
     an EKS add-on with a Pod Identity role, and a static PersistentVolume and claim
     (:data:`gpufarm.k8s.storage.FSX_CLAIM`) in each of `namespaces`.
 
-    The namespaces must exist before the claims are applied: make each of `volume_manifests`
-    depend on the manifest that creates its namespace.
+    The namespaces must exist before the claims are applied: pass the construct that creates
+    them as `after` (or make each of `volume_manifests` depend on it). Pods that mount the
+    claims wait for them through :meth:`add_consumers`.
 
     :param vpc: the VPC of the file system and its clients.
     :param cluster: the EKS cluster that mounts the file system.
@@ -74,6 +75,8 @@ class FsxModelStore(Construct):
         (for EKS, the cluster or node security group). Default: none; add them later with
         :meth:`add_client`.
     :param namespaces: namespaces that get the claim. Default: none.
+    :param after: the construct that creates `namespaces`; the claims are applied after it.
+        Default: none.
     :param removal_policy: applies to the file system, its key and its security group.
         Default: RETAIN (a file system is data; replacing it re-imports every model).
     :param weekly_maintenance_start_time: `d:HH:MM` in UTC, day 1 = Monday.
@@ -94,6 +97,7 @@ class FsxModelStore(Construct):
         namespaces: Sequence[str] = (),
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
         weekly_maintenance_start_time: str = DEFAULT_MAINTENANCE_WINDOW,
+        after: Construct | None = None,
     ) -> None:
         super().__init__(scope, id)
         import_path = _validate(
@@ -233,7 +237,14 @@ class FsxModelStore(Construct):
             # The driver must be there to mount, and the model folders must exist (metadata
             # import done) before pods use them as subPaths.
             manifest.node.add_dependency(self.addon, self.data_repository)
+            if after is not None:
+                manifest.node.add_dependency(after)
             self.volume_manifests[namespace] = manifest
+
+    def add_consumers(self, *manifests: Construct) -> None:
+        """Apply `manifests` (workloads that mount the claim) after every volume manifest."""
+        for manifest in manifests:
+            manifest.node.add_dependency(*self.volume_manifests.values())
 
     def add_client(self, peer: ec2.IConnectable) -> None:
         """Let `peer` (nodes that mount the file system) exchange Lustre traffic with the servers.

@@ -22,6 +22,7 @@ from gpufarm.config.bedrock import (
 from gpufarm.config.model import GuardrailConfig, ModelConfig, TierConfig
 from gpufarm.config.names import is_dns_1123_label
 from gpufarm.constructs._util import acknowledge, pod_identity_role
+from gpufarm.constructs.cluster import manifest_on
 from gpufarm.constructs.serving import secret_arn
 from gpufarm.k8s import gateway as k8s_gateway
 
@@ -131,7 +132,8 @@ class FallbackGateway(Construct):
     Clients send a model's `served_model_name` (else `name`); the response header
     ``x-litellm-model-id`` names the backend that answered (`vllm-<model>` or
     `bedrock-<model>`). A tier whose models name no Bedrock target still gets a gateway that
-    fronts vLLM. Default `after`: none.
+    fronts vLLM. Default `after`: none. On an :class:`~gpufarm.constructs.InferenceCluster`'s
+    cluster the manifest waits for its system nodes (:meth:`InferenceCluster.add_manifest`).
     """
 
     def __init__(
@@ -243,11 +245,11 @@ class FallbackGateway(Construct):
         self.config: dict[str, Any] = k8s_gateway.litellm_config(
             tier, guardrail=k8s_gateway.guardrail_env_refs() if guardrail_values else None
         )
-        self.manifest = eks.KubernetesManifest(
+        self.manifest = manifest_on(
+            cluster,
             self,
             "Resource",
-            cluster=cluster,
-            manifest=k8s_gateway.gateway_manifests(
+            *k8s_gateway.gateway_manifests(
                 tier,
                 config=self.config,
                 namespace=namespace,

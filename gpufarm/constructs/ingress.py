@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -27,10 +26,10 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from gpufarm.config.model import (
-    CognitoAuthConfig,
     IngressConfig,
+    LoadBalancerKind,
     LoadBalancerScheme,
-    OidcAuthConfig,
+    PrivateLinkConfig,
     default_route_priority,
 )
 from gpufarm.config.validate import HEALTH_CHECK_TIMEOUT_SECONDS
@@ -42,40 +41,18 @@ from gpufarm.constructs._util import (
     private_subnets,
     validate_weights,
 )
+from gpufarm.constructs.alb_actions import action_json, cognito_config, forward, oidc_config
+from gpufarm.constructs.alb_actions import secret_reference as secret_reference  # re-exported
+from gpufarm.constructs.load_balancer import InferenceLoadBalancer, no_dicts_with_endpoints, routes_of
+from gpufarm.constructs.private_link import InferencePrivateLink
 from gpufarm.constructs.waf import InferenceWaf
-from gpufarm.k8s.binding import AUTO_MODE_TGB_API, TARGET_HEALTHY_THRESHOLD, target_group_binding
-from gpufarm.k8s.serving import HEALTH_PATH
-
-UNAUTHENTICATED_REQUEST = "deny"
-"""API clients cannot follow a login redirect: without a valid session cookie the ALB answers 401."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class RouterTarget:
-    """Where a model's target group sends traffic when a router sits in front of its pods."""
-
-    port: int
-    """The router's traffic port (the target group's port and the binding's Service port)."""
-    health_check_port: int
-    """The router's own readiness port."""
-    health_check_path: str
-    """The router's readiness path."""
+from gpufarm.core.endpoints import HEALTH_PATH, Endpoint
+from gpufarm.core.endpoints import RouterTarget as RouterTarget  # re-exported: its documented home
+from gpufarm.core.endpoints import route_prefix as route_prefix  # re-exported (constructs/__init__)
+from gpufarm.k8s.binding import AUTO_MODE_TGB_API, TARGET_HEALTHY_THRESHOLD
 
 
-def secret_reference(secret: str) -> str:
-    """A CloudFormation dynamic reference to a Secrets Manager secret's string (name or ARN).
-
-    CloudFormation resolves it at deploy time: the secret never appears in the template.
-    """
-    return f"{{{{resolve:secretsmanager:{secret}:SecretString}}}}"
-
-
-def route_prefix(model_name: str) -> str:
-    """The path prefix that reaches a model: '/<model>'."""
-    return f"/{model_name}"
-
-
-class InferenceAlb(Construct):
+class InferenceAlb(InferenceLoadBalancer):
     """An ALB with one IP target group per model, least-outstanding-requests routing.
 
     Defaults (from :class:`IngressConfig`): internal, in the private subnets, HTTP on port 80
@@ -122,7 +99,12 @@ class InferenceAlb(Construct):
     by weight (for the pods of one model on different GPU pools, each group bound to its own
     Service). Within a group, least outstanding requests picks the pod. Not for `routed`
     models. Default: one target group per model.
+
+    `endpoints` (from :func:`gpufarm.core.endpoints.endpoints_of`, what the tier stack passes)
+    replaces `model_names`, `rule_priorities`, `routed` and `weights`: they are read from it.
     """
+
+    kind = LoadBalancerKind.ALB
 
     def __init__(
         self,
@@ -131,7 +113,7 @@ class InferenceAlb(Construct):
         *,
         vpc: ec2.IVpc,
         config: IngressConfig,
-        model_names: Sequence[str],
+        model_names: Sequence[str] = (),
         target_port: int,
         cluster_name: str,
         vpc_cidr: str | None = None,
@@ -141,8 +123,15 @@ class InferenceAlb(Construct):
         deletion_protection: bool = False,
         routed: Mapping[str, RouterTarget] | None = None,
         weights: Mapping[str, Mapping[str, int]] | None = None,
+        endpoints: Sequence[Endpoint] | None = None,
     ) -> None:
         super().__init__(scope, id)
+        if endpoints is not None:
+            no_dicts_with_endpoints(
+                model_names=model_names, rule_priorities=rule_priorities, routed=routed, weights=weights
+            )
+            model_names, rule_priorities, _, weights = routes_of(endpoints)
+            routed = {e.model: e.router for e in endpoints if e.router is not None}
         _validate(config, target_port)
         self.routed = dict(routed or {})
         """Models whose target groups point at a router (KV-cache-aware routing) instead of vLLM."""
@@ -246,6 +235,11 @@ class InferenceAlb(Construct):
         return self.load_balancer.load_balancer_dns_name
 
     @property
+    def load_balancer_full_name(self) -> str:
+        """`app/<name>/<id>`, the CloudWatch `LoadBalancer` dimension."""
+        return self.load_balancer.load_balancer_full_name
+
+    @property
     def scheme(self) -> str:
         """'https' or 'http', as clients must call the listener."""
         return "https" if self.https else "http"
@@ -281,47 +275,34 @@ class InferenceAlb(Construct):
         assert isinstance(listener, elbv2.CfnListener)
         actions = self._actions(self.default_target_group)
         listener.add_property_override(
-            "DefaultActions", [cdk.Stack.of(self).resolve(_action_json(a)) for a in actions]
+            "DefaultActions", [cdk.Stack.of(self).resolve(action_json(a)) for a in actions]
         )
         return self.default_target_group
-
-    def bind_default(
-        self,
-        *,
-        cluster: eks.ICluster,
-        namespace: str,
-        service: str,
-        api_version: str = AUTO_MODE_TGB_API,
-        after: Construct | None = None,
-    ) -> eks.KubernetesManifest:
-        """Register the pods of `service` (the gateway) in the default route's target group."""
-        if self.default_target_group is None or self.default_port is None:
-            raise ValueError(
-                "bind_default() needs route_default_to() first: there is no default target group"
-            )
-        manifest = eks.KubernetesManifest(
-            self,
-            "Binding-Default-Route",
-            cluster=cluster,
-            overwrite=True,
-            manifest=[
-                target_group_binding(
-                    name=service,
-                    namespace=namespace,
-                    service_name=service,
-                    service_port=self.default_port,
-                    target_group_arn=self.default_target_group.ref,
-                    api_version=api_version,
-                )
-            ],
-        )
-        if after is not None:
-            manifest.node.add_dependency(after)
-        return manifest
 
     def base_url_default(self) -> str:
         """The OpenAI `base_url` of the default route (the gateway): `<scheme>://<alb>/v1`."""
         return f"{self.scheme}://{self.dns_name}/v1"
+
+    def private_link(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: PrivateLinkConfig,
+        vpc: ec2.IVpc,
+        deletion_protection: bool = False,
+    ) -> InferencePrivateLink:
+        """A PrivateLink endpoint service on an internal NLB in front of the listener (in `vpc`)."""
+        protocol = elbv2.ApplicationProtocol.HTTPS if self.https else elbv2.ApplicationProtocol.HTTP
+        return InferencePrivateLink(
+            scope,
+            id,
+            config=config,
+            vpc=vpc,
+            alb=self.load_balancer,
+            ports={self.listener_port: protocol},
+            deletion_protection=deletion_protection,
+        )
 
     def allow_targets_in(self, target_security_group: ec2.ISecurityGroup) -> None:
         """Open :attr:`target_ports` from this load balancer to the pods' security group, nothing else."""
@@ -426,39 +407,6 @@ class InferenceAlb(Construct):
                 after=(after or {}).get(name),
             )
         return bindings
-
-    def _binding(
-        self,
-        id: str,
-        *,
-        cluster: eks.ICluster,
-        namespace: str,
-        name: str,
-        service: str,
-        port: int,
-        target_group: elbv2.CfnTargetGroup,
-        api_version: str,
-        after: Construct | None,
-    ) -> eks.KubernetesManifest:
-        manifest = eks.KubernetesManifest(
-            self,
-            id,
-            cluster=cluster,
-            overwrite=True,
-            manifest=[
-                target_group_binding(
-                    name=name,
-                    namespace=namespace,
-                    service_name=service,
-                    service_port=port,
-                    target_group_arn=target_group.ref,
-                    api_version=api_version,
-                )
-            ],
-        )
-        if after is not None:
-            manifest.node.add_dependency(after)
-        return manifest
 
     # ----------------------------------------------------------------------- internals
 
@@ -629,89 +577,14 @@ class InferenceAlb(Construct):
         action = elbv2.CfnListenerRule.ActionProperty
         cfg = self.config
         if cfg.oidc:
-            auth = action(type="authenticate-oidc", order=1, authenticate_oidc_config=_oidc(cfg.oidc))
+            auth = action(type="authenticate-oidc", order=1, authenticate_oidc_config=oidc_config(cfg.oidc))
         elif cfg.cognito:
             auth = action(
-                type="authenticate-cognito", order=1, authenticate_cognito_config=_cognito(cfg.cognito)
+                type="authenticate-cognito", order=1, authenticate_cognito_config=cognito_config(cfg.cognito)
             )
         else:
-            return [_forward(target_group, weighted, order=None)]
-        return [auth, _forward(target_group, weighted, order=2)]
-
-
-def _forward(
-    target_group: elbv2.CfnTargetGroup | None,
-    weighted: Sequence[tuple[elbv2.CfnTargetGroup, int]],
-    *,
-    order: int | None,
-) -> elbv2.CfnListenerRule.ActionProperty:
-    """A forward action to `target_group`, else to the `weighted` target groups by weight."""
-    if target_group is not None:
-        return elbv2.CfnListenerRule.ActionProperty(
-            type="forward", order=order, target_group_arn=target_group.ref
-        )
-    return elbv2.CfnListenerRule.ActionProperty(
-        type="forward",
-        order=order,
-        forward_config=elbv2.CfnListenerRule.ForwardConfigProperty(
-            target_groups=[
-                elbv2.CfnListenerRule.TargetGroupTupleProperty(target_group_arn=tg.ref, weight=weight)
-                for tg, weight in weighted
-            ]
-        ),
-    )
-
-
-def _action_json(action: elbv2.CfnListenerRule.ActionProperty) -> dict[str, object]:
-    """A listener-rule action as the CloudFormation JSON a listener's DefaultActions takes."""
-    out: dict[str, object] = {"Type": action.type}
-    if action.order is not None:
-        out["Order"] = action.order
-    if action.target_group_arn is not None:
-        out["TargetGroupArn"] = action.target_group_arn
-    if action.authenticate_oidc_config is not None:
-        oidc = action.authenticate_oidc_config
-        assert isinstance(oidc, elbv2.CfnListenerRule.AuthenticateOidcConfigProperty)
-        out["AuthenticateOidcConfig"] = {
-            "Issuer": oidc.issuer,
-            "AuthorizationEndpoint": oidc.authorization_endpoint,
-            "TokenEndpoint": oidc.token_endpoint,
-            "UserInfoEndpoint": oidc.user_info_endpoint,
-            "ClientId": oidc.client_id,
-            "ClientSecret": oidc.client_secret,
-            "OnUnauthenticatedRequest": oidc.on_unauthenticated_request,
-        }
-    if action.authenticate_cognito_config is not None:
-        cognito = action.authenticate_cognito_config
-        assert isinstance(cognito, elbv2.CfnListenerRule.AuthenticateCognitoConfigProperty)
-        out["AuthenticateCognitoConfig"] = {
-            "UserPoolArn": cognito.user_pool_arn,
-            "UserPoolClientId": cognito.user_pool_client_id,
-            "UserPoolDomain": cognito.user_pool_domain,
-            "OnUnauthenticatedRequest": cognito.on_unauthenticated_request,
-        }
-    return out
-
-
-def _oidc(cfg: OidcAuthConfig) -> elbv2.CfnListenerRule.AuthenticateOidcConfigProperty:
-    return elbv2.CfnListenerRule.AuthenticateOidcConfigProperty(
-        issuer=cfg.issuer,
-        authorization_endpoint=cfg.authorization_endpoint,
-        token_endpoint=cfg.token_endpoint,
-        user_info_endpoint=cfg.user_info_endpoint,
-        client_id=cfg.client_id,
-        client_secret=secret_reference(cfg.client_secret),
-        on_unauthenticated_request=UNAUTHENTICATED_REQUEST,
-    )
-
-
-def _cognito(cfg: CognitoAuthConfig) -> elbv2.CfnListenerRule.AuthenticateCognitoConfigProperty:
-    return elbv2.CfnListenerRule.AuthenticateCognitoConfigProperty(
-        user_pool_arn=cfg.user_pool_arn,
-        user_pool_client_id=cfg.user_pool_client_id,
-        user_pool_domain=cfg.user_pool_domain,
-        on_unauthenticated_request=UNAUTHENTICATED_REQUEST,
-    )
+            return [forward(target_group, weighted, order=None)]
+        return [auth, forward(target_group, weighted, order=2)]
 
 
 def _validate(config: IngressConfig, target_port: int) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NotRequired, TypedDict, Unpack
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -15,7 +15,8 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from gpufarm.config.model import KarpenterConfig, NodePoolConfig
-from gpufarm.constructs._util import acknowledge, pod_identity_role
+from gpufarm.constructs._util import acknowledge_all, pod_identity_role, pseudo_parameters
+from gpufarm.constructs.cluster import helm_chart_on
 from gpufarm.k8s.karpenter import (
     DISCOVERY_TAG,
     SERVICE_ACCOUNT,
@@ -86,7 +87,8 @@ def _check_tag_value(value: str, field: str) -> None:
 
 def _ec2_arn(resource: str, *, account: bool = True) -> str:
     owner = "*" if account else ""
-    return f"arn:{cdk.Aws.PARTITION}:ec2:{cdk.Aws.REGION}:{owner}:{resource}"
+    partition, region = pseudo_parameters()[:2]
+    return f"arn:{partition}:ec2:{region}:{owner}:{resource}"
 
 
 def controller_policies(
@@ -101,7 +103,7 @@ def controller_policies(
     EC2NodeClass tags; `iam:PassRole` names only the node role, toward EC2 only; the queue
     actions name only the interruption queue. Reads are limited to the stack's region.
     """
-    partition, region, account = cdk.Aws.PARTITION, cdk.Aws.REGION, cdk.Aws.ACCOUNT_ID
+    partition, region, account = pseudo_parameters()
     owned = f"kubernetes.io/cluster/{cluster_name}"
     cluster_arn = f"arn:{partition}:eks:{region}:{account}:cluster/{cluster_name}"
     instance_profiles = f"arn:{partition}:iam::{account}:instance-profile/*"
@@ -376,6 +378,18 @@ _WILDCARD_REASONS: Final = {
 }
 
 
+class GpuNodePoolOptions(TypedDict):
+    """What a Karpenter GPU pool needs beyond what its Karpenter supplies: the options shared by
+    :meth:`Karpenter.add_gpu_node_pool` and :class:`KarpenterGpuNodePool`.
+    """
+
+    pool: NodePoolConfig
+    """The pool: instance types, capacity type, limits, disruption, AMI, EFA."""
+    security_group_ids: NotRequired[Sequence[str]]
+    """Security groups the NodeClass adds by ID (default: none, only those tagged
+    `karpenter.sh/discovery: <discovery_value>`)."""
+
+
 class Karpenter(Construct):
     """Karpenter on an existing EKS cluster (any aws_eks_v2 cluster without Auto Mode).
 
@@ -394,7 +408,9 @@ class Karpenter(Construct):
     Defaults: `discovery_value` is the cluster name. Subnets and security groups defined in this
     app get the tag; imported ones must already carry it (CloudFormation cannot tag what it does
     not manage). The cluster needs the EKS Pod Identity agent, and the kubectl provider needs a
-    route to public.ecr.aws to pull the charts.
+    route to public.ecr.aws to pull the charts. On an :class:`~gpufarm.constructs.InferenceCluster`'s
+    cluster the controller chart is installed after the system nodes (its pods run there).
+    Add GPU pools with :meth:`add_gpu_node_pool`.
     """
 
     def __init__(
@@ -421,13 +437,15 @@ class Karpenter(Construct):
             description=f"Nodes Karpenter launches for EKS cluster {name}",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(p) for p in NODE_POLICIES],
         )
-        for node_policy in NODE_POLICIES:
-            acknowledge(
-                self.node_role,
-                _MANAGED_POLICY.format(node_policy),
-                f"Karpenter nodes need {node_policy}: it {_NODE_POLICY_REASONS[node_policy]}; AWS maintains "
-                "it, and Karpenter's getting-started template attaches it to the node role.",
-            )
+        acknowledge_all(
+            self.node_role,
+            {
+                _MANAGED_POLICY.format(node_policy): f"Karpenter nodes need {node_policy}: it "
+                f"{_NODE_POLICY_REASONS[node_policy]}; AWS maintains "
+                "it, and Karpenter's getting-started template attaches it to the node role."
+                for node_policy in NODE_POLICIES
+            },
+        )
         self.node_access_entry = eks.CfnAccessEntry(
             self,
             "NodeAccessEntry",
@@ -443,17 +461,12 @@ class Karpenter(Construct):
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
         )
-        acknowledge(
-            self.queue,
-            "AwsSolutions-SQS3",
+        no_dead_letters = (
             "The interruption queue carries EC2 and AWS Health events Karpenter must act on within "
-            "minutes; retention is 300 s, so a dead-letter queue would only hold stale events.",
+            "minutes; retention is 300 s, so a dead-letter queue would only hold stale events."
         )
-        acknowledge(
-            self.queue,
-            "ControlTower::CT.SQS.PR.1",
-            "The interruption queue carries EC2 and AWS Health events Karpenter must act on within "
-            "minutes; retention is 300 s, so a dead-letter queue would only hold stale events.",
+        acknowledge_all(
+            self.queue, {"AwsSolutions-SQS3": no_dead_letters, "ControlTower::CT.SQS.PR.1": no_dead_letters}
         )
         self.rules: dict[str, events.Rule] = {}
         for rule_id, (source, detail_type) in INTERRUPTION_EVENTS.items():
@@ -481,8 +494,11 @@ class Karpenter(Construct):
                 roles=[self.controller_role.role_name],
             )
             self.policies[policy_id] = policy
-            for resource, reason in _WILDCARD_REASONS.get(policy_id, {}).items():
-                acknowledge(policy, _IAM5.format(resource), reason)
+            wildcards = _WILDCARD_REASONS.get(policy_id, {})
+            if wildcards:
+                acknowledge_all(
+                    policy, {_IAM5.format(resource): reason for resource, reason in wildcards.items()}
+                )
         self.pod_identity_association = eks.CfnPodIdentityAssociation(
             self,
             "PodIdentityAssociation",
@@ -513,10 +529,11 @@ class Karpenter(Construct):
             interruption_queue=self.queue.queue_name,
             replicas=config.replicas,
         )
-        self.chart = eks.HelmChart(
+        # Its pods run on the system nodes, and Pod Identity needs its agent first.
+        self.chart = helm_chart_on(
+            cluster,
             self,
             "Chart",
-            cluster=cluster,
             chart="karpenter",
             repository=KARPENTER_REPOSITORY,
             version=config.chart_version,
@@ -534,6 +551,25 @@ class Karpenter(Construct):
         self.chart.node.add_dependency(
             self.crd_chart, self.pod_identity_association, self.node_access_entry, *self.policies.values()
         )
+        self._cluster = cluster
+
+    def add_gpu_node_pool(
+        self, id: str, *, scope: Construct | None = None, **options: Unpack[GpuNodePoolOptions]
+    ) -> KarpenterGpuNodePool:
+        """A GPU pool on this Karpenter: its node role and discovery tag, applied after the chart.
+
+        `scope` (default: this construct) holds the pool's construct `id`; a stack that has its
+        pools beside Karpenter passes itself, and the pools keep their logical IDs.
+        """
+        return KarpenterGpuNodePool(
+            scope or self,
+            id,
+            cluster=self._cluster,
+            node_role=self.node_role,
+            discovery_value=self.discovery_value,
+            after=self.chart,
+            **options,
+        )
 
 
 class KarpenterGpuNodePool(Construct):
@@ -545,7 +581,8 @@ class KarpenterGpuNodePool(Construct):
     pools, nodes removed only when empty for 30 minutes, one disrupted at a time, replaced after
     14 days. `security_group_ids` adds security groups by ID (default: none, only those tagged
     `karpenter.sh/discovery: <discovery_value>`). Pass the Karpenter chart as `after` so the
-    CRDs exist before the manifest is applied.
+    CRDs exist before the manifest is applied; :meth:`Karpenter.add_gpu_node_pool` does that, and
+    passes the node role and discovery value, from the same options (:class:`GpuNodePoolOptions`).
     """
 
     def __init__(
@@ -554,14 +591,15 @@ class KarpenterGpuNodePool(Construct):
         id: str,
         *,
         cluster: eks.ICluster,
-        pool: NodePoolConfig,
         node_role: iam.IRole,
         discovery_value: str,
         after: Construct | None = None,
-        security_group_ids: Sequence[str] = (),
+        **options: Unpack[GpuNodePoolOptions],
     ) -> None:
         super().__init__(scope, id)
         _check_tag_value(discovery_value, "discovery_value")
+        pool = options["pool"]
+        security_group_ids = options.get("security_group_ids", ())
         self.pool = pool
         self.node_class = ec2_nodeclass(
             pool,
@@ -588,6 +626,8 @@ class NvidiaDevicePlugin(Construct):
     `kube-system`.
     `image_digests` (default: none) supplies digests the image table lacks (a tier's
     `images.digests`).
+    On an :class:`~gpufarm.constructs.InferenceCluster`'s cluster the chart waits for its system
+    nodes (:meth:`InferenceCluster.add_helm_chart`).
     """
 
     def __init__(
@@ -602,10 +642,10 @@ class NvidiaDevicePlugin(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.values = nvidia_device_plugin_values(image_digests)
-        self.chart = eks.HelmChart(
+        self.chart = helm_chart_on(
+            cluster,
             self,
             "Resource",
-            cluster=cluster,
             chart=NVIDIA_DEVICE_PLUGIN_CHART,
             repository=NVIDIA_DEVICE_PLUGIN_REPOSITORY,
             version=chart_version,

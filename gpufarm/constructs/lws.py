@@ -13,6 +13,7 @@ from constructs import Construct
 
 from gpufarm.config.model import ModelConfig, ServingConfig, TargetOptimizerConfig
 from gpufarm.constructs._util import construct_id, pod_identity_role
+from gpufarm.constructs.cluster import helm_chart_on
 from gpufarm.constructs.crd_chart import CrdChart, crd_chart_version
 from gpufarm.constructs.serving import _fsx_sub_paths, secret_arn
 from gpufarm.k8s import lws as k8s_lws
@@ -38,6 +39,8 @@ class LeaderWorkerSetController(Construct):
     as for any admission webhook.
     `image_digests` (default: none) supplies digests the image table lacks (a tier's
     `images.digests`).
+    On an :class:`~gpufarm.constructs.InferenceCluster`'s cluster the chart waits for its system
+    nodes (:meth:`InferenceCluster.add_helm_chart`).
     """
 
     def __init__(
@@ -60,10 +63,10 @@ class LeaderWorkerSetController(Construct):
         self.namespace = k8s_lws.LWS_NAMESPACE
         self.values = k8s_lws.lws_controller_values(chart_version, image_digests)
         self.crds = CrdChart(self, "Crds", cluster=cluster, chart=CRD_CHART, namespace=self.namespace)
-        self.chart = eks.HelmChart(
+        self.chart = helm_chart_on(
+            cluster,
             self,
             "Resource",
-            cluster=cluster,
             chart=k8s_lws.LWS_CHART,
             repository=k8s_lws.LWS_REPOSITORY,
             version=chart_version,

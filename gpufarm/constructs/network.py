@@ -113,6 +113,7 @@ class InferenceNetwork(Construct):
                 subnets=[ec2.SubnetSelection(subnets=private_subnets(self.vpc))],
             )
         self.interface_endpoints: dict[InterfaceEndpoint, ec2.InterfaceVpcEndpoint] = {}
+        self._inside_vpc: ec2.IPeer | None = None
         for endpoint in config.interface_endpoints:
             self.add_interface_endpoint(endpoint)
 
@@ -132,8 +133,11 @@ class InferenceNetwork(Construct):
             created = self.vpc.add_interface_endpoint(
                 _endpoint_id(endpoint), service=service, private_dns_enabled=True, subnets=subnets, open=False
             )
+            if self._inside_vpc is None:
+                # One peer for every endpoint: it is a value, and each new one is a jsii round trip.
+                self._inside_vpc = ec2.Peer.ipv4(self.cidr)
             created.connections.allow_default_port_from(
-                ec2.Peer.ipv4(self.cidr), f"HTTPS to {endpoint.value} from inside the VPC"
+                self._inside_vpc, f"HTTPS to {endpoint.value} from inside the VPC"
             )
         else:
             # Outside the Vpc construct: resources that depend on the whole VPC (an EKS cluster

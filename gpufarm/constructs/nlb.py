@@ -8,14 +8,15 @@ HTTP/2 clients, long-lived TCP streams, PrivateLink (:class:`InferencePrivateLin
 forwarding across several target groups, so one model can be served by pods on different GPU
 pools in a fixed ratio. See docs/decisions/0021-nlb-and-privatelink.md.
 
-The public API mirrors :class:`InferenceAlb` (``connections``, ``dns_name``, ``target_groups``,
-``allow_targets_in``, ``bind_services``, ``route_default_to``, ``bind_default``, ``base_url``,
-``load_balancer``), so a stack can build either.
+Both implement :class:`gpufarm.constructs.load_balancer.LoadBalancer` (``connections``,
+``dns_name``, ``target_groups``, ``allow_targets_in``, ``bind_services``, ``bind_endpoints``,
+``route_default_to``, ``bind_default``, ``base_url``, ``load_balancer``, ``kind``), so a stack can
+hold either.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
 import aws_cdk as cdk
@@ -25,7 +26,7 @@ from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from gpufarm.config.model import IngressConfig, LoadBalancerScheme
+from gpufarm.config.model import IngressConfig, LoadBalancerKind, LoadBalancerScheme, PrivateLinkConfig
 from gpufarm.config.validate import HEALTH_CHECK_TIMEOUT_SECONDS
 from gpufarm.constructs._util import (
     TLS_POLICY,
@@ -35,8 +36,10 @@ from gpufarm.constructs._util import (
     private_subnets,
     validate_weights,
 )
-from gpufarm.k8s.binding import AUTO_MODE_TGB_API, target_group_binding
-from gpufarm.k8s.serving import HEALTH_PATH
+from gpufarm.constructs.load_balancer import InferenceLoadBalancer, no_dicts_with_endpoints, routes_of
+from gpufarm.constructs.private_link import InferencePrivateLink
+from gpufarm.core.endpoints import HEALTH_PATH, Endpoint
+from gpufarm.k8s.binding import AUTO_MODE_TGB_API
 
 SECURITY_GROUP_RULES = 60
 """Inbound rules a security group holds by default (VPC quota)."""
@@ -57,7 +60,7 @@ class AlpnPolicy(StrEnum):
     """No ALPN negotiation."""
 
 
-class InferenceNlb(Construct):
+class InferenceNlb(InferenceLoadBalancer):
     """A Network Load Balancer with one TCP or TLS listener and IP target group(s) per model.
 
     Defaults (from :class:`IngressConfig` and its `nlb` block): internal, in the private
@@ -90,7 +93,12 @@ class InferenceNlb(Construct):
     hashes each flow to a target); the ALB-only `waf`, `target_optimizer`, `oidc`, `cognito`
     and `lcu_reservation` are rejected rather than ignored (inspect NLB traffic with a Gateway
     Load Balancer instead of WAF).
+
+    `endpoints` (from :func:`gpufarm.core.endpoints.endpoints_of`, what the tier stack passes)
+    replaces `listeners` and `weights`: they are read from it.
     """
+
+    kind = LoadBalancerKind.NLB
 
     def __init__(
         self,
@@ -99,18 +107,22 @@ class InferenceNlb(Construct):
         *,
         vpc: ec2.IVpc,
         config: IngressConfig,
-        listeners: Mapping[str, int | None],
+        listeners: Mapping[str, int | None] | None = None,
         target_port: int,
         cluster_name: str,
         vpc_cidr: str | None = None,
         weights: Mapping[str, Mapping[str, int]] | None = None,
         alpn_policy: AlpnPolicy = AlpnPolicy.HTTP2_OPTIONAL,
         deletion_protection: bool = False,
+        endpoints: Sequence[Endpoint] | None = None,
     ) -> None:
         super().__init__(scope, id)
+        if endpoints is not None:
+            no_dicts_with_endpoints(listeners=listeners, weights=weights)
+            _, _, listeners, weights = routes_of(endpoints)
         weights = dict(weights or {})
         cidrs = list(config.allowed_cidrs) or [vpc_cidr or vpc.vpc_cidr_block]
-        self.listener_ports: dict[str, int] = _validate(config, listeners, weights, cidrs)
+        self.listener_ports: dict[str, int] = _validate(config, listeners or {}, weights, cidrs)
         """Model name -> its listener port."""
         self.config = config
         self.target_port = target_port
@@ -218,6 +230,19 @@ class InferenceNlb(Construct):
         """The TargetGroupBinding name of a Service (its own name)."""
         return service
 
+    def private_link(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: PrivateLinkConfig,
+        vpc: ec2.IVpc,
+        deletion_protection: bool = False,
+    ) -> InferencePrivateLink:
+        """A PrivateLink endpoint service on this NLB itself (`vpc` and `deletion_protection` unused:
+        the NLB has its own)."""
+        return InferencePrivateLink(scope, id, config=config, load_balancer=self.load_balancer)
+
     def route_default_to(self, *, port: int, health_check_path: str) -> elbv2.CfnTargetGroup:
         """Add a listener on 443 (TLS) or 80 (TCP) forwarding to one IP target group (the gateway).
 
@@ -243,31 +268,6 @@ class InferenceNlb(Construct):
             scope, listener_port, _forward(self.default_target_group), "Gateway clients"
         )
         return self.default_target_group
-
-    def bind_default(
-        self,
-        *,
-        cluster: eks.ICluster,
-        namespace: str,
-        service: str,
-        api_version: str = AUTO_MODE_TGB_API,
-        after: Construct | None = None,
-    ) -> eks.KubernetesManifest:
-        """Register the pods of `service` (the gateway) in the default route's target group."""
-        if self.default_target_group is None or self.default_port is None:
-            raise ValueError(
-                "bind_default() needs route_default_to() first: there is no default target group"
-            )
-        return self._binding(
-            "Binding-Default-Route",
-            cluster=cluster,
-            namespace=namespace,
-            service=service,
-            port=self.default_port,
-            target_group=self.default_target_group,
-            api_version=api_version,
-            after=after,
-        )
 
     def allow_targets_in(self, target_security_group: ec2.ISecurityGroup) -> None:
         """Open the target port (and the gateway's) from this load balancer to the pods, nothing else.
@@ -320,6 +320,7 @@ class InferenceNlb(Construct):
                     f"Binding{construct_id(name)}",
                     cluster=cluster,
                     namespace=namespace,
+                    name=self.binding_name(service),
                     service=service,
                     port=self.target_port,
                     target_group=self.target_groups[name],
@@ -338,6 +339,7 @@ class InferenceNlb(Construct):
                     f"Binding{construct_id(name)}{construct_id(group)}",
                     cluster=cluster,
                     namespace=namespace,
+                    name=self.binding_name(service[group]),
                     service=service[group],
                     port=self.target_port,
                     target_group=groups[group],
@@ -473,38 +475,6 @@ class InferenceNlb(Construct):
             # EKS Auto Mode registers pods only in target groups tagged with its cluster name.
             tags=[cdk.CfnTag(key="eks:eks-cluster-name", value=self.cluster_name)],
         )
-
-    def _binding(
-        self,
-        id: str,
-        *,
-        cluster: eks.ICluster,
-        namespace: str,
-        service: str,
-        port: int,
-        target_group: elbv2.CfnTargetGroup,
-        api_version: str,
-        after: Construct | None,
-    ) -> eks.KubernetesManifest:
-        manifest = eks.KubernetesManifest(
-            self,
-            id,
-            cluster=cluster,
-            overwrite=True,
-            manifest=[
-                target_group_binding(
-                    name=self.binding_name(service),
-                    namespace=namespace,
-                    service_name=service,
-                    service_port=port,
-                    target_group_arn=target_group.ref,
-                    api_version=api_version,
-                )
-            ],
-        )
-        if after is not None:
-            manifest.node.add_dependency(after)
-        return manifest
 
 
 def _forward(target_group: elbv2.CfnTargetGroup) -> elbv2.CfnListener.ActionProperty:

@@ -15,15 +15,15 @@ from constructs import Construct
 
 from gpufarm.config.model import NodeGroupAmiType, NodeGroupConfig, ReservationKind
 from gpufarm.constructs._util import acknowledge, private_subnets
+from gpufarm.constructs.cluster import after_system_nodes, helm_chart_on
+from gpufarm.core.efa import node_group_efa_interfaces as node_group_efa_interfaces  # re-exported
 from gpufarm.core.instances import NVIDIA_GPU_FAMILIES, family_of
 from gpufarm.k8s.karpenter import (
     AMI_FAMILY_LABEL,
     BOTTLEROCKET_OS_VOLUME_GIB,
     ROOT_VOLUME_IOPS,
     ROOT_VOLUME_THROUGHPUT_MIBPS,
-    EfaInterface,
     efa_device_plugin_values,
-    efa_interfaces,
 )
 from gpufarm.k8s.labels import (
     CAPACITY_CLASS_LABEL,
@@ -160,17 +160,6 @@ def node_group_labels(config: NodeGroupConfig) -> dict[str, str]:
     return labels
 
 
-def node_group_efa_interfaces(instance_type: str) -> list[EfaInterface]:
-    """EFA interfaces of a node group: EC2's layout for known multi-card types, else one EFA.
-
-    For an instance type outside the table, the primary interface is an EFA (with ENA): every
-    EFA-capable type supports that, and it carries both IP and EFA traffic.
-    """
-    return efa_interfaces(instance_type) or [
-        EfaInterface(network_card_index=0, device_index=0, interface_type="efa")
-    ]
-
-
 # --------------------------------------------------------------------------- constructs
 
 
@@ -202,6 +191,9 @@ class ReservedGpuNodeGroup(Construct):
     With `efa`, the launch template lists the network interfaces (:func:`node_group_efa_interfaces`)
     with the EFA security group (all traffic from and to itself) and the cluster security group,
     since EKS adds the cluster security group only when the launch template names none.
+
+    On an :class:`~gpufarm.constructs.InferenceCluster`'s cluster the node group is created after
+    the cluster's system nodes and core add-ons (:attr:`InferenceCluster.system_ready`).
 
     Defaults: `node_role` is a new role with AmazonEKSWorkerNodePolicy and
     AmazonEC2ContainerRegistryPullOnly (EKS creates the node access entry for a managed node
@@ -300,6 +292,9 @@ class ReservedGpuNodeGroup(Construct):
             tags={POOL_LABEL: config.name, CAPACITY_CLASS_LABEL: config.capacity_class_name},
         )
         self.nodegroup_name: str = self.nodegroup.attr_nodegroup_name
+        # On an InferenceCluster: a node turns Ready only once the VPC CNI and kube-proxy add-ons
+        # run, and those are part of the system nodes' readiness.
+        after_system_nodes(cluster, self.nodegroup)
 
     def _efa(
         self, vpc: ec2.IVpc, config: NodeGroupConfig, cluster_security_group_id: str
@@ -478,6 +473,8 @@ class EfaDevicePlugin(Construct):
     the EKS registry of the stack's region (the chart's default is us-west-2's); the stack
     must name its region, one with a known EKS registry. Defaults: chart `v0.5.29`, namespace
     `kube-system`.
+    On an :class:`~gpufarm.constructs.InferenceCluster`'s cluster the chart waits for its system
+    nodes (:meth:`InferenceCluster.add_helm_chart`).
     """
 
     def __init__(
@@ -498,10 +495,10 @@ class EfaDevicePlugin(Construct):
                 "that region's Amazon EKS registry), got an environment-agnostic stack"
             )
         self.values = efa_device_plugin_values(region, image_digests)
-        self.chart = eks.HelmChart(
+        self.chart = helm_chart_on(
+            cluster,
             self,
             "Resource",
-            cluster=cluster,
             chart=EFA_DEVICE_PLUGIN_CHART,
             repository=EFA_DEVICE_PLUGIN_REPOSITORY,
             version=chart_version,

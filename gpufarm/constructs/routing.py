@@ -30,7 +30,9 @@ class KvCacheRouting(Construct):
     No IAM role: the picker talks to the Kubernetes API only (read access to pods in
     `serving.namespace`, through a Role). The manifests are applied after `after` (the construct
     that creates `serving.namespace`). `node_selector` places the routers (default: any node;
-    they need no GPU). Defaults: one router replica per model, 500m CPU and 1 GiB for the picker.
+    they need no GPU). `model_manifests` (default: none) gives the manifest that serves each model
+    by name; its router is applied after it. Defaults: one router replica per model, 500m CPU and
+    1 GiB for the picker.
     """
 
     def __init__(
@@ -42,6 +44,7 @@ class KvCacheRouting(Construct):
         serving: ServingConfig,
         models: Sequence[ModelConfig],
         after: Construct | None = None,
+        model_manifests: Mapping[str, Construct] | None = None,
         node_selector: Mapping[str, str] | None = None,
         epp_cpu: str = "500m",
         epp_memory: str = "1Gi",
@@ -68,7 +71,14 @@ class KvCacheRouting(Construct):
             )
             if after is not None:
                 manifest.node.add_dependency(after)
+            if model_manifests is not None and model.name in model_manifests:
+                manifest.node.add_dependency(model_manifests[model.name])
             self.manifests[model.name] = manifest
+
+    def fronting(self, manifests: Mapping[str, Construct]) -> dict[str, Construct]:
+        """`manifests` (by model name) with each routed model's router in place of the model's own
+        manifest: what must be applied before a model answers through its Service."""
+        return {name: self.manifests.get(name, manifest) for name, manifest in manifests.items()}
 
     def service_of(self, model_name: str) -> str:
         """Name of the router Service in front of a routed model (`vllm-<model>-router`)."""

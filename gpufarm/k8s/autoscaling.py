@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from gpufarm import images
 from gpufarm.config.model import ModelAutoscalingConfig, ModelConfig
+from gpufarm.core.autoscaling import ScalingProblem, prefill_scaling_problems, scaling_problems
 from gpufarm.k8s.disagg import prefill_name
 from gpufarm.k8s.labels import MODEL_LABEL, common_labels, workload_name
 
@@ -60,27 +61,23 @@ def trigger_authentication(namespace: str) -> dict[str, Any]:
 def model_autoscaling_issues(model: ModelConfig) -> list[str]:
     """What keeps a model from being scaled by KEDA, one message per problem (empty: none).
 
-    The tier validator reports the same rules with their config paths; constructs used on
-    their own check again, since they accept any ModelConfig.
+    The rules are :func:`gpufarm.core.autoscaling.scaling_problems`, which the tier validator
+    reports with their config paths; constructs used on their own check again, since they
+    accept any ModelConfig.
     """
     scaling = model.autoscaling
     where = f"model {model.name!r}"
     if scaling is None:
         return [f"{where}: 'autoscaling' must be set to scale it with KEDA, got None"]
-    issues = []
-    if scaling.min_replicas > scaling.max_replicas:
-        issues.append(
-            f"{where}: 'autoscaling.min_replicas' must be at most max_replicas "
-            f"({scaling.max_replicas}), got {scaling.min_replicas}"
-        )
-    if scaling.min_replicas == 0 and model.critical:
-        issues.append(
-            f"{where}: 'autoscaling.min_replicas' must be at least 1 for a critical model "
-            "(scale to zero needs critical: false), got 0"
-        )
-    if scaling.queue_target is None and scaling.kv_cache_target is None:
-        issues.append(f"{where}: 'autoscaling' must set queue_target and/or kv_cache_target, got neither")
-    return issues
+    return [
+        _issue(where, "autoscaling", problem)
+        for problem in scaling_problems(scaling, critical=model.critical)
+    ]
+
+
+def _issue(where: str, section: str, problem: ScalingProblem) -> str:
+    """A problem of the scaling section at `section` of the model `where` names, as one line."""
+    return f"{where}: {problem.path(section)!r} {problem.message}"
 
 
 def scales_to_zero(model: ModelConfig) -> bool:
@@ -123,26 +120,16 @@ def in_flight_query(model: ModelConfig, namespace: str) -> str:
 
 
 def prefill_autoscaling_issues(model: ModelConfig) -> list[str]:
-    """What keeps a model's prefill pods from being scaled by KEDA, one message per problem."""
+    """What keeps a model's prefill pods from being scaled by KEDA, one message per problem.
+
+    The rules are :func:`gpufarm.core.autoscaling.prefill_scaling_problems`.
+    """
     pd = model.prefill_decode
     where = f"model {model.name!r}"
+    section = "prefill_decode.prefill_autoscaling"
     if pd is None or pd.prefill_autoscaling is None:
-        return [
-            f"{where}: 'prefill_decode.prefill_autoscaling' must be set to scale its prefill pods, got None"
-        ]
-    scaling = pd.prefill_autoscaling
-    issues = []
-    if not 1 <= scaling.min_replicas <= scaling.max_replicas:
-        issues.append(
-            f"{where}: 'prefill_decode.prefill_autoscaling.min_replicas' must be 1 to max_replicas "
-            f"({scaling.max_replicas}), got {scaling.min_replicas}"
-        )
-    if scaling.queue_target is None and scaling.kv_cache_target is None:
-        issues.append(
-            f"{where}: 'prefill_decode.prefill_autoscaling' must set queue_target and/or "
-            "kv_cache_target, got neither"
-        )
-    return issues
+        return [f"{where}: {section!r} must be set to scale its prefill pods, got None"]
+    return [_issue(where, section, problem) for problem in prefill_scaling_problems(pd.prefill_autoscaling)]
 
 
 def prefill_scaled_object(

@@ -20,12 +20,11 @@ from typing import Any
 import yaml
 
 from gpufarm.config.bedrock import call_region
-from gpufarm.config.model import FallbackConfig, ModelConfig, ServingConfig, TierConfig
+from gpufarm.config.model import FallbackConfig, ModelConfig, TierConfig
+from gpufarm.core.endpoints import Endpoint, model_endpoints
 from gpufarm.core.names import BEDROCK_SUFFIX
 from gpufarm.k8s.binding import rollout_min_ready_seconds
 from gpufarm.k8s.labels import POOL_LABEL, common_labels, workload_name
-from gpufarm.k8s.lws import leader_service_name
-from gpufarm.k8s.routing import ROUTER_PORT, router_name
 from gpufarm.k8s.scan import scan_acknowledge
 from gpufarm.k8s.security import container_security, pod_security
 from gpufarm.k8s.serving import http_probe
@@ -126,21 +125,14 @@ def bedrock_deployment_id(model: ModelConfig) -> str:
     return f"bedrock-{model.name}"
 
 
-def vllm_api_base(model: ModelConfig, serving: ServingConfig, share: str | None = None) -> str:
-    """The OpenAI-compatible base URL of a model's vLLM Service, by its cluster DNS name.
+def vllm_api_base(endpoint: Endpoint) -> str:
+    """The OpenAI-compatible base URL of a model's (or one share's) endpoint, by its cluster DNS name.
 
-    A multi-node model (`pipeline_parallel` > 1) is reached through its leaders' Service only:
-    its workers serve no HTTP. With `share`, the URL of that share's Service.
+    The endpoint says which Service that is (the router's, a share's, a multi-node model's
+    leaders' or the model's own; see `gpufarm/core/endpoints.py`): the gateway calls what the
+    load balancer forwards to.
     """
-    if model.routed:  # through the model's own router (KV-cache-aware or prefill/decode), as the ALB
-        return f"http://{router_name(model.name)}.{serving.namespace}.svc.cluster.local:{ROUTER_PORT}/v1"
-    if share is not None:
-        service = workload_name(model.name, share)
-    elif model.pipeline_parallel == 1:
-        service = workload_name(model.name)
-    else:
-        service = leader_service_name(model.name)
-    return f"http://{service}.{serving.namespace}.svc.cluster.local:{serving.port}/v1"
+    return endpoint.url
 
 
 def guardrail_env_refs() -> tuple[str, str]:
@@ -168,17 +160,17 @@ def _check_names(models: list[ModelConfig]) -> None:
 def _vllm_entries(model: ModelConfig, tier: TierConfig) -> list[dict[str, Any]]:
     """The model's vLLM deployments: one, or one per share under the same model name, weighted."""
     fb = tier.fallback
-    weights = {share.share_name: share.weight for share in model.shares}
     entries = []
-    for share, _ in model.parts():
+    for endpoint in model_endpoints(model, tier.serving):
+        share = endpoint.share
         params: dict[str, Any] = {
             "model": f"hosted_vllm/{model.api_model_name}",
-            "api_base": vllm_api_base(model, tier.serving, share),
+            "api_base": vllm_api_base(endpoint),
             "timeout": fb.request_timeout_seconds,
             "stream_timeout": fb.stream_timeout_seconds,
         }
-        if share is not None:
-            params["weight"] = weights[share]
+        if endpoint.weight is not None:
+            params["weight"] = endpoint.weight
         entries.append(
             {
                 "model_name": client_model_name(model),

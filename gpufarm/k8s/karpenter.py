@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from gpufarm import images
 from gpufarm.config.model import AmiFamily, NodePoolConfig
-from gpufarm.core.instances import efa_network_cards
+from gpufarm.core.efa import EfaInterface as EfaInterface  # re-exported
+from gpufarm.core.efa import efa_interfaces as efa_interfaces  # re-exported
 from gpufarm.core.registries import eks_registry
 from gpufarm.k8s.labels import (
     CAPACITY_CLASS_LABEL,
@@ -54,36 +54,6 @@ BOTTLEROCKET_OS_VOLUME_GIB = 4
 
 EFA_DEVICE_PLUGIN_IMAGE = images.image("efa-device-plugin").repository
 """The EFA device plugin's repository within an EKS image registry (the chart's default image)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class EfaInterface:
-    """One network interface of an EFA node: where it attaches and what it is."""
-
-    network_card_index: int
-    device_index: int
-    interface_type: Literal["interface", "efa", "efa-only"]
-
-
-def efa_interfaces(instance_type: str) -> list[EfaInterface] | None:
-    """The EFA interface layout EC2 recommends for a multi-card instance type, or None if unknown.
-
-    The primary interface (card 0, device 0) is a plain ENA interface carrying the node's and
-    the pods' IP traffic; every network card then gets one EFA-only interface (device 1 on card
-    0, device 0 on the others). EFA-only interfaces take no IP address, so a p5.48xlarge uses
-    one subnet address for its primary interface instead of 32 (VPC CNI 1.18.5 or later).
-    """
-    cards = efa_network_cards(instance_type)
-    if cards is None:
-        return None
-    return [
-        EfaInterface(network_card_index=0, device_index=0, interface_type="interface"),
-        EfaInterface(network_card_index=0, device_index=1, interface_type="efa-only"),
-        *(
-            EfaInterface(network_card_index=card, device_index=0, interface_type="efa-only")
-            for card in range(1, cards)
-        ),
-    ]
 
 
 def pool_efa_interfaces(pool: NodePoolConfig) -> list[EfaInterface] | None:

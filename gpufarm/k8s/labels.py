@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from gpufarm.core.labels import CAPACITY_CLASS_LABEL as CAPACITY_CLASS_LABEL  # re-exported
+from gpufarm.core.labels import NODEPOOL_LABEL as NODEPOOL_LABEL  # re-exported
+from gpufarm.core.labels import POOL_LABEL as POOL_LABEL  # re-exported
+from gpufarm.core.labels import nodepool_name as nodepool_name  # re-exported
 from gpufarm.core.names import leader_service_name as leader_service_name  # re-exported
 from gpufarm.core.names import router_name as router_name  # re-exported
 from gpufarm.core.names import workload_name as workload_name  # re-exported
@@ -10,14 +14,10 @@ PART_OF = "gpufarm"
 MODEL_LABEL = "gpufarm.io/model"
 SHARE_LABEL = "gpufarm.io/share"
 """Pod label naming the share of a model a pod belongs to (only on models split into shares)."""
-POOL_LABEL = "gpufarm.io/pool"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 """Extended resource the EFA device plugin advertises: EFA interfaces of the node."""
-NODEPOOL_LABEL = "karpenter.sh/nodepool"
-CAPACITY_CLASS_LABEL = "gpufarm.io/capacity-class"
-"""Node label naming the capacity class (reserved base, burst, background) models select."""
 EFA_LABEL = "gpufarm.io/efa"
 """Node label (`"true"`) on nodes launched with EFA interfaces; the EFA device plugin runs there."""
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
@@ -41,8 +41,3 @@ def model_selector(model_name: str) -> dict[str, str]:
 def share_selector(model_name: str, share: str) -> dict[str, str]:
     """Selector matching the pods of one share of a model: the model's selector and the share."""
     return {**model_selector(model_name), SHARE_LABEL: share}
-
-
-def nodepool_name(pool_name: str) -> str:
-    """Name of the Kubernetes NodePool behind a gpufarm pool."""
-    return f"gpu-{pool_name}"

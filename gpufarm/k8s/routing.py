@@ -19,6 +19,8 @@ from typing import Any
 
 from gpufarm import images
 from gpufarm.config.model import PrefillDecodeConfig
+from gpufarm.core.endpoints import ENVOY_READY_PORT as ENVOY_READY_PORT  # re-exported
+from gpufarm.core.endpoints import ROUTER_PORT as ROUTER_PORT  # re-exported
 from gpufarm.k8s import disagg
 from gpufarm.k8s.labels import MODEL_LABEL, common_labels, model_selector
 from gpufarm.k8s.labels import router_name as router_name  # re-exported (see labels.py)
@@ -31,12 +33,6 @@ EPP_IMAGE = images.reference("gaie-epp")
 
 ENVOY_IMAGE = images.reference("envoy")
 """The sidecar proxy: the image the standalone chart's Envoy preset runs, pinned by digest."""
-
-ROUTER_PORT = 8081
-"""Envoy's listener for inference requests (the standalone chart's `http` Service port)."""
-
-ENVOY_READY_PORT = 19001
-"""Envoy's readiness listener (`/ready`) and its Prometheus statistics (`/stats/prometheus`)."""
 
 ENVOY_ADMIN_PORT = 19000
 """Envoy's admin interface, bound to loopback only."""

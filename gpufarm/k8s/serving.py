@@ -12,6 +12,7 @@ from gpufarm.config.model import (
     ServingConfig,
     TargetOptimizerConfig,
 )
+from gpufarm.core.endpoints import HEALTH_PATH as HEALTH_PATH  # re-exported
 from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT
 from gpufarm.k8s import disagg
 from gpufarm.k8s.binding import READINESS_GATE_INJECT_LABEL
@@ -51,8 +52,6 @@ VLLM_HOME = "/home/vllm"
 TMP_DIR = "/tmp"
 TOKEN_DIR = "/var/run/gpufarm/hf"
 MODELS_DIR = "/models"
-HEALTH_PATH = "/health"
-"""vLLM's health endpoint: the pods' probes and the load balancers' health checks ask it."""
 STARTUP_PERIOD_SECONDS = 10
 PRESTOP_SLEEP_SECONDS = 15
 """Time the load balancer gets to stop sending new requests before vLLM receives SIGTERM."""

@@ -5,23 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import aws_cdk as cdk
-from aws_cdk import aws_elasticloadbalancingv2 as elbv2
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from gpufarm.config.model import (
     TIER_METADATA_KEY,
     InterfaceEndpoint,
-    KvTransport,
     LoadBalancerKind,
-    ModelConfig,
     ModelStoreKind,
-    NodeGroupConfig,
     Provisioning,
     TierConfig,
 )
-from gpufarm.config.placeholders import Placeholder, find_placeholders
+from gpufarm.config.placeholders import find_placeholders
 from gpufarm.config.sizing import fsx_storage_capacity_gib
 from gpufarm.constructs import (
     AutoModeGpuNodePool,
@@ -36,9 +30,9 @@ from gpufarm.constructs import (
     InferenceNlb,
     InferencePrivateLink,
     Karpenter,
-    KarpenterGpuNodePool,
     KedaAutoscaling,
     KvCacheRouting,
+    LogsKey,
     MultiNodeServing,
     NvidiaDevicePlugin,
     PrometheusMonitoring,
@@ -48,48 +42,21 @@ from gpufarm.constructs import (
     TrafficInspection,
     VllmServing,
 )
-from gpufarm.constructs._util import (
-    cdk_removal_policy,
-    construct_id,
-    limit_grants_to_aws_services,
-    private_subnets,
-)
+from gpufarm.constructs._util import cdk_removal_policy, construct_id, private_subnets
 from gpufarm.constructs.compliance import require_compliance_pack
-from gpufarm.constructs.ingress import RouterTarget
-from gpufarm.constructs.reserved_capacity import node_group_efa_interfaces
-from gpufarm.core.instances import gpus_in
-from gpufarm.core.placement import placement_of
+from gpufarm.constructs.load_balancer import LoadBalancer
+from gpufarm.constructs.placeholders import refuse_placeholders
+from gpufarm.core.endpoints import Endpoint, endpoints_of
+from gpufarm.core.placement import (
+    efa_node_groups,
+    node_selectors,
+    placement_of,
+    prefill_decode_efa_devices,
+)
 from gpufarm.k8s.binding import binding_api, readiness_gates, rollout_min_ready_seconds
 from gpufarm.k8s.gateway import READINESS_PATH
-from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, NODEPOOL_LABEL, POOL_LABEL, nodepool_name
-from gpufarm.k8s.routing import ENVOY_READY_PORT, ROUTER_PORT
 from gpufarm.k8s.security import level_for
 from gpufarm.k8s.storage import FSX_CLAIM
-
-
-def pd_efa_devices(config: TierConfig, model: ModelConfig) -> tuple[int, int]:
-    """EFA interfaces a prefill/decode model's (decode, prefill) pods request; (0, 0) over TCP.
-
-    A pod gets the node's interfaces in proportion to its GPUs (a p5.48xlarge has 32 for 8 GPUs:
-    a 4-GPU pod takes 16), at least one. The validator has checked that every node the model may
-    land on is an EFA node group.
-    """
-    pd = model.prefill_decode
-    if pd is None or pd.kv_transport is not KvTransport.EFA:
-        return 0, 0
-    groups = [t for t in placement_of(config, model) if isinstance(t, NodeGroupConfig) and t.efa]
-    if not groups:
-        return 0, 0
-    interfaces = min(
-        sum(i.interface_type != "interface" for i in node_group_efa_interfaces(g.instance_type))
-        for g in groups
-    )
-    node_gpus = min(gpus_in(g.instance_type) or 1 for g in groups)
-
-    def share(gpus: int) -> int:
-        return max(1, interfaces * gpus // node_gpus)
-
-    return share(model.gpus), share(pd.prefill_gpus_for(model.gpus))
 
 
 def tier_metadata(config: TierConfig) -> dict[str, Any]:
@@ -110,55 +77,6 @@ def tier_metadata(config: TierConfig) -> dict[str, Any]:
 
     converted: dict[str, Any] = convert(config.model_dump(mode="json"))
     return converted
-
-
-PLACEHOLDER_WARNING_ID = "gpufarm:placeholder"
-"""ID of the warning a stack gets for each documentation value left in its tier."""
-
-PLACEHOLDER_RULE_ID = "GpufarmPlaceholders"
-"""Logical ID of the template rule that refuses to deploy a tier holding documentation values."""
-
-PLACEHOLDER_PARAMETER_ID = "GpufarmPlaceholdersReplaced"
-"""Logical ID of the parameter that rule reads; its only allowed value is 'no'."""
-
-
-def refuse_placeholders(stack: cdk.Stack, placeholders: list[Placeholder]) -> None:
-    """Warn about each documentation value in the tier and make the template refuse to deploy.
-
-    The refusal is a template rule whose assertion cannot hold: it asks the parameter
-    `GpufarmPlaceholdersReplaced`, whose only allowed value is 'no', to be 'yes'. CloudFormation
-    evaluates rules, with the parameter values, "before CloudFormation creates or updates any
-    resources" (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/rules-section-structure.html),
-    so `cdk deploy` fails with the assertion's description and nothing is created. The rule reads
-    a parameter, as every documented rule does, because the documentation describes rules as
-    validating parameter values and says nothing of a rule that reads none. No placeholders: no
-    rule and no parameter, so a clean tier's template is unchanged.
-    """
-    if not placeholders:
-        return
-    for placeholder in placeholders:
-        cdk.Annotations.of(stack).add_warning_v2(PLACEHOLDER_WARNING_ID, placeholder.describe())
-    replaced = cdk.CfnParameter(
-        stack,
-        PLACEHOLDER_PARAMETER_ID,
-        type="String",
-        default="no",
-        allowed_values=["no"],
-        description="Whether the tier's documentation values were replaced: they were not "
-        "(see the template rule GpufarmPlaceholders).",
-    )
-    cdk.CfnRule(
-        stack,
-        PLACEHOLDER_RULE_ID,
-        assertions=[
-            cdk.CfnRuleAssertion(
-                assert_=cdk.Fn.condition_equals(replaced.value_as_string, "yes"),
-                assert_description=f"{p.path} holds {p.kind} ({p.why}); replace it "
-                "in the tier file and synthesize again",
-            )
-            for p in placeholders
-        ],
-    )
 
 
 class GpuFarmStack(cdk.Stack):
@@ -186,7 +104,12 @@ class GpuFarmStack(cdk.Stack):
         # The tier travels with its template, so `gpufarm cost --assembly` and `gpufarm review`
         # can read what was synthesized without the source file.
         self.template_options.metadata = {TIER_METADATA_KEY: tier_metadata(config)}
-        self.logs_key = self._logs_key()
+        self.logs_key = LogsKey(
+            self,
+            "LogsKey",
+            description=f"gpufarm {config.name}: CloudWatch Logs encryption",
+            removal_policy=self.removal,
+        )
         self.network = InferenceNetwork(
             self,
             "Network",
@@ -243,32 +166,6 @@ class GpuFarmStack(cdk.Stack):
 
     # ------------------------------------------------------------------------ parts
 
-    def _logs_key(self) -> kms.Key:
-        key = kms.Key(
-            self,
-            "LogsKey",
-            description=f"gpufarm {self.config.name}: CloudWatch Logs encryption",
-            enable_key_rotation=True,
-            removal_policy=self.removal,
-        )
-        limit_grants_to_aws_services(key)
-        logs_arn = f"arn:{self.partition}:logs:{self.region}:{self.account}:*"
-        key.add_to_resource_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "kms:Encrypt*",
-                    "kms:Decrypt*",
-                    "kms:ReEncrypt*",
-                    "kms:GenerateDataKey*",
-                    "kms:Describe*",
-                ],
-                principals=[iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com")],
-                resources=["*"],
-                conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": logs_arn}},
-            )
-        )
-        return key
-
     def _node_pools(self) -> None:
         cfg = self.config
         cluster = self.cluster.icluster
@@ -290,8 +187,6 @@ class GpuFarmStack(cdk.Stack):
             security_groups=[self.cluster.cluster_security_group],
             discovery_value=cfg.stack_name,
         )
-        # Controllers run on the system nodes, and Pod Identity needs its agent first.
-        self.karpenter.chart.node.add_dependency(self.cluster.system_ready)
         self.device_plugin = NvidiaDevicePlugin(
             self,
             "NvidiaDevicePlugin",
@@ -299,20 +194,12 @@ class GpuFarmStack(cdk.Stack):
             image_digests=cfg.images.digests,
             chart_version=cfg.karpenter.nvidia_device_plugin_chart_version,
         )
-        self.device_plugin.chart.node.add_dependency(self.cluster.system_ready)
         # EKS creates the cluster security group, so CloudFormation cannot tag it for discovery:
         # the NodeClasses name it by ID, and GPU pods share it with the rest of the cluster.
         cluster_sg = self.cluster.cluster_security_group.security_group_id
         for pool in cfg.node_pools:
-            self.node_pools[pool.name] = KarpenterGpuNodePool(
-                self,
-                f"GpuPool{construct_id(pool.name)}",
-                cluster=cluster,
-                pool=pool,
-                node_role=self.karpenter.node_role,
-                discovery_value=self.karpenter.discovery_value,
-                after=self.karpenter.chart,
-                security_group_ids=[cluster_sg],
+            self.node_pools[pool.name] = self.karpenter.add_gpu_node_pool(
+                f"GpuPool{construct_id(pool.name)}", scope=self, pool=pool, security_group_ids=[cluster_sg]
             ).resource
         self._node_groups(cluster_sg)
 
@@ -328,24 +215,12 @@ class GpuFarmStack(cdk.Stack):
                 config=group,
                 cluster_security_group_id=cluster_sg,
             )
-            built.nodegroup.node.add_dependency(self.cluster.system_ready)
             self.node_groups[group.name] = built
             self.node_pools[group.name] = built.nodegroup
         if any(g.efa for g in cfg.node_groups):
-            plugin = EfaDevicePlugin(
+            EfaDevicePlugin(
                 self, "EfaDevicePlugin", cluster=self.cluster.icluster, image_digests=cfg.images.digests
             )
-            plugin.chart.node.add_dependency(self.cluster.system_ready)
-
-    def _node_selector(self, model: ModelConfig) -> dict[str, str] | None:
-        """Where a model's pods run: its class, its node group, else its pool's NodePool (None)."""
-        if model.capacity_class is not None:
-            return {CAPACITY_CLASS_LABEL: model.capacity_class}
-        if model.node_pool in self.node_groups:
-            return {POOL_LABEL: model.node_pool}
-        if model.pipeline_parallel > 1:
-            return {NODEPOOL_LABEL: nodepool_name(model.node_pool or self.config.node_pools[0].name)}
-        return None
 
     def _serving(self) -> None:
         cfg = self.config
@@ -354,19 +229,9 @@ class GpuFarmStack(cdk.Stack):
         optimizer = cfg.ingress.target_optimizer if cfg.ingress.target_optimizer.enabled else None
         single = [m for m in cfg.models if m.pipeline_parallel == 1]
         multi = [m for m in cfg.models if m.pipeline_parallel > 1]
-        # Keyed by model, or `<model>/<share>` for each share of a model split into shares.
-        selectors = {
-            m.name if share is None else f"{m.name}/{share}": selector
-            for m in cfg.models
-            for share, part in m.parts()
-            if (selector := self._node_selector(part)) is not None
-        }
-        pd_efa = {m.name: pd_efa_devices(cfg, m) for m in single if m.prefill_decode is not None}
-        multi_efa = {
-            m.name
-            for m in multi
-            if any(isinstance(t, NodeGroupConfig) and t.efa for t in placement_of(cfg, m))
-        }
+        selectors = node_selectors(cfg)
+        pd_efa = {m.name: prefill_decode_efa_devices(cfg, m) for m in single if m.prefill_decode is not None}
+        multi_efa = {m.name for m in multi if efa_node_groups(cfg, m)}
         self.serving = VllmServing(
             self,
             "Serving",
@@ -387,15 +252,6 @@ class GpuFarmStack(cdk.Stack):
             kubernetes_version=cfg.cluster.kubernetes_version,
         )
         self.model_manifests: dict[str, Construct] = dict(self.serving.model_manifests)
-        # A model split into shares has a Service (and a target group) per share.
-        self.services: dict[str, str | dict[str, str]] = {
-            m.name: (
-                {share.share_name: self.serving.service_of(m.name, share.share_name) for share in m.shares}
-                if m.shares
-                else self.serving.service_of(m.name)
-            )
-            for m in single
-        }
         self.multi_node: MultiNodeServing | None = None
         if multi:
             self.multi_node = MultiNodeServing(
@@ -414,9 +270,7 @@ class GpuFarmStack(cdk.Stack):
                 termination_grace_seconds=cfg.ingress.deregistration_delay_seconds,
                 target_optimizer=optimizer,
             )
-            self.multi_node.controller.chart.node.add_dependency(self.cluster.system_ready)
             self.model_manifests.update(self.multi_node.model_manifests)
-            self.services.update({m.name: self.multi_node.service_of(m.name) for m in multi})
         for model in cfg.models:
             for target in placement_of(cfg, model):
                 self.model_manifests[model.name].node.add_dependency(self.node_pools[target.name])
@@ -433,11 +287,9 @@ class GpuFarmStack(cdk.Stack):
                 client_security_groups=[self.cluster.pod_security_group],
                 namespaces=[cfg.serving.namespace],
                 removal_policy=cdk.RemovalPolicy.RETAIN,
+                after=self.serving.namespace_manifest,
             )
-            for volumes in store.volume_manifests.values():
-                volumes.node.add_dependency(self.serving.namespace_manifest)
-                for manifest in self.model_manifests.values():
-                    manifest.node.add_dependency(volumes)
+            store.add_consumers(*self.model_manifests.values())
             self.model_store = store
         elif s3_sources:
             self.model_store = S3ModelStore(self, "ModelStore", cluster=cluster, s3_uris=s3_sources)
@@ -452,12 +304,10 @@ class GpuFarmStack(cdk.Stack):
                 serving=cfg.serving,
                 models=routed,
                 after=self.serving.namespace_manifest,
+                model_manifests=self.model_manifests,
                 node_selector=self.cluster.system_node_label or None,
             )
-            for model in routed:
-                self.services[model.name] = self.routing.service_of(model.name)
-                self.routing.manifests[model.name].node.add_dependency(self.model_manifests[model.name])
-                self.model_manifests[model.name] = self.routing.manifests[model.name]
+            self.model_manifests = self.routing.fronting(self.model_manifests)
 
     def _gateway(self) -> None:
         cfg = self.config
@@ -472,7 +322,6 @@ class GpuFarmStack(cdk.Stack):
             namespace=cfg.serving.namespace,
             after=self.serving.namespace_manifest,
         )
-        self.gateway.manifest.node.add_dependency(self.cluster.system_ready)
         # Fallback traffic to Bedrock stays in the VPC; only the nodes may use the endpoint.
         self.network.add_interface_endpoint(
             InterfaceEndpoint.BEDROCK_RUNTIME, allow_from=[self.cluster.cluster_security_group]
@@ -480,20 +329,19 @@ class GpuFarmStack(cdk.Stack):
 
     def _ingress(self) -> None:
         cfg = self.config
-        self.ingress: InferenceAlb | InferenceNlb
-        # A model split into shares: a target group per share, forwarded to by the shares' weights.
-        weights = {m.name: {s.share_name: s.weight for s in m.shares} for m in cfg.models if m.shares}
+        self.endpoints: list[Endpoint] = endpoints_of(cfg)
+        """The Service in front of each model (each share's, a router's): what the load balancer binds."""
+        self.ingress: LoadBalancer
         if cfg.ingress.kind is LoadBalancerKind.NLB:
             self.ingress = InferenceNlb(
                 self,
                 "Ingress",
                 vpc=self.network.vpc,
                 config=cfg.ingress,
-                listeners={m.name: m.listener_port for m in cfg.models},
+                endpoints=self.endpoints,
                 target_port=cfg.serving.port,
                 cluster_name=self.cluster.cluster_name,
                 vpc_cidr=cfg.network.cidr,
-                weights=weights,
                 deletion_protection=cfg.termination_protection,
             )
         else:
@@ -502,31 +350,24 @@ class GpuFarmStack(cdk.Stack):
                 "Ingress",
                 vpc=self.network.vpc,
                 config=cfg.ingress,
-                model_names=[m.name for m in cfg.models],
+                endpoints=self.endpoints,
                 target_port=cfg.serving.port,
                 cluster_name=self.cluster.cluster_name,
                 vpc_cidr=cfg.network.cidr,
-                rule_priorities={m.name: m.rule_priority for m in cfg.models},
-                routed={
-                    m.name: RouterTarget(
-                        port=ROUTER_PORT, health_check_port=ENVOY_READY_PORT, health_check_path="/ready"
-                    )
-                    for m in cfg.models
-                    if m.routed
-                },
                 logs_key=self.logs_key,
                 removal_policy=self.removal,
                 deletion_protection=cfg.termination_protection,
-                weights=weights,
             )
         if self.gateway is not None:
             self.ingress.route_default_to(port=self.gateway.port, health_check_path=READINESS_PATH)
         self.ingress.allow_targets_in(self.cluster.pod_security_group)
         after: dict[str, Construct] = dict(self.model_manifests)
-        bindings = self.ingress.bind_services(
+        # Single-node models' bindings first, then multi-node ones': the construct order (and so
+        # the template's resource order) they were always created in.
+        multi_node = {m.name for m in cfg.models if m.pipeline_parallel > 1}
+        bindings = self.ingress.bind_endpoints(
             cluster=self.cluster.icluster,
-            namespace=cfg.serving.namespace,
-            services=dict(self.services),
+            endpoints=sorted(self.endpoints, key=lambda e: e.model in multi_node),
             api_version=self.binding_api,
             after=after,
         )
@@ -547,23 +388,13 @@ class GpuFarmStack(cdk.Stack):
         self.private_link: InferencePrivateLink | None = None
         link = cfg.ingress.private_link
         if link.enabled:
-            if isinstance(self.ingress, InferenceNlb):
-                self.private_link = InferencePrivateLink(
-                    self, "PrivateLink", config=link, load_balancer=self.ingress.load_balancer
-                )
-            else:
-                protocol = (
-                    elbv2.ApplicationProtocol.HTTPS if self.ingress.https else elbv2.ApplicationProtocol.HTTP
-                )
-                self.private_link = InferencePrivateLink(
-                    self,
-                    "PrivateLink",
-                    config=link,
-                    vpc=self.network.vpc,
-                    alb=self.ingress.load_balancer,
-                    ports={self.ingress.listener_port: protocol},
-                    deletion_protection=cfg.termination_protection,
-                )
+            self.private_link = self.ingress.private_link(
+                self,
+                "PrivateLink",
+                config=link,
+                vpc=self.network.vpc,
+                deletion_protection=cfg.termination_protection,
+            )
 
     def _monitoring(self) -> None:
         cfg = self.config
@@ -580,8 +411,6 @@ class GpuFarmStack(cdk.Stack):
                 serving_namespace=cfg.serving.namespace,
                 removal_policy=self.removal,
             )
-            if self.monitoring.dcgm_exporter is not None:
-                self.monitoring.dcgm_exporter.node.add_dependency(self.cluster.system_ready)
         autoscaled = [
             m
             for m in cfg.models
@@ -605,20 +434,11 @@ class GpuFarmStack(cdk.Stack):
                 node_selector=self.cluster.system_node_label or None,
                 target_optimizer=cfg.ingress.target_optimizer.enabled,
             )
-            self.autoscaling.chart.node.add_dependency(self.cluster.system_ready)
-        target_groups = {
-            name: tg.attr_target_group_full_name for name, tg in self.ingress.target_groups.items()
-        }
-        for name, groups in self.ingress.weighted_target_groups.items():
-            for share, tg in groups.items():
-                target_groups[f"{name}/{share}"] = tg.attr_target_group_full_name
-        if self.ingress.default_target_group is not None:
-            # The gateway's own target group: its latency includes any fallback to Bedrock.
-            target_groups["gateway"] = self.ingress.default_target_group.attr_target_group_full_name
-        lb_name = self.ingress.load_balancer.load_balancer_full_name
+        # By model or share, and the gateway's (its latency includes any fallback to Bedrock).
+        target_groups = self.ingress.target_group_full_names()
+        lb_name = self.ingress.load_balancer_full_name
         optimizer = cfg.ingress.target_optimizer.enabled
         self.alarms: InferenceAlarms | None = None
-        network = cfg.ingress.kind is LoadBalancerKind.NLB
         if obs.alarms.enabled:
             self.alarms = InferenceAlarms(
                 self,
@@ -628,7 +448,7 @@ class GpuFarmStack(cdk.Stack):
                 config=obs.alarms,
                 target_optimizer=optimizer,
                 removal_policy=self.removal,
-                network=network,
+                kind=self.ingress.kind,
             )
         if obs.dashboard:
             InferenceDashboard(
@@ -640,7 +460,7 @@ class GpuFarmStack(cdk.Stack):
                 region=cfg.environment.region,
                 target_optimizer=optimizer,
                 workspace_query=self.monitoring is not None,
-                network=network,
+                kind=self.ingress.kind,
             )
 
     def _outputs(self) -> None:

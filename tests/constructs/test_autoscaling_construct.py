@@ -334,7 +334,8 @@ def _build(**overrides: Any) -> KedaAutoscaling:
                     )
                 ]
             },
-            "model 'blind': 'autoscaling' must set queue_target and/or kv_cache_target, got neither",
+            "model 'blind': 'autoscaling' must set queue_target and/or kv_cache_target "
+            "(the metrics it scales on), got neither",
         ),
         (
             {"models": [CRITICAL, FIXED], "after_names": ["llama", "mistral"]},

@@ -592,6 +592,31 @@ def test_pools_are_applied_after_the_karpenter_chart(built: Built) -> None:
         assert logical_id(built.karpenter.chart) in manifests[logical_id(pool.resource)]["DependsOn"]
 
 
+def test_add_gpu_node_pool_builds_the_pool_the_constructor_builds() -> None:
+    stack = new_stack("AddedPool")
+    cluster = imported_cluster(stack)
+    karpenter = Karpenter(stack, "Karpenter", cluster=cluster, config=CONFIG, subnets=[], security_groups=[])
+    added = karpenter.add_gpu_node_pool("Serving", pool=SERVING, security_group_ids=[EXTRA_SECURITY_GROUP])
+    beside = karpenter.add_gpu_node_pool("ServingBeside", scope=stack, pool=BATCH)
+    explicit = KarpenterGpuNodePool(
+        stack,
+        "Explicit",
+        cluster=cluster,
+        pool=SERVING,
+        node_role=karpenter.node_role,
+        discovery_value=karpenter.discovery_value,
+        after=karpenter.chart,
+        security_group_ids=[EXTRA_SECURITY_GROUP],
+    )
+    assert added.node.scope is karpenter
+    assert beside.node.path == "AddedPool/ServingBeside"
+    assert stack.resolve(added.manifest) == stack.resolve(explicit.manifest)
+    assert beside.pool is BATCH
+    manifests = resources(Template.from_stack(stack), "Custom::AWSCDK-EKS-KubernetesResource")
+    for pool in (added, beside):
+        assert manifests[logical_id(pool.resource)]["DependsOn"] == [logical_id(karpenter.chart)]
+
+
 # --------------------------------------------------------------------------- NVIDIA device plugin
 
 

@@ -22,7 +22,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Template
 
-from gpufarm.config.model import AlarmsConfig, PrometheusConfig
+from gpufarm.config.model import AlarmsConfig, LoadBalancerKind, PrometheusConfig
 from gpufarm.constructs import enable_compliance_checks
 from gpufarm.constructs.observability import (
     InferenceAlarms,
@@ -831,8 +831,8 @@ def test_invalid_prometheus_monitoring(overrides: dict[str, Any], message: str) 
         ),
         ({"target_groups": {}}, "'target_groups' must map at least one model to its target group, got {}"),
         (
-            {"network": True, "target_optimizer": True},
-            "'target_optimizer' must be false with 'network' (an ALB feature), got True",
+            {"kind": LoadBalancerKind.NLB, "target_optimizer": True},
+            "'target_optimizer' must be false with kind 'nlb' (an ALB feature), got True",
         ),
     ],
 )
@@ -859,8 +859,8 @@ def test_invalid_inference_alarms(overrides: dict[str, Any], message: str) -> No
         ({"name": ""}, "'name' must be 1-255 letters, digits, '-' or '_', got ''"),
         ({"target_groups": {}}, "'target_groups' must map at least one model to its target group, got {}"),
         (
-            {"network": True, "target_optimizer": True},
-            "'target_optimizer' must be false with 'network' (an ALB feature), got True",
+            {"kind": LoadBalancerKind.NLB, "target_optimizer": True},
+            "'target_optimizer' must be false with kind 'nlb' (an ALB feature), got True",
         ),
     ],
 )
@@ -887,7 +887,7 @@ def test_network_load_balancer_alarms_watch_health_and_resets() -> None:
         target_groups=LITERAL_TGS,
         config=AlarmsConfig(target_5xx_per_minute=7),
         target_optimizer=False,
-        network=True,
+        kind=LoadBalancerKind.NLB,
     )
     # An NLB publishes no HTTP codes or response times: health per target group and TCP resets.
     assert sorted(alarms.alarms) == sorted([*(f"unhealthy:{m}" for m in LITERAL_TGS), "target-resets"])
@@ -909,7 +909,7 @@ def test_network_load_balancer_dashboard_charts_flows_resets_and_target_health()
         region=REGION,
         target_optimizer=False,
         workspace_query=True,
-        network=True,
+        kind=LoadBalancerKind.NLB,
     )
     graphs = [w["properties"] for w in dashboard.body["widgets"] if w["type"] == "metric"]
     metrics = [m for g in graphs for m in g["metrics"]]
@@ -930,3 +930,68 @@ def test_network_load_balancer_dashboard_charts_flows_resets_and_target_health()
     )
     texts = [w["properties"]["markdown"] for w in dashboard.body["widgets"] if w["type"] == "text"]
     assert any("vllm:num_requests_waiting" in t for t in texts)
+
+
+@pytest.mark.parametrize(("network", "kind"), [(True, LoadBalancerKind.NLB), (False, LoadBalancerKind.ALB)])
+def test_deprecated_network_keyword_still_chooses_the_kind(network: bool, kind: LoadBalancerKind) -> None:
+    stack = new_stack()
+    with pytest.warns(DeprecationWarning) as warned:
+        alarms = InferenceAlarms(
+            stack,
+            "Alarms",
+            load_balancer_full_name=LITERAL_LB,
+            target_groups=LITERAL_TGS,
+            config=AlarmsConfig(),
+            target_optimizer=False,
+            network=network,
+        )
+        dashboard = InferenceDashboard(
+            stack,
+            "Dashboard",
+            name="gpufarm",
+            load_balancer_full_name=LITERAL_LB,
+            target_groups=LITERAL_TGS,
+            region=REGION,
+            target_optimizer=False,
+            network=network,
+        )
+    assert [str(w.message) for w in warned] == [
+        f"InferenceAlarms(network=...) is deprecated: pass kind=LoadBalancerKind.{kind.name} instead",
+        f"InferenceDashboard(network=...) is deprecated: pass kind=LoadBalancerKind.{kind.name} instead",
+    ]
+    # The warning points at the caller, not at the construct.
+    assert {Path(w.filename).name for w in warned} == {Path(__file__).name}
+    assert (alarms.kind, dashboard.kind) == (kind, kind)
+    namespaces = {
+        a["Properties"].get("Namespace")
+        for a in Template.from_stack(stack).find_resources("AWS::CloudWatch::Alarm").values()
+    } - {None}
+    assert namespaces == {"AWS/NetworkELB" if network else "AWS/ApplicationELB"}
+
+
+def test_alarms_without_a_kind_read_the_application_load_balancer() -> None:
+    alarms = InferenceAlarms(
+        new_stack(),
+        "Alarms",
+        load_balancer_full_name=LITERAL_LB,
+        target_groups=LITERAL_TGS,
+        config=AlarmsConfig(),
+        target_optimizer=False,
+    )
+    assert alarms.kind is LoadBalancerKind.ALB
+    assert "5xx" in alarms.alarms
+
+
+def test_network_keyword_that_contradicts_the_kind_is_refused() -> None:
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError) as error:
+        InferenceAlarms(
+            new_stack(),
+            "Alarms",
+            load_balancer_full_name=LITERAL_LB,
+            target_groups=LITERAL_TGS,
+            config=AlarmsConfig(),
+            target_optimizer=False,
+            kind=LoadBalancerKind.ALB,
+            network=True,
+        )
+    assert str(error.value) == "'network' must agree with 'kind' ('alb'), got network=True"

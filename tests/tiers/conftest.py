@@ -1,8 +1,11 @@
-"""Tier fixtures: each tier is synthesized once per test session and shared by the assertions."""
+"""Tier fixtures: each tier is synthesized once per test run and shared by the assertions."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +23,49 @@ def synthesize(configs: list[TierConfig], outdir: Path) -> dict[str, dict[str, A
     return {s.stack_name: s.template for s in assembly.stacks}
 
 
+_SYNTHESIZED = "synthesized"
+"""The file a shared assembly folder holds once its synth has completed."""
+
+
+def synthesize_once(preset: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cloud assembly folder of `preset`, synthesized once per test run (gate included).
+
+    pytest-xdist runs a session fixture once per worker, not once per run
+    (https://pytest-xdist.readthedocs.io/en/latest/how-to.html#making-session-scoped-fixtures-execute-only-once),
+    so with `-n 2` both workers used to synthesize each preset whose tests they were given. The
+    first worker to ask synthesizes into a folder that all workers of the run share (the parent
+    of each worker's base temp folder) while holding a lock; the others wait for the lock and
+    read the finished assembly. A synth that fails leaves no `synthesized` marker: the next
+    worker tries again, and fails the same way. Without xdist the folder is this session's own.
+    """
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = root / f"tier-{preset}"
+    with (root / f"tier-{preset}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / _SYNTHESIZED).exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            synthesize([load_preset(preset)], folder)
+            (folder / _SYNTHESIZED).touch()
+    return folder
+
+
+def _template(folder: Path, preset: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((folder / f"gpufarm-{preset}.template.json").read_text())
+    return data
+
+
 @pytest.fixture(scope="session")
 def poc_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The cloud assembly folder of the poc tier."""
-    return tmp_path_factory.mktemp("poc")
+    """The cloud assembly folder of the poc tier (the compliance gate has passed)."""
+    return synthesize_once("poc", tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def poc_template(poc_dir: Path) -> dict[str, Any]:
     """The synthesized poc template (the compliance gate has passed when this returns)."""
-    return synthesize([load_preset("poc")], poc_dir)["gpufarm-poc"]
+    return _template(poc_dir, "poc")
 
 
 @pytest.fixture(scope="session")
@@ -50,14 +86,14 @@ def variant(base: dict[str, Any], override: dict[str, Any]) -> TierConfig:
 
 @pytest.fixture(scope="session")
 def production_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The cloud assembly folder of the production tier."""
-    return tmp_path_factory.mktemp("production")
+    """The cloud assembly folder of the production tier (the compliance gate has passed)."""
+    return synthesize_once("production", tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def production_template(production_dir: Path) -> dict[str, Any]:
     """The synthesized production template (the compliance gate has passed when this returns)."""
-    return synthesize([load_preset("production")], production_dir)["gpufarm-production"]
+    return _template(production_dir, "production")
 
 
 @pytest.fixture(scope="session")
@@ -73,14 +109,14 @@ def production_document() -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def enterprise_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The cloud assembly folder of the enterprise tier."""
-    return tmp_path_factory.mktemp("enterprise")
+    """The cloud assembly folder of the enterprise tier (the compliance gate has passed)."""
+    return synthesize_once("enterprise", tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def enterprise_template(enterprise_dir: Path) -> dict[str, Any]:
     """The synthesized enterprise template (both compliance packs have passed when this returns)."""
-    return synthesize([load_preset("enterprise")], enterprise_dir)["gpufarm-enterprise"]
+    return _template(enterprise_dir, "enterprise")
 
 
 @pytest.fixture(scope="session")

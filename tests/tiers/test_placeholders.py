@@ -13,7 +13,11 @@ from aws_cdk import cx_api
 from gpufarm.app import build_app
 from gpufarm.config import TierConfig, load_preset
 from gpufarm.config.placeholders import find_placeholders
-from gpufarm.stacks.tier import PLACEHOLDER_PARAMETER_ID, PLACEHOLDER_RULE_ID, PLACEHOLDER_WARNING_ID
+from gpufarm.constructs.placeholders import (
+    PLACEHOLDER_PARAMETER_ID,
+    PLACEHOLDER_RULE_ID,
+    PLACEHOLDER_WARNING_ID,
+)
 from tests.conftest import cdk_context, cfn_lint_errors
 
 from .conftest import synthesize, variant

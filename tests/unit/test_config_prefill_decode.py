@@ -8,8 +8,8 @@ import pytest
 
 from gpufarm.config import ConfigError, TierConfig
 from gpufarm.config.model import KvTransport
+from gpufarm.core.placement import prefill_decode_efa_devices
 from gpufarm.estimate import gpu_allocations
-from gpufarm.stacks.tier import pd_efa_devices
 
 from .factories import enterprise_document, make_enterprise
 
@@ -85,10 +85,10 @@ def test_prefill_gpus_are_costed_on_the_models_capacity() -> None:
 def test_efa_pods_take_the_nodes_efa_interfaces_in_proportion_to_their_gpus() -> None:
     tier = efa_tier()
     # p5.48xlarge: 32 EFA interfaces for 8 GPUs; each pod holds a whole node.
-    assert pd_efa_devices(tier, tier.models[0]) == (32, 32)
+    assert prefill_decode_efa_devices(tier, tier.models[0]) == (32, 32)
     half = efa_tier(prefill_gpus=4)
-    assert pd_efa_devices(half, half.models[0]) == (32, 16)
-    assert pd_efa_devices(tier, tier.models[2]) == (0, 0)  # not disaggregated
+    assert prefill_decode_efa_devices(half, half.models[0]) == (32, 16)
+    assert prefill_decode_efa_devices(tier, tier.models[2]) == (0, 0)  # not disaggregated
 
 
 def test_autoscaled_prefill_pods_cost_their_fewest_at_base_and_most_at_peak() -> None:

@@ -296,7 +296,8 @@ def test_production_preset_models(production: TierConfig) -> None:
                 weights="org/model",
                 autoscaling=ModelAutoscalingConfig(queue_target=None, kv_cache_target=None),
             ),
-            "model 'blind': 'autoscaling' must set queue_target and/or kv_cache_target, got neither",
+            "model 'blind': 'autoscaling' must set queue_target and/or kv_cache_target "
+            "(the metrics it scales on), got neither",
         ),
     ],
     ids=["no-autoscaling", "min-above-max", "critical-to-zero", "no-target"],
@@ -317,7 +318,8 @@ def test_every_problem_of_a_model_is_reported() -> None:
     assert model_autoscaling_issues(model) == [
         "model 'broken': 'autoscaling.min_replicas' must be at least 1 for a critical model "
         "(scale to zero needs critical: false), got 0",
-        "model 'broken': 'autoscaling' must set queue_target and/or kv_cache_target, got neither",
+        "model 'broken': 'autoscaling' must set queue_target and/or kv_cache_target "
+        "(the metrics it scales on), got neither",
     ]
 
 
@@ -471,10 +473,33 @@ def test_prefill_queries_never_fall_back_to_zero_when_decode_pods_may() -> None:
                     )
                 }
             ),
-            "model 'llama': 'prefill_decode.prefill_autoscaling.min_replicas' must be 1 to max_replicas "
-            "(2), got 0",
+            "model 'llama': 'prefill_decode.prefill_autoscaling.min_replicas' must be at least 1 (the "
+            "picker sends a long prompt to a prefill pod whenever it disaggregates), got 0",
+        ),
+        (
+            CRITICAL.model_copy(
+                update={
+                    "prefill_decode": PrefillDecodeConfig(
+                        prefill_autoscaling=ModelAutoscalingConfig(min_replicas=3, max_replicas=2)
+                    )
+                }
+            ),
+            "model 'llama': 'prefill_decode.prefill_autoscaling.min_replicas' must be at most "
+            "max_replicas (2), got 3",
+        ),
+        (
+            CRITICAL.model_copy(
+                update={
+                    "prefill_decode": PrefillDecodeConfig(
+                        prefill_autoscaling=ModelAutoscalingConfig(queue_target=None, kv_cache_target=None)
+                    )
+                }
+            ),
+            "model 'llama': 'prefill_decode.prefill_autoscaling' must set queue_target and/or "
+            "kv_cache_target (the metrics it scales on), got neither",
         ),
     ],
+    ids=["unset", "to-zero", "min-above-max", "no-target"],
 )
 def test_invalid_prefill_scaling_is_rejected(model: ModelConfig, message: str) -> None:
     with pytest.raises(ValueError) as caught:

@@ -3,15 +3,16 @@
 The order enforced here, lowest first (read from the code, not wished for):
 
 1. **leaves** - `images`, `debug`, `eks_support`, `assembly`: import no other part of gpufarm.
-2. **config model** - every `gpufarm.config` module but the four below: the pydantic model and
-   the small tables and parsers it uses (catalog, bedrock, names, errors, image pins, ...).
+2. **config model** - every `gpufarm.config` module but those below: the pydantic model (its
+   sections in `config.sections`, gathered by `config.model`) and the small tables and parsers it
+   uses (catalog, bedrock, names, errors, image pins, ...).
    `deploy_rules` (the synth-time checks of AWS API rules) stands at this level: it reads the
    config model's name rules (`config.names`) and nothing above.
 3. **core** - `gpufarm.core`: pure answers about a tier (placement, names, registries). It reads
    the config model, never the validator: the validator imports it.
-4. **config validation** - `gpufarm.config` itself (its `__init__`), `config.validate`,
-   `config.loader` and `config.reference`: they run or describe the checks, and the checks ask
-   the core.
+4. **config validation** - `gpufarm.config` itself (its `__init__`), `config.validate`, the
+   checks it runs (`config.checks` and its modules), `config.loader` and `config.reference`: they
+   run or describe the checks, and the checks ask the core.
 5. **k8s** - pure manifests.
 6. **constructs**, then 7. **stacks**, then 8. **app**.
 
@@ -45,6 +46,8 @@ CONFIG_VALIDATION = (
     "gpufarm.config.loader",
     "gpufarm.config.reference",
 )
+CONFIG_VALIDATION_PACKAGES = ("gpufarm.config.checks",)
+"""Packages whose every module is config validation."""
 LINE = ("leaves", "config model", "core", "config validation", "k8s", "constructs", "stacks", "app")
 REPORTS = ("pricing", "estimate", "aws", "sizing", "review")
 REPORT_RANK = {"pricing": 0, "estimate": 1, "aws": 1, "sizing": 1, "review": 2}
@@ -58,7 +61,10 @@ def layer_of(module: str) -> str:
     if top in LEAVES or module == "gpufarm":
         return "leaves"
     if top == "config":
-        return "config validation" if module in CONFIG_VALIDATION else "config model"
+        validation = module in CONFIG_VALIDATION or any(
+            module == package or module.startswith(f"{package}.") for package in CONFIG_VALIDATION_PACKAGES
+        )
+        return "config validation" if validation else "config model"
     if top == "deploy_rules":
         return "config model"
     if top in ("core", "k8s", "constructs", "stacks", "app", "cli") or top in REPORTS:
@@ -142,6 +148,19 @@ def test_every_module_has_a_layer() -> None:
             "'constructs' (see tests/unit/test_layers.py for the order)",
         ),
         (
+            "config/checks/serving.py",
+            "from gpufarm.k8s.autoscaling import model_autoscaling_issues\n",
+            "gpufarm/config/checks/serving.py:1 imports gpufarm.k8s.autoscaling: layer 'config validation' "
+            "may not import layer 'k8s' (see tests/unit/test_layers.py for the order)",
+        ),
+        (
+            "config/sections/serving.py",
+            "from gpufarm.config.checks.serving import RESERVED_VLLM_FLAGS\n",
+            "gpufarm/config/sections/serving.py:1 imports gpufarm.config.checks.serving: layer "
+            "'config model' may not import layer 'config validation' (see tests/unit/test_layers.py for "
+            "the order)",
+        ),
+        (
             "core/placement.py",
             "from gpufarm.config import TierConfig\n",
             "gpufarm/core/placement.py:1 imports gpufarm.config: layer 'core' may not import layer "
@@ -184,6 +203,21 @@ def test_an_upward_import_is_named(tmp_path: Path, importer: str, source: str, m
     module.parent.mkdir(parents=True, exist_ok=True)
     module.write_text(source, encoding="utf-8")
     assert upward_imports(tmp_path / "gpufarm") == [message]
+
+
+@pytest.mark.parametrize(
+    ("module", "layer"),
+    [
+        ("gpufarm.config.model", "config model"),
+        ("gpufarm.config.sections.serving", "config model"),
+        ("gpufarm.config.validate", "config validation"),
+        ("gpufarm.config.checks", "config validation"),
+        ("gpufarm.config.checks.serving", "config validation"),
+        ("gpufarm.config.checksum", "config model"),
+    ],
+)
+def test_the_config_packages_have_their_layer(module: str, layer: str) -> None:
+    assert layer_of(module) == layer
 
 
 @pytest.mark.parametrize(

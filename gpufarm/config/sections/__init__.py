@@ -1,0 +1,1 @@
+"""The sections of the tier model, one module each; :mod:`gpufarm.config.model` gathers them."""

@@ -1,0 +1,45 @@
+"""Where `s3://` weights are read from: Mountpoint for S3, or FSx for Lustre."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field
+
+from gpufarm.config.sections.values import _Model
+
+
+class ModelStoreKind(StrEnum):
+    """Where vLLM reads `s3://` weights from."""
+
+    S3_MOUNTPOINT = "s3-mountpoint"
+    FSX_LUSTRE = "fsx-lustre"
+
+
+FSX_THROUGHPUT_PER_TIB = (125, 250, 500, 1000)
+"""PERSISTENT_2 throughput tiers, MB/s per TiB of storage."""
+
+
+class FsxLustreConfig(_Model):
+    """An FSx for Lustre PERSISTENT_2 file system that imports the model bucket."""
+
+    import_path: str | None = Field(
+        None, description="S3 prefix imported into the file system ('s3://bucket/prefix/')."
+    )
+    storage_capacity_gib: int | None = Field(
+        None, description="1200, 2400 or a multiple of 2400 GiB (default: sized from the models)."
+    )
+    throughput_per_tib: int = Field(250, description="MB/s per TiB: 125, 250, 500 or 1000.")
+    headroom: float = Field(
+        1.3, ge=1.0, le=10.0, description="Capacity sized as the models' weights_gib times this factor."
+    )
+    data_compression: Literal["LZ4", "NONE"] = Field("LZ4", description="Lustre data compression.")
+    auto_import: bool = Field(True, description="Import new, changed and deleted S3 objects automatically.")
+
+
+class ModelStoreConfig(_Model):
+    """Where `s3://` weights are read from: Mountpoint for S3, or FSx for Lustre."""
+
+    kind: ModelStoreKind = Field(ModelStoreKind.S3_MOUNTPOINT, description="The model store.")
+    fsx: FsxLustreConfig = Field(default_factory=FsxLustreConfig, description="FSx for Lustre (fsx-lustre).")
