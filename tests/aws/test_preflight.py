@@ -26,15 +26,22 @@ from gpufarm.aws.preflight import (
     check_vcpu_quotas,
     describe_instance_types,
     describe_offerings,
-    instance_types_of,
     no_template_row,
     quota_for,
     run_preflight,
     vcpu_demands,
 )
 from gpufarm.config import CapacityType, TierConfig, load_preset
+from gpufarm.core.pools import gpu_instance_types
 from tests.aws.test_network_quotas import SMALL
-from tests.unit.factories import enterprise_part, make_enterprise, make_tier, share, split
+from tests.unit.factories import (
+    enterprise_document,
+    enterprise_part,
+    make_enterprise,
+    make_tier,
+    share,
+    split,
+)
 
 REGION = "us-east-1"
 NOW = datetime(2026, 8, 1, 12, 0, tzinfo=UTC)
@@ -211,7 +218,7 @@ def rows(results: list[CheckResult]) -> dict[str, tuple[Status, str, str]]:
 
 
 def facts(aws: AwsStubs, tier: TierConfig) -> dict[str, InstanceInfo]:
-    return describe_instance_types(aws.session.client("ec2", region_name=REGION), instance_types_of(tier))
+    return describe_instance_types(aws.session.client("ec2", region_name=REGION), gpu_instance_types(tier))
 
 
 # --------------------------------------------------------------------------- the passing account
@@ -449,7 +456,7 @@ def test_a_quota_without_an_applied_value_reads_the_aws_default(aws: AwsStubs) -
 
 def offering_rows(aws: AwsStubs, tier: TierConfig) -> dict[str, tuple[Status, str, str]]:
     ec2 = aws.session.client("ec2", region_name=REGION)
-    offered = describe_offerings(ec2, instance_types_of(tier), list(tier.environment.availability_zones))
+    offered = describe_offerings(ec2, gpu_instance_types(tier), list(tier.environment.availability_zones))
     return rows(check_offerings(tier, info=facts(aws, tier), offered=offered))
 
 
@@ -840,3 +847,42 @@ def test_prefill_pods_count_as_vcpu_demand_where_their_model_runs(aws: AwsStubs)
     # 4 decode replicas (two on the reserved node, two on a burst node) and 4 prefill pods of
     # 4 GPUs: two more burst nodes than without prefill pods.
     assert burst == [("p5.48xlarge", 3)]
+
+
+def test_prefill_pods_share_a_node_with_decode_pods(aws: AwsStubs) -> None:
+    tier = make_enterprise(
+        {"ingress": {"target_optimizer": {"enabled": False}}},
+        enterprise_part(
+            "models",
+            1,
+            autoscaling={"min_replicas": 1, "max_replicas": 3, "queue_target": 5},
+            prefill_decode={"prefill_replicas": 1},
+        ),
+    )
+    burst = [
+        (d.instance_type, d.instances)
+        for d in vcpu_demands(tier, facts(aws, tier))
+        if d.source == "pool h100-burst"
+    ]
+    # 3 decode pods and 1 prefill pod of 4 GPUs: two decode pods on the reserved node, the third
+    # and the prefill pod together on one 8-GPU burst node (they used to count a node each).
+    assert burst == [("p5.48xlarge", 1)]
+
+
+def test_a_class_spills_past_a_pools_gpu_limit_to_its_next_pool(aws: AwsStubs) -> None:
+    burst, background = enterprise_document()["node_pools"]
+    more = {**burst, "name": "h100-more", "weight": 20, "gpu_limit": 16}
+    tier = make_enterprise(
+        {"node_pools": [{**burst, "gpu_limit": 8}, background, more]},
+        enterprise_part("models", 1, autoscaling={"min_replicas": 1, "max_replicas": 6, "queue_target": 5}),
+    )
+    # 24 GPUs at peak: 8 on the reserved node, 8 on burst (its GPU limit), 8 on the next pool
+    # (it used to count all 16 on burst, beyond its limit, and none on h100-more).
+    assert [
+        (d.source, d.instance_type, d.instances, d.limit_instances)
+        for d in vcpu_demands(tier, facts(aws, tier))
+        if d.source in ("pool h100-burst", "pool h100-more")
+    ] == [
+        ("pool h100-burst", "p5.48xlarge", 1, 1),
+        ("pool h100-more", "p5.48xlarge", 1, 2),
+    ]

@@ -21,6 +21,7 @@ from gpufarm.config.model import (
 )
 from gpufarm.core.instances import GPU_FAMILIES, family_of, gpus_in, host_of
 from gpufarm.core.placement import placement_of
+from gpufarm.core.pools import pods_of, pool_instance_types
 from gpufarm.core.registries import EKS_REGISTRY_ACCOUNTS
 
 AUTO_MODE_MAX_EXPIRE_HOURS = 504
@@ -212,7 +213,7 @@ def _fits_one_instance(
 
 def _demand(model: ModelConfig) -> int:
     """GPUs a model may hold at once: per node x nodes per replica x replicas."""
-    return model.gpus * model.pipeline_parallel * model.max_replicas + model.prefill_gpu_demand
+    return sum(pods.gpus_at(peak=True) for pods in pods_of(model))
 
 
 def _placements(cfg: TierConfig) -> list[tuple[str, ModelConfig]]:
@@ -321,9 +322,7 @@ def _pool_deployable(cfg: TierConfig) -> Iterator[ConfigIssue]:
 
 def _pool_candidates(pool: NodePoolConfig) -> list[str]:
     """Every known instance type the pool may launch."""
-    if pool.instance_types:
-        return [t for t in pool.instance_types if gpus_in(t) is not None]
-    return [t for f in pool.instance_families if f in GPU_FAMILIES for t in GPU_FAMILIES[f].instance_types()]
+    return [t for t in pool_instance_types(pool) if gpus_in(t) is not None]
 
 
 def _pods_fit_hosts(cfg: TierConfig) -> Iterator[ConfigIssue]:

@@ -1,61 +1,29 @@
-"""GPU capacity and monthly cost of a tier, from its config and a dated price table.
-
-Pure: no AWS call, no CDK. The rules, in the order they are applied:
-
-* **Replicas.** A model runs `autoscaling.min_replicas` replicas at *base* and
-  `autoscaling.max_replicas` at *peak*; a model with fixed `replicas` runs that many at both.
-  A replica holds `gpus x pipeline_parallel` GPUs. The *base* bill is what runs all month at the
-  fewest replicas; the *peak* bill is every model at its most replicas all month, an upper bound.
-  :attr:`CostEstimate.total_usd` is the base bill, :attr:`CostEstimate.peak_total_usd` the peak.
-* **Placement.** A model runs on its `node_pool` (a pool or a reserved node group), or on its
-  `capacity_class`, whose reserved node groups fill first and whose pools take the rest, the
-  highest NodePool weight first, each up to its `gpu_limit`. A model split into `shares` is
-  placed share by share: each with its own replicas and GPUs per replica, on its own pool or
-  class (the load balancer weights split traffic, not GPUs, and cost nothing here).
-* **Instances.** A pool's GPUs from every model placed on it are packed together:
-  instances = ceil(GPUs / GPUs per instance). The instance type is the one of the pool's types
-  (its `instance_types`, else every size of its families) that holds the largest replica's
-  per-node GPUs at the lowest price per GPU (fewer GPUs on a tie). A reserved node group is
-  always its `nodes` instances of its `instance_type`, used or not.
-* **Capacity type.** Node groups are `reserved`. A pool's GPUs count as the first capacity type
-  it allows in Karpenter's launch priority, reserved > spot > on-demand ("if a NodePool is
-  compatible with multiple capacity types, Karpenter will prioritize reserved capacity,
-  followed by spot, then finally on-demand"): a spot + on-demand batch pool counts as spot, the
-  on-demand fallback while spot is short is not costed.
-* **Prices.** on-demand: the table's on-demand price; spot: the measured spot price, else
-  on-demand x (1 - `ec2.spot_discount`); reserved (ODCRs, Capacity Blocks, reserved pools):
-  on-demand x (1 - `reserved_discount`), the rate a Reserved Instance or Savings Plan brings.
-
-Figures that rest on assumptions rather than on the configuration are the module constants
-below (load balancer capacity units, Prometheus series per target, Bedrock token mix); each
-line built from one says so in its `note`.
+"""The monthly bill, line by line: GPU and system instances, the control plane, storage, network,
+ingress, observability and the Bedrock fallback.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass, field
-from typing import Any
 
 from gpufarm.config.fsx_capacity import fsx_storage_capacity_gib
 from gpufarm.config.model import (
     CapacityType,
     LoadBalancerKind,
-    ModelConfig,
     ModelStoreKind,
-    NodeGroupConfig,
-    NodePoolConfig,
     Provisioning,
     TierConfig,
 )
-from gpufarm.core.instances import GPU_FAMILIES, gpus_in
-from gpufarm.core.placement import placement_of
+from gpufarm.core.pools import pod_sets, replica_bounds
 from gpufarm.eks_support import Phase, support_status
-from gpufarm.pricing import CAPACITY_TYPES, PriceNotFoundError, PriceTable, load_prices
-
-LAUNCH_PRIORITY = (CapacityType.RESERVED, CapacityType.SPOT, CapacityType.ON_DEMAND)
-"""Karpenter's order among the capacity types a NodePool allows."""
+from gpufarm.estimate.allocation import (
+    AUTO_MODE_ROOT_VOLUME_GIB,
+    GpuAllocation,
+    gpu_allocations,
+)
+from gpufarm.estimate.report import CostEstimate, CostLine, EstimateError
+from gpufarm.pricing import PriceTable, load_prices
 
 LCUS_PER_HOUR = 1.0
 """Capacity units an ALB, NLB or GWLB is assumed to use each hour when none are reserved.
@@ -66,9 +34,6 @@ Inference traffic is few, long, streamed requests: one LCU covers 25 new connect
 
 AUTO_MODE_CPU_NODES = 2
 """CPU nodes assumed in Auto Mode's built-in pools (controllers and gateway pods, spread over two)."""
-
-AUTO_MODE_ROOT_VOLUME_GIB = 80
-"""Ephemeral storage of an Auto Mode node (the default NodeClass's `ephemeralStorage.size`)."""
 
 VLLM_SERIES_PER_REPLICA = 600
 """Prometheus series one vLLM replica exposes (counters, gauges and latency histograms)."""
@@ -91,298 +56,6 @@ BEDROCK_INPUT_TOKEN_SHARE = 0.75
 GIB = 2**30
 
 _CATEGORY_ORDER = ("cluster", "gpu", "compute", "storage", "network", "security", "observability", "fallback")
-
-
-class EstimateError(ValueError):
-    """The arguments to :func:`monthly_cost` are out of range."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class CostLine:
-    """One billed item: `monthly_usd = quantity x unit_price` at base, likewise at peak."""
-
-    item: str
-    capacity_type: str | None
-    quantity: float
-    unit: str
-    unit_price: float
-    monthly_usd: float
-    peak_quantity: float
-    peak_monthly_usd: float
-    category: str
-    note: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        """The line as a JSON-ready mapping."""
-        return {
-            "item": self.item,
-            "capacity_type": self.capacity_type,
-            "category": self.category,
-            "quantity": self.quantity,
-            "unit": self.unit,
-            "unit_price": self.unit_price,
-            "monthly_usd": round(self.monthly_usd, 2),
-            "peak_quantity": self.peak_quantity,
-            "peak_monthly_usd": round(self.peak_monthly_usd, 2),
-            "note": self.note,
-        }
-
-
-@dataclass(frozen=True, kw_only=True)
-class CostEstimate:
-    """A tier's monthly bill, line by line, at base and at peak (see the module docstring)."""
-
-    tier: str
-    region: str
-    price_region: str
-    prices_as_of: str
-    price_sources: dict[str, str]
-    reserved_discount: float
-    fallback_share: float
-    tokens_per_month: float | None
-    lines: list[CostLine]
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def total_usd(self) -> float:
-        """The base monthly bill, USD."""
-        return sum(line.monthly_usd for line in self.lines)
-
-    @property
-    def peak_total_usd(self) -> float:
-        """The monthly bill with every model at its most replicas all month, USD."""
-        return sum(line.peak_monthly_usd for line in self.lines)
-
-    @property
-    def usd_per_million_tokens(self) -> float | None:
-        """Base bill per million tokens served in a month (None without a token volume)."""
-        if not self.tokens_per_month:
-            return None
-        return self.total_usd / (self.tokens_per_month / 1e6)
-
-    @property
-    def peak_usd_per_million_tokens(self) -> float | None:
-        """Peak bill per million tokens served in a month (None without a token volume)."""
-        if not self.tokens_per_month:
-            return None
-        return self.peak_total_usd / (self.tokens_per_month / 1e6)
-
-    def by_capacity_type(self, *, peak: bool = False) -> dict[str, float]:
-        """GPU and CPU instance cost by capacity type (every key of CAPACITY_TYPES present)."""
-        out = dict.fromkeys(CAPACITY_TYPES, 0.0)
-        for line in self.lines:
-            if line.capacity_type in out:
-                out[line.capacity_type] += line.peak_monthly_usd if peak else line.monthly_usd
-        return out
-
-    def by_category(self, *, peak: bool = False) -> dict[str, float]:
-        """Cost by category (cluster, gpu, compute, storage, network, security, ...)."""
-        out: dict[str, float] = {}
-        for line in self.lines:
-            out[line.category] = out.get(line.category, 0.0) + (
-                line.peak_monthly_usd if peak else line.monthly_usd
-            )
-        return out
-
-    def to_json(self) -> dict[str, Any]:
-        """The estimate as a JSON-ready mapping (the `gpufarm cost --json` document of one tier)."""
-
-        def money(value: float | None) -> float | None:
-            return None if value is None else round(value, 4)
-
-        return {
-            "tier": self.tier,
-            "region": self.region,
-            "prices": {
-                "region": self.price_region,
-                "as_of": self.prices_as_of,
-                "sources": self.price_sources,
-            },
-            "reserved_discount": self.reserved_discount,
-            "fallback_share": self.fallback_share,
-            "tokens_per_month": self.tokens_per_month,
-            "lines": [line.to_json() for line in self.lines],
-            "total_usd": round(self.total_usd, 2),
-            "peak_total_usd": round(self.peak_total_usd, 2),
-            "usd_per_million_tokens": money(self.usd_per_million_tokens),
-            "peak_usd_per_million_tokens": money(self.peak_usd_per_million_tokens),
-            "by_capacity_type": {k: round(v, 2) for k, v in self.by_capacity_type().items()},
-            "peak_by_capacity_type": {k: round(v, 2) for k, v in self.by_capacity_type(peak=True).items()},
-            "notes": list(self.notes),
-        }
-
-
-# --------------------------------------------------------------------------- GPU placement
-
-
-@dataclass(kw_only=True)
-class GpuAllocation:
-    """The GPUs models hold on one pool or node group, and the instances that carry them."""
-
-    target: str
-    kind: str  # "node group" or "pool"
-    instance_type: str
-    gpus_per_instance: int
-    capacity_type: str
-    base_gpus: int = 0
-    peak_gpus: int = 0
-    fixed_instances: int | None = None  # node groups: always this many
-    root_volume_gib: int = 0
-
-    @property
-    def base_instances(self) -> int:
-        """Instances at base."""
-        if self.fixed_instances is not None:
-            return self.fixed_instances
-        return math.ceil(self.base_gpus / self.gpus_per_instance)
-
-    @property
-    def peak_instances(self) -> int:
-        """Instances at peak."""
-        if self.fixed_instances is not None:
-            return self.fixed_instances
-        return math.ceil(self.peak_gpus / self.gpus_per_instance)
-
-
-def replicas(model: ModelConfig) -> tuple[int, int]:
-    """(base, peak) replicas of a model: autoscaling min and max, else `replicas` (its shares' sum) twice."""
-    if model.autoscaling is not None:
-        return model.autoscaling.min_replicas, model.autoscaling.max_replicas
-    return model.max_replicas, model.max_replicas
-
-
-def gpus_per_replica(model: ModelConfig) -> int:
-    """GPUs one replica holds: per node x nodes per replica."""
-    return model.gpus * model.pipeline_parallel
-
-
-def pool_capacity_type(pool: NodePoolConfig) -> str:
-    """The capacity type a pool's GPUs count as: the first it allows in LAUNCH_PRIORITY."""
-    return next(c.value for c in LAUNCH_PRIORITY if c in pool.capacity_types)
-
-
-def pool_instance_types(pool: NodePoolConfig) -> list[str]:
-    """Instance types a pool may launch: its `instance_types`, else every size of its families."""
-    if pool.instance_types:
-        return list(pool.instance_types)
-    return [t for f in pool.instance_families if f in GPU_FAMILIES for t in GPU_FAMILIES[f].instance_types()]
-
-
-def choose_instance_type(pool: NodePoolConfig, node_gpus: int, prices: PriceTable) -> str:
-    """The pool's type holding `node_gpus` GPUs at the lowest price per GPU (fewer GPUs on a tie).
-
-    Types without a price in the table are skipped; PriceNotFoundError when none is priced.
-    """
-    fitting = [t for t in pool_instance_types(pool) if (gpus_in(t) or 0) >= node_gpus]
-    priced = [t for t in fitting if t in prices.ec2.on_demand_per_hour]
-    if not priced:
-        wanted = fitting[0] if fitting else f"{pool.name} (no type holds {node_gpus} GPUs)"
-        raise PriceNotFoundError(
-            "EC2 on-demand",
-            wanted,
-            f"pool {pool.name!r} may launch {', '.join(fitting) or 'none of its types'}; add one "
-            "under ec2.on_demand_per_hour in a --prices file",
-        )
-    return min(priced, key=lambda t: (prices.on_demand(t) / (gpus_in(t) or 1), gpus_in(t) or 0))
-
-
-def gpu_allocations(tier: TierConfig, prices: PriceTable | None = None) -> list[GpuAllocation]:
-    """Every node group, and every pool some model uses, with its GPUs at base and at peak."""
-    prices = prices or load_prices()
-    auto_mode = tier.cluster.provisioning is Provisioning.AUTO_MODE
-    pools = {p.name: p for p in tier.node_pools}
-    placed = tier.model_parts()
-    node_gpus: dict[str, int] = {}
-    for model in placed:
-        for target in placement_of(tier, model):
-            node_gpus[target.name] = max(node_gpus.get(target.name, 1), model.gpus)
-            if model.prefill_decode is not None:
-                prefill = model.prefill_decode.prefill_gpus_for(model.gpus)
-                node_gpus[target.name] = max(node_gpus[target.name], prefill)
-    out: dict[str, GpuAllocation] = {}
-    for group in tier.node_groups:
-        gpi = gpus_in(group.instance_type) or 0
-        out[group.name] = GpuAllocation(
-            target=group.name,
-            kind="node group",
-            instance_type=group.instance_type,
-            gpus_per_instance=gpi,
-            capacity_type=CapacityType.RESERVED.value,
-            fixed_instances=group.nodes,
-            root_volume_gib=group.disk_gib,
-        )
-
-    def allocation(name: str) -> GpuAllocation:
-        if name not in out:
-            pool = pools[name]
-            itype = choose_instance_type(pool, node_gpus.get(name, 1), prices)
-            out[name] = GpuAllocation(
-                target=name,
-                kind="pool",
-                instance_type=itype,
-                gpus_per_instance=gpus_in(itype) or 1,
-                capacity_type=pool_capacity_type(pool),
-                root_volume_gib=AUTO_MODE_ROOT_VOLUME_GIB if auto_mode else pool.root_volume_gib,
-            )
-        return out[name]
-
-    room = {p.name: p.gpu_limit for p in tier.node_pools}
-    held = {g.name: g.nodes * (gpus_in(g.instance_type) or 0) for g in tier.node_groups}
-    for which in ("base", "peak"):
-        free = dict(held) | dict(room)
-        # Models bound to one pool or node group first; a class then spreads over what is left.
-        for model in sorted(placed, key=lambda m: m.capacity_class is not None):
-            # Prefill pods (prefill/decode models): their fixed count, or their autoscaling bounds.
-            count = replicas(model)[0 if which == "base" else 1] * gpus_per_replica(model)
-            count += model.prefill_gpus_at(peak=which == "peak")
-            targets = placement_of(tier, model)
-            ordered = [t for t in targets if isinstance(t, NodeGroupConfig)] + sorted(
-                (t for t in targets if isinstance(t, NodePoolConfig)),
-                key=lambda p: -p.nodepool_weight,
-            )
-            for i, target in enumerate(ordered):
-                if count <= 0:
-                    break
-                # The last target takes what is left: an estimate never drops demand.
-                take = count if i == len(ordered) - 1 else min(count, free[target.name])
-                if take <= 0:
-                    continue
-                free[target.name] -= take
-                count -= take
-                alloc = out[target.name] if isinstance(target, NodeGroupConfig) else allocation(target.name)
-                if which == "base":
-                    alloc.base_gpus += take
-                else:
-                    alloc.peak_gpus += take
-    ordered_names = [g.name for g in tier.node_groups] + [p.name for p in tier.node_pools]
-    return [out[n] for n in ordered_names if n in out]
-
-
-def gpu_capacity(tier: TierConfig, *, prices: PriceTable | None = None, peak: bool = True) -> dict[str, int]:
-    """GPUs provisioned by capacity type ("reserved", "on-demand", "spot"; all keys present).
-
-    Reserved: every GPU of the node groups. On-demand and spot: the instances the models'
-    placement needs (see the module docstring), times GPUs per instance, at peak (every model
-    at its most replicas) unless `peak` is False. `prices` picks the pools' instance types
-    (default: the shipped table).
-    """
-    out = dict.fromkeys(CAPACITY_TYPES, 0)
-    for alloc in gpu_allocations(tier, prices):
-        instances = alloc.peak_instances if peak else alloc.base_instances
-        out[alloc.capacity_type] += instances * alloc.gpus_per_instance
-    return out
-
-
-def instance_types_of(tier: TierConfig) -> list[str]:
-    """Every EC2 instance type the tier may run, sorted: what a live price lookup must cover."""
-    types: set[str] = {g.instance_type for g in tier.node_groups}
-    for pool in tier.node_pools:
-        types.update(t for t in pool_instance_types(pool) if gpus_in(t) is not None)
-    types.add(tier.cluster.system_nodes.instance_types[0])
-    if tier.ingress.inspection.enabled:
-        types.add(tier.ingress.inspection.appliances.instance_type)
-    return sorted(types)
-
 
 # --------------------------------------------------------------------------- cost
 
@@ -765,8 +438,8 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
 def _prometheus(tier: TierConfig, prices: PriceTable, out: _Lines, allocations: list[GpuAllocation]) -> None:
     prom = tier.observability.prometheus
     seconds = prices.hours_per_month * 3600
-    base_replicas = sum(replicas(m)[0] for m in tier.model_parts())
-    peak_replicas = sum(replicas(m)[1] for m in tier.model_parts())
+    base_replicas = sum(replica_bounds(m)[0] for m in tier.model_parts())
+    peak_replicas = sum(replica_bounds(m)[1] for m in tier.model_parts())
     series_base = VLLM_SERIES_PER_REPLICA * base_replicas
     series_peak = VLLM_SERIES_PER_REPLICA * peak_replicas
     if prom.dcgm_exporter:
@@ -846,9 +519,8 @@ def _bedrock(
     notes: list[str],
 ) -> None:
     weights: dict[str, int] = {}
-    for part in tier.model_parts():  # a model split into shares: its shares' GPUs together
-        gpus = replicas(part)[1] * gpus_per_replica(part) + part.prefill_gpu_demand
-        weights[part.name] = weights.get(part.name, 0) + gpus
+    for pods in pod_sets(tier):  # a model's shares and prefill pods count with the model
+        weights[pods.model.name] = weights.get(pods.model.name, 0) + pods.gpus_at(peak=True)
     total = sum(weights.values()) or 1
     skipped: list[str] = []
     for model in tier.models:

@@ -1,0 +1,153 @@
+"""A preflight run: the placeholder rows, then every AWS check in order."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from gpufarm.aws.preflight.bedrock import check_bedrock
+from gpufarm.aws.preflight.calls import (
+    InstanceInfo,
+    _error_message,
+    _fatal,
+    _guarded,
+    describe_instance_types,
+    describe_offerings,
+)
+from gpufarm.aws.preflight.kubernetes import check_kubernetes_version
+from gpufarm.aws.preflight.network_quotas import check_network_quotas, no_template_row
+from gpufarm.aws.preflight.offerings import check_offerings
+from gpufarm.aws.preflight.reservations import check_reservations
+from gpufarm.aws.preflight.results import Check, CheckResult, PreflightError, PreflightReport, Status
+from gpufarm.aws.preflight.vcpu_quotas import check_vcpu_quotas
+from gpufarm.config import TierConfig
+from gpufarm.config.placeholders import UNPINNED_IMAGE, find_placeholders
+from gpufarm.core.pools import gpu_instance_types
+
+# --------------------------------------------------------------------------- run
+
+
+def check_placeholders(tier: TierConfig) -> list[CheckResult]:
+    """A failed row per documentation value left in the tier (:mod:`gpufarm.config.placeholders`),
+    naming the field; one passing row when there is none. Needs no AWS call."""
+    found = find_placeholders(tier)
+    if not found:
+        return [
+            CheckResult(
+                check=Check.PLACEHOLDER,
+                subject="tier",
+                status=Status.PASS,
+                message="no documentation account, address range, resource ID or bucket; "
+                "every image pinned by digest",
+            )
+        ]
+    return [
+        CheckResult(
+            check=Check.PLACEHOLDER,
+            subject=p.path,
+            status=Status.FAIL,
+            message=f"{p.value!r} is {p.kind} ({p.why}); the stack refuses to deploy",
+            fix=f"set {p.path} to your own value"
+            if p.kind != UNPINNED_IMAGE
+            else f"set {p.path} to an image digest read from the registry "
+            "(docs/operations.md, Refreshing image digests)",
+        )
+        for p in found
+    ]
+
+
+def run_preflight(
+    tier: TierConfig,
+    *,
+    region: str,
+    session: Any | None = None,
+    now: datetime | None = None,
+    template: Mapping[str, Any] | None = None,
+) -> PreflightReport:
+    """Run every check for `tier` in `region` with a boto3 session (default: the ambient one).
+
+    `template` is the tier's synthesized CloudFormation template: the network quotas are counted
+    from it. Without one (the default) they are not checked, and a warning row says so.
+
+    Raises :class:`PreflightError` when the credentials are missing, rejected or expired, or AWS
+    cannot be reached.
+    """
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        session = session or boto3.Session()  # AWS_PROFILE naming no profile fails here
+    except BotoCoreError as exc:
+        raise _fatal(exc) or PreflightError(f"cannot start an AWS session: {exc}") from None
+    config = Config(retries={"mode": "standard", "max_attempts": 5})
+    moment = now or datetime.now(UTC)
+
+    def client(service: str, in_region: str = region) -> Any:
+        return session.client(service, region_name=in_region, config=config)
+
+    try:
+        account = str(client("sts").get_caller_identity()["Account"])
+    except (ClientError, BotoCoreError) as exc:
+        fatal = _fatal(exc, connectivity=True)
+        if fatal is not None:
+            raise fatal from None
+        raise PreflightError(f"cannot identify the caller: {_error_message(exc)}") from None
+
+    ec2 = client("ec2")
+    info: dict[str, InstanceInfo] = {}
+    offered: dict[str, set[str]] = {}
+
+    def quotas() -> list[CheckResult]:
+        info.update(describe_instance_types(ec2, gpu_instance_types(tier)))
+        return check_vcpu_quotas(tier, region=region, info=info, quotas=client("service-quotas"))
+
+    def offerings() -> list[CheckResult]:
+        if not info:
+            info.update(describe_instance_types(ec2, gpu_instance_types(tier)))
+        offered.update(
+            describe_offerings(ec2, gpu_instance_types(tier), list(tier.environment.availability_zones))
+        )
+        return check_offerings(tier, info=info, offered=offered)
+
+    bedrock_clients: dict[str, Any] = {}
+
+    def bedrock(in_region: str) -> Any:
+        if in_region not in bedrock_clients:
+            bedrock_clients[in_region] = client("bedrock", in_region)
+        return bedrock_clients[in_region]
+
+    results: list[CheckResult] = []
+    if tier.environment.region != region:
+        results.append(
+            CheckResult(
+                check=Check.REGION,
+                subject="region",
+                status=Status.WARN,
+                message=f"the tier deploys to {tier.environment.region}; these checks ran in {region}",
+                fix=f"run preflight with --region {tier.environment.region}, or set environment.region",
+            )
+        )
+    results += check_placeholders(tier)
+    results += _guarded(Check.QUOTA, quotas)
+    results += _guarded(Check.OFFERING, offerings)
+    results += _guarded(
+        Check.RESERVATION, lambda: check_reservations(tier, region=region, ec2=ec2, now=moment)
+    )
+    results += _guarded(Check.BEDROCK, lambda: check_bedrock(tier, region=region, bedrock=bedrock))
+    results += _guarded(
+        Check.KUBERNETES, lambda: check_kubernetes_version(tier, region=region, eks=client("eks"), now=moment)
+    )
+    if template is None:
+        results.append(no_template_row(tier))
+    else:
+        results += check_network_quotas(
+            template,
+            region=region,
+            quotas=client("service-quotas"),
+            ec2=ec2,
+            elbv2=client("elbv2"),
+            account=account,
+        )
+    return PreflightReport(tier=tier.name, region=region, account=account, results=tuple(results))

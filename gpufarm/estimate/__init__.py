@@ -1,0 +1,90 @@
+"""GPU capacity and monthly cost of a tier, from its config and a dated price table.
+
+Pure: no AWS call, no CDK. The rules, in the order they are applied:
+
+* **Replicas.** A model runs `autoscaling.min_replicas` replicas at *base* and
+  `autoscaling.max_replicas` at *peak*; a model with fixed `replicas` runs that many at both.
+  A replica holds `gpus x pipeline_parallel` GPUs. The *base* bill is what runs all month at the
+  fewest replicas; the *peak* bill is every model at its most replicas all month, an upper bound.
+  :attr:`CostEstimate.total_usd` is the base bill, :attr:`CostEstimate.peak_total_usd` the peak.
+* **Placement.** A model runs on its `node_pool` (a pool or a reserved node group), or on its
+  `capacity_class`, whose reserved node groups fill first and whose pools take the rest, the
+  highest NodePool weight first, each up to its `gpu_limit`. A model split into `shares` is
+  placed share by share: each with its own replicas and GPUs per replica, on its own pool or
+  class (the load balancer weights split traffic, not GPUs, and cost nothing here).
+* **Instances.** A pool's GPUs from every model placed on it are packed together:
+  instances = ceil(GPUs / GPUs per instance). The instance type is the one of the pool's types
+  (its `instance_types`, else every size of its families) that holds the largest replica's
+  per-node GPUs at the lowest price per GPU (fewer GPUs on a tie). A reserved node group is
+  always its `nodes` instances of its `instance_type`, used or not.
+* **Capacity type.** Node groups are `reserved`. A pool's GPUs count as the first capacity type
+  it allows in Karpenter's launch priority, reserved > spot > on-demand ("if a NodePool is
+  compatible with multiple capacity types, Karpenter will prioritize reserved capacity,
+  followed by spot, then finally on-demand"): a spot + on-demand batch pool counts as spot, the
+  on-demand fallback while spot is short is not costed.
+* **Prices.** on-demand: the table's on-demand price; spot: the measured spot price, else
+  on-demand x (1 - `ec2.spot_discount`); reserved (ODCRs, Capacity Blocks, reserved pools):
+  on-demand x (1 - `reserved_discount`), the rate a Reserved Instance or Savings Plan brings.
+
+Replicas, placement and GPUs per pool are :mod:`gpufarm.core.pools`, shared with preflight
+and the validator; the estimate adds the instance type, capacity type and price. Figures that
+rest on assumptions rather than on the configuration are the constants of
+:mod:`gpufarm.estimate.cost` (load balancer capacity units, Prometheus series per target,
+Bedrock token mix); each line built from one says so in its `note`.
+
+The package is split by job: :mod:`.allocation` (GPUs and instances per pool and node group),
+:mod:`.cost` (the bill's lines) and :mod:`.report` (the bill itself). Every public name is
+importable from ``gpufarm.estimate`` itself.
+"""
+
+from __future__ import annotations
+
+from gpufarm.core.pools import pool_instance_types
+from gpufarm.estimate.allocation import (
+    AUTO_MODE_ROOT_VOLUME_GIB,
+    LAUNCH_PRIORITY,
+    GpuAllocation,
+    choose_instance_type,
+    gpu_allocations,
+    gpu_capacity,
+    instance_types_of,
+    pool_capacity_type,
+)
+from gpufarm.estimate.cost import (
+    AMP_BYTES_PER_SAMPLE,
+    AMP_RETENTION_MONTHS,
+    AUTO_MODE_CPU_NODES,
+    BEDROCK_INPUT_TOKEN_SHARE,
+    DCGM_SERIES_PER_GPU,
+    GIB,
+    KEDA_QUERY_WINDOW_SECONDS,
+    LCUS_PER_HOUR,
+    VLLM_SERIES_PER_REPLICA,
+    monthly_cost,
+)
+from gpufarm.estimate.report import CostEstimate, CostLine, EstimateError
+
+__all__ = [
+    "AMP_BYTES_PER_SAMPLE",
+    "AMP_RETENTION_MONTHS",
+    "AUTO_MODE_CPU_NODES",
+    "AUTO_MODE_ROOT_VOLUME_GIB",
+    "BEDROCK_INPUT_TOKEN_SHARE",
+    "DCGM_SERIES_PER_GPU",
+    "GIB",
+    "KEDA_QUERY_WINDOW_SECONDS",
+    "LAUNCH_PRIORITY",
+    "LCUS_PER_HOUR",
+    "VLLM_SERIES_PER_REPLICA",
+    "CostEstimate",
+    "CostLine",
+    "EstimateError",
+    "GpuAllocation",
+    "choose_instance_type",
+    "gpu_allocations",
+    "gpu_capacity",
+    "instance_types_of",
+    "monthly_cost",
+    "pool_capacity_type",
+    "pool_instance_types",
+]
