@@ -49,7 +49,7 @@ from gpufarm.constructs.waf import InferenceWaf
 from gpufarm.core.endpoints import HEALTH_PATH, Endpoint
 from gpufarm.core.endpoints import RouterTarget as RouterTarget  # re-exported: its documented home
 from gpufarm.core.endpoints import route_prefix as route_prefix  # re-exported (constructs/__init__)
-from gpufarm.k8s.binding import AUTO_MODE_TGB_API, TARGET_HEALTHY_THRESHOLD
+from gpufarm.k8s.binding import TARGET_HEALTHY_THRESHOLD
 
 
 class InferenceAlb(InferenceLoadBalancer):
@@ -336,77 +336,40 @@ class InferenceAlb(InferenceLoadBalancer):
         """
         return service if self.control_port is None else f"{service}-{self.target_port}-{self.control_port}"
 
-    def bind_services(
+    def _check_bound_model(self, name: str) -> None:
+        if name not in self.target_groups and name not in self.weighted_target_groups:
+            models = [*self.target_groups, *self.weighted_target_groups]
+            raise ValueError(
+                f"bind_services() got model {name!r}, which has no route; models: {', '.join(models)}"
+            )
+
+    def _model_binding(
         self,
+        name: str,
+        service: str,
         *,
         cluster: eks.ICluster,
         namespace: str,
-        services: Mapping[str, str | Mapping[str, str]],
-        api_version: str = AUTO_MODE_TGB_API,
-        after: Mapping[str, Construct] | None = None,
-    ) -> dict[str, eks.KubernetesManifest]:
-        """Register each model's Service pods in its target group(s) with TargetGroupBindings.
-
-        `services` maps model name to Service name or, for a model with weights, to
-        `{group: Service}` (one Service per target group); `after` maps model name to the
-        construct that creates its Service(s), so the bindings are applied after it. Returns the
-        bindings by model, and by `<model>/<group>` for weighted ones. Each binding names the
-        Service port :attr:`target_port` (the Service must expose it: `vllm_service` does, given
-        the same Target Optimizer config). `api_version`: Auto Mode's `eks.amazonaws.com/v1`
-        (default) or the AWS Load Balancer Controller's `elbv2.k8s.aws/v1beta1`.
-        """
-        bindings: dict[str, eks.KubernetesManifest] = {}
-        for name, service in services.items():
-            if name not in self.target_groups and name not in self.weighted_target_groups:
-                models = [*self.target_groups, *self.weighted_target_groups]
-                raise ValueError(
-                    f"bind_services() got model {name!r}, which has no route; models: {', '.join(models)}"
-                )
-            groups = self.weighted_target_groups.get(name)
-            if groups is not None:
-                if isinstance(service, str) or set(service) != set(groups):
-                    given = (
-                        repr(service) if isinstance(service, str) else ", ".join(sorted(service)) or "none"
-                    )
-                    raise ValueError(
-                        f"bind_services() needs a Service per target group of weighted model {name!r} "
-                        f"(groups: {', '.join(sorted(groups))}), got {given}"
-                    )
-                for group in sorted(groups):
-                    bindings[f"{name}/{group}"] = self._binding(
-                        f"Binding{construct_id(name)}{construct_id(group)}{self._revision}",
-                        cluster=cluster,
-                        namespace=namespace,
-                        name=self.binding_name(service[group]),
-                        service=service[group],
-                        port=self.target_port,
-                        target_group=groups[group],
-                        api_version=api_version,
-                        after=(after or {}).get(name),
-                    )
-                continue
-            if not isinstance(service, str):
-                raise ValueError(
-                    f"bind_services() needs one Service name for model {name!r} (it has no weights), "
-                    f"got a mapping of {len(service)}"
-                )
-            router = self.routed.get(name)
-            # A binding's target group cannot change: a routed model's binding has its own name.
-            revision, binding = (
-                ("Routed", f"{service}-routed") if router else (self._revision, self.binding_name(service))
+        api_version: str,
+        after: Construct | None,
+    ) -> eks.KubernetesManifest:
+        router = self.routed.get(name)
+        if router is None:
+            return super()._model_binding(
+                name, service, cluster=cluster, namespace=namespace, api_version=api_version, after=after
             )
-            bindings[name] = self._binding(
-                f"Binding{construct_id(name)}{revision}",
-                cluster=cluster,
-                namespace=namespace,
-                name=binding,
-                service=service,
-                port=router.port if router else self.target_port,
-                target_group=self.target_groups[name],
-                api_version=api_version,
-                after=(after or {}).get(name),
-            )
-        return bindings
+        # A binding's target group cannot change: a routed model's binding has its own name.
+        return self._binding(
+            f"Binding{construct_id(name)}Routed",
+            cluster=cluster,
+            namespace=namespace,
+            name=f"{service}-routed",
+            service=service,
+            port=router.port,
+            target_group=self.target_groups[name],
+            api_version=api_version,
+            after=after,
+        )
 
     # ----------------------------------------------------------------------- internals
 

@@ -19,6 +19,7 @@ from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from constructs import Construct
 
 from gpufarm.config.model import LoadBalancerKind, PrivateLinkConfig
+from gpufarm.constructs._util import construct_id
 from gpufarm.core.endpoints import Endpoint, services_of, weights_of
 from gpufarm.k8s.binding import AUTO_MODE_TGB_API, target_group_binding
 
@@ -164,9 +165,8 @@ class InferenceLoadBalancer(Construct):
     default_target_group: elbv2.CfnTargetGroup | None
     default_port: int | None
 
-    # Abstract (jsii's metaclass leaves no room for ABCMeta): each load balancer keys its own
-    # target groups, and InferenceAlb and InferenceNlb both override it.
-    @abstractmethod
+    target_port: int
+
     def bind_services(
         self,
         *,
@@ -176,8 +176,95 @@ class InferenceLoadBalancer(Construct):
         api_version: str = AUTO_MODE_TGB_API,
         after: Mapping[str, Construct] | None = None,
     ) -> dict[str, eks.KubernetesManifest]:
-        """Register each model's Service pods in its target group(s)."""
-        raise NotImplementedError(f"{type(self).__name__} must implement bind_services()")
+        """Register each model's Service pods in its target group(s) with TargetGroupBindings.
+
+        `services` maps a model to its Service name or, for a model with weights, to
+        `{group: Service}` (one Service per target group: the pods of that GPU pool). `after`
+        maps a model to the construct that creates its Service(s), so the bindings are applied
+        after it. Returns the bindings by model, and by `<model>/<group>` for weighted ones. Each
+        binding names the Service port :attr:`target_port` (the Service must expose it:
+        `vllm_service` does, given the same Target Optimizer config), or a router's port.
+        `api_version`: Auto Mode's `eks.amazonaws.com/v1` (default) or the AWS Load Balancer
+        Controller's `elbv2.k8s.aws/v1beta1`; both bind target groups of type `ip`.
+        """
+        after = after or {}
+        bindings: dict[str, eks.KubernetesManifest] = {}
+        for name, service in services.items():
+            self._check_bound_model(name)
+            groups = self.weighted_target_groups.get(name)
+            if groups is None:
+                if not isinstance(service, str):
+                    raise ValueError(
+                        f"bind_services() needs one Service name for model {name!r} (it has no "
+                        f"weights), got a mapping of {len(service)}"
+                    )
+                bindings[name] = self._model_binding(
+                    name,
+                    service,
+                    cluster=cluster,
+                    namespace=namespace,
+                    api_version=api_version,
+                    after=after.get(name),
+                )
+                continue
+            if isinstance(service, str) or set(service) != set(groups):
+                given = repr(service) if isinstance(service, str) else ", ".join(sorted(service)) or "none"
+                raise ValueError(
+                    f"bind_services() needs a Service per target group of weighted model {name!r} "
+                    f"(groups: {', '.join(sorted(groups))}), got {given}"
+                )
+            for group in sorted(groups):
+                bindings[f"{name}/{group}"] = self._binding(
+                    f"Binding{construct_id(name)}{construct_id(group)}{self._revision}",
+                    cluster=cluster,
+                    namespace=namespace,
+                    name=self.binding_name(service[group]),
+                    service=service[group],
+                    port=self.target_port,
+                    target_group=groups[group],
+                    api_version=api_version,
+                    after=after.get(name),
+                )
+        return bindings
+
+    # Abstract (jsii's metaclass leaves no room for ABCMeta): each load balancer knows its own
+    # models (ALB routes, NLB listeners), and InferenceAlb and InferenceNlb both override it.
+    @abstractmethod
+    def _check_bound_model(self, name: str) -> None:
+        """Refuse a model this load balancer has no target group for, naming the ones it has."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _check_bound_model()")
+
+    def binding_name(self, service: str) -> str:
+        """The TargetGroupBinding name of a Service (its own name, by default)."""
+        return service
+
+    @property
+    def _revision(self) -> str:
+        """Suffix of the IDs of target groups and bindings fixed at creation ('' by default)."""
+        return ""
+
+    def _model_binding(
+        self,
+        name: str,
+        service: str,
+        *,
+        cluster: eks.ICluster,
+        namespace: str,
+        api_version: str,
+        after: Construct | None,
+    ) -> eks.KubernetesManifest:
+        """The binding of an unweighted model's Service to its target group, on :attr:`target_port`."""
+        return self._binding(
+            f"Binding{construct_id(name)}{self._revision}",
+            cluster=cluster,
+            namespace=namespace,
+            name=self.binding_name(service),
+            service=service,
+            port=self.target_port,
+            target_group=self.target_groups[name],
+            api_version=api_version,
+            after=after,
+        )
 
     def bind_endpoints(
         self,

@@ -21,7 +21,6 @@ from enum import StrEnum
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -39,7 +38,6 @@ from gpufarm.constructs._util import (
 from gpufarm.constructs.load_balancer import InferenceLoadBalancer, no_dicts_with_endpoints, routes_of
 from gpufarm.constructs.private_link import InferencePrivateLink
 from gpufarm.core.endpoints import HEALTH_PATH, Endpoint
-from gpufarm.k8s.binding import AUTO_MODE_TGB_API
 
 SECURITY_GROUP_RULES = 60
 """Inbound rules a security group holds by default (VPC quota)."""
@@ -226,10 +224,6 @@ class InferenceNlb(InferenceLoadBalancer):
         """The OpenAI `base_url` of the default listener (the gateway): `<scheme>://<nlb>/v1`."""
         return self._url(self.default_listener_port)
 
-    def binding_name(self, service: str) -> str:
-        """The TargetGroupBinding name of a Service (its own name)."""
-        return service
-
     def private_link(
         self,
         scope: Construct,
@@ -282,71 +276,12 @@ class InferenceNlb(InferenceLoadBalancer):
             target_security_group, ec2.Port.tcp(self.target_port), "Load balancer to vLLM pods"
         )
 
-    def bind_services(
-        self,
-        *,
-        cluster: eks.ICluster,
-        namespace: str,
-        services: Mapping[str, str | Mapping[str, str]],
-        api_version: str = AUTO_MODE_TGB_API,
-        after: Mapping[str, Construct] | None = None,
-    ) -> dict[str, eks.KubernetesManifest]:
-        """Register each model's Service pods in its target group(s) with TargetGroupBindings.
-
-        `services` maps a model to its Service name or, for a model with weights, to
-        `{group: Service}` (one Service per target group: the pods of that GPU pool). `after`
-        maps a model to the construct that creates its Service(s), applied first. Returns the
-        bindings by model, and by `<model>/<group>` for weighted ones. Each binding names the
-        Service port :attr:`target_port`. `api_version`: Auto Mode's `eks.amazonaws.com/v1`
-        (default) or the AWS Load Balancer Controller's `elbv2.k8s.aws/v1beta1`; both bind NLB
-        target groups of type `ip`.
-        """
-        after = after or {}
-        bindings: dict[str, eks.KubernetesManifest] = {}
-        for name, service in services.items():
-            if name not in self.listener_ports:
-                raise ValueError(
-                    f"bind_services() got model {name!r}, which has no listener; models: "
-                    f"{', '.join(self.listener_ports)}"
-                )
-            groups = self.weighted_target_groups.get(name)
-            if groups is None:
-                if not isinstance(service, str):
-                    raise ValueError(
-                        f"bind_services() needs one Service name for model {name!r} (it has no "
-                        f"weights), got a mapping of {len(service)}"
-                    )
-                bindings[name] = self._binding(
-                    f"Binding{construct_id(name)}",
-                    cluster=cluster,
-                    namespace=namespace,
-                    name=self.binding_name(service),
-                    service=service,
-                    port=self.target_port,
-                    target_group=self.target_groups[name],
-                    api_version=api_version,
-                    after=after.get(name),
-                )
-                continue
-            if isinstance(service, str) or set(service) != set(groups):
-                given = repr(service) if isinstance(service, str) else ", ".join(sorted(service)) or "none"
-                raise ValueError(
-                    f"bind_services() needs a Service per target group of weighted model {name!r} "
-                    f"(groups: {', '.join(sorted(groups))}), got {given}"
-                )
-            for group in sorted(groups):
-                bindings[f"{name}/{group}"] = self._binding(
-                    f"Binding{construct_id(name)}{construct_id(group)}",
-                    cluster=cluster,
-                    namespace=namespace,
-                    name=self.binding_name(service[group]),
-                    service=service[group],
-                    port=self.target_port,
-                    target_group=groups[group],
-                    api_version=api_version,
-                    after=after.get(name),
-                )
-        return bindings
+    def _check_bound_model(self, name: str) -> None:
+        if name not in self.listener_ports:
+            raise ValueError(
+                f"bind_services() got model {name!r}, which has no listener; models: "
+                f"{', '.join(self.listener_ports)}"
+            )
 
     # ----------------------------------------------------------------------- internals
 
