@@ -127,7 +127,7 @@ class ManagedGrafana(Construct):
             grafana_version=config.grafana_version,
             saml_configuration=self._saml(config),
         )
-        self.workspace.apply_removal_policy(cdk.RemovalPolicy.DESTROY)
+        self.workspace.apply_removal_policy(removal_policy)
         self._provisioning(
             config=config,
             prometheus_query_endpoint=prometheus_query_endpoint,

@@ -140,3 +140,10 @@ def test_grafana_url_is_an_output(template: dict[str, Any]) -> None:
     assert template["Outputs"]["GrafanaUrl"]["Value"] == {
         "Fn::Join": ["", ["https://", {"Fn::GetAtt": [workspace_id, "Endpoint"]}]]
     }
+
+
+def test_workspace_is_kept_like_the_amp_workspace(template: dict[str, Any]) -> None:
+    """Removed per the tier's removal_policy: both presets retain it, with the metrics it reads."""
+    _, workspace = _one(template, WORKSPACE)
+    _, amp = _one(template, "AWS::APS::Workspace")
+    assert workspace["DeletionPolicy"] == amp["DeletionPolicy"] == "Retain"
