@@ -494,7 +494,7 @@ class GpuFarmStack(cdk.Stack):
             self,
             "GrafanaUrl",
             value=self.grafana.url,
-            description="Amazon Managed Grafana: the models, GPU fleet and gateway dashboards (folder gpufarm)",
+            description="Amazon Managed Grafana: models, GPU fleet and gateway dashboards (folder gpufarm)",
         )
 
     def _outputs(self) -> None:

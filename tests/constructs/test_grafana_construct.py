@@ -10,7 +10,6 @@ from aws_cdk.assertions import Template
 
 from gpufarm.config.sections.grafana import GrafanaConfig
 from gpufarm.constructs.grafana import ManagedGrafana
-
 from tests.constructs.helpers import new_stack, new_vpc
 
 AMP_ARN = "arn:aws:aps:us-east-1:123456789012:workspace/ws-0123"

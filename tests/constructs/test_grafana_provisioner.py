@@ -81,7 +81,17 @@ def grafana() -> Iterator[tuple[FakeGrafana, str]]:
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_POST = do_PUT = do_DELETE = _serve
+        def do_GET(self) -> None:
+            self._serve()
+
+        def do_POST(self) -> None:
+            self._serve()
+
+        def do_PUT(self) -> None:
+            self._serve()
+
+        def do_DELETE(self) -> None:
+            self._serve()
 
         def log_message(self, *args: Any) -> None:
             return None
@@ -113,7 +123,9 @@ def props(*uids: str) -> dict[str, Any]:
 
 
 def client_with(*, existing: bool, delete_account: bool = False) -> tuple[Any, Stubber]:
-    client = boto3.client("grafana", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    client = boto3.client(
+        "grafana", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
     stub = Stubber(client)
     accounts = [{"id": ACCOUNT, "name": SERVICE_ACCOUNT, "grafanaRole": "ADMIN", "isDisabled": "false"}]
     stub.add_response(
@@ -223,7 +235,9 @@ def test_delete_removes_everything_and_the_service_account(grafana: tuple[FakeGr
     assert fake.dashboards == {} and fake.folders == {} and fake.datasources == {}
 
 
-def test_a_grafana_error_fails_the_deploy_and_still_deletes_the_token(grafana: tuple[FakeGrafana, str]) -> None:
+def test_a_grafana_error_fails_the_deploy_and_still_deletes_the_token(
+    grafana: tuple[FakeGrafana, str],
+) -> None:
     fake, url = grafana
     fake.fail_dashboards = True
     client, stub = client_with(existing=False)
