@@ -10,7 +10,7 @@ from gpufarm.config import load_preset
 from gpufarm.core import gpu_health
 from gpufarm.core.endpoints import HEALTH_PATH
 from gpufarm.k8s.serving import AGENT_CONTAINER, AGENT_DATA_PORT_NAME
-from tests.unit.upstream_ref import pod_specs, runs_vllm_serve
+from tests.unit.upstream_ref import containers, pod_specs, runs_vllm_serve
 
 from .helpers import helm_releases, manifests, resources
 
@@ -29,7 +29,7 @@ def _containers(template: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str
     out = []
     for manifest in manifests(template):
         for pod in pod_specs(manifest):
-            for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            for container in containers(pod):
                 out.append((pod, container))
     return out
 
