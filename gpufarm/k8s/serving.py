@@ -384,9 +384,10 @@ def vllm_deployment(
     initial health checks (:func:`gpufarm.k8s.binding.min_ready_seconds`).
 
     `target_optimizer` (enabled) adds the target control agent as a native sidecar
-    (:func:`target_control_agent`); pod readiness still follows vLLM's `/health`. `fsx_claim`
-    mounts `s3://` weights read-only from that FSx for Lustre claim (at `fsx_sub_path` inside
-    it) instead of the model's Mountpoint claim; Hugging Face weights ignore it. A model with
+    (:func:`target_control_agent`); pod readiness follows vLLM's `/health` and the agent
+    accepting connections (:func:`agent_probes`). `fsx_claim` mounts `s3://` weights read-only
+    from that FSx for Lustre claim (at `fsx_sub_path` inside it) instead of the model's
+    Mountpoint claim; Hugging Face weights ignore it. A model with
     `autoscaling` has no `spec.replicas`: KEDA owns the count, and re-applying the manifest must
     not reset it. Default: no agent, Mountpoint claim, `replicas` from the model.
 
