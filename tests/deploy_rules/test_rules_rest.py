@@ -166,6 +166,25 @@ BAD_MESSAGES: list[tuple[str, list[tuple[str, str]]]] = [
         ],
     ),
     (
+        "K8S-PROBES",
+        [
+            (
+                "M",
+                "Deployment 'vllm-llama': init container 'hf-token' sets readinessProbe: only a "
+                "sidecar (restartPolicy Always) may",
+            ),
+            (
+                "M",
+                "Deployment 'vllm-llama': container 'vllm' livenessProbe.failureThreshold is 0; the "
+                "minimum is 1",
+            ),
+            (
+                "M",
+                "Deployment 'vllm-llama': container 'vllm' livenessProbe.successThreshold is 2; it must be 1",
+            ),
+        ],
+    ),
+    (
         "K8S-LABELS",
         [
             (
