@@ -29,7 +29,11 @@ def check_rules(path: Path) -> subprocess.CompletedProcess[str]:
     """`promtool check rules --lint-fatal PATH`: parses every expression, checks the structure and
     fails on duplicate rules (same name and labels)."""
     return subprocess.run(
-        [promtool(), "check", "rules", "--lint-fatal", str(path)], capture_output=True, text=True, timeout=120, check=False
+        [promtool(), "check", "rules", "--lint-fatal", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 

@@ -99,7 +99,9 @@ def _sns_receivers(res: Resource, _template: Template) -> Iterator[str]:
     outer = _yaml(render(res.prop("AlertManagerDefinition")))
     if not isinstance(outer, dict):
         return
-    config = _yaml(outer.get("alertmanager_config")) if isinstance(outer.get("alertmanager_config"), str) else None
+    config = (
+        _yaml(outer.get("alertmanager_config")) if isinstance(outer.get("alertmanager_config"), str) else None
+    )
     if not isinstance(config, dict):
         yield "AlertManagerDefinition has no alertmanager_config document"
         return
@@ -125,8 +127,8 @@ def _definition(receiver: str) -> str:
     return yaml.safe_dump({"alertmanager_config": f"route:\n  receiver: r\nreceivers:\n{receiver}"})
 
 
-_GOOD_RECEIVER = "- name: r\n  sns_configs:\n  - topic_arn: arn:aws:sns:us-east-1:123456789012:t\n    sigv4:\n      region: us-east-1\n"
 _BAD_RECEIVER = "- name: r\n  sns_configs:\n  - topic_arn: arn:aws:sns:us-east-1:123456789012:t\n"
+_GOOD_RECEIVER = _BAD_RECEIVER + "    sigv4:\n      region: us-east-1\n"
 
 
 def _rules(group_name: str) -> str:

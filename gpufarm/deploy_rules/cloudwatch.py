@@ -224,11 +224,20 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="CW-ALARM-QUERY-IDS",
         resource_type=ALARM,
-        title="Metric-math query IDs start with a lowercase letter, hold letters, digits and '_', and are unique",
+        title="Metric-math query IDs start with a lowercase letter, hold letters, digits and '_', "
+        "and are unique",
         doc_url=_METRIC_DATA_QUERY,
         check=_query_ids,
-        bad={"Alarm": _alarm(Metrics=[_query("Errors", ReturnData=False), {"Id": "e1", "Expression": "Errors"}])},
-        good={"Alarm": _alarm(Metrics=[_query("errors", ReturnData=False), {"Id": "e1", "Expression": "errors"}])},
+        bad={
+            "Alarm": _alarm(
+                Metrics=[_query("Errors", ReturnData=False), {"Id": "e1", "Expression": "Errors"}]
+            )
+        },
+        good={
+            "Alarm": _alarm(
+                Metrics=[_query("errors", ReturnData=False), {"Id": "e1", "Expression": "errors"}]
+            )
+        },
     ),
     name_rule(
         id="CW-DASHBOARD-NAME",

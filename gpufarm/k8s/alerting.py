@@ -76,10 +76,7 @@ class ModelObjective:
 
 
 def _error_ratio(window: str) -> str:
-    return (
-        f"sum by (model) (rate({_FAILED}[{window}])) / "
-        f"sum by (model) (rate({_FINISHED}[{window}]))"
-    )
+    return f"sum by (model) (rate({_FAILED}[{window}])) / sum by (model) (rate({_FINISHED}[{window}]))"
 
 
 def _ratio_record(window: str) -> str:
@@ -129,9 +126,7 @@ def _ttft_rules(models: Sequence[ModelObjective]) -> list[dict[str, Any]]:
     return rules
 
 
-def alert_rule_groups(
-    models: Iterable[ModelObjective], *, error_rate_percent: float
-) -> list[dict[str, Any]]:
+def alert_rule_groups(models: Iterable[ModelObjective], *, error_rate_percent: float) -> list[dict[str, Any]]:
     """The rule groups of the workspace: serving KPIs, availability burn rates, GPU health.
 
     `models` gives each model's time-to-first-token objective (one alert each);
@@ -180,7 +175,9 @@ def alert_rule_groups(
             for_="5m",
             severity="page",
             summary=f"{{{{ $labels.model }}}}: more than {error_rate_percent:g}% of requests fail",
-            description="{{ $labels.model }} ends {{ $value | printf \"%.1f\" }}% of its requests in an engine error.",
+            description=(
+                '{{ $labels.model }} ends {{ $value | printf "%.1f" }}% of its requests in an engine error.'
+            ),
         ),
         _alert(
             "KvCacheNearlyFull",

@@ -51,7 +51,12 @@ BAD_MESSAGES: list[tuple[str, list[tuple[str, str]]]] = [
     ),
     (
         "APS-RULE-GROUP-NAME-LENGTH",
-        [("R", "namespace 'ns' and rule group 'gggggggggggggggggggggggggggggggggggggggg'... are 722 UTF-8 bytes together; at most 721")],
+        [
+            (
+                "R",
+                f"namespace 'ns' and rule group '{'g' * 40}'... are 722 UTF-8 bytes together; at most 721",
+            )
+        ],
     ),
     (
         "APS-ALERT-MANAGER-SNS",
@@ -113,7 +118,13 @@ BAD_MESSAGES: list[tuple[str, list[tuple[str, str]]]] = [
     ("CW-ALARM-METRIC-QUERIES", [("Alarm", "11 MetricStat queries; an alarm takes at most 10")]),
     (
         "CW-ALARM-QUERY-IDS",
-        [("Alarm", "Metrics[0].Id 'Errors' must start with a lowercase letter and hold only letters, digits and '_'")],
+        [
+            (
+                "Alarm",
+                "Metrics[0].Id 'Errors' must start with a lowercase letter and hold only letters, "
+                "digits and '_'",
+            )
+        ],
     ),
     (
         "CW-DASHBOARD-NAME",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,10 @@ from gpufarm.k8s.alerting import (
 from gpufarm.k8s.promql import Expression, metric_names, rules_expressions, template_expressions
 from tests.promtool import check_rules, test_rules
 
-MODELS = [ModelObjective(name="chat", ttft_p99_seconds=2.0), ModelObjective(name="batch", ttft_p99_seconds=8.5)]
+MODELS = [
+    ModelObjective(name="chat", ttft_p99_seconds=2.0),
+    ModelObjective(name="batch", ttft_p99_seconds=8.5),
+]
 
 
 def _rules(**kwargs: Any) -> list[dict[str, Any]]:
@@ -55,7 +59,10 @@ def test_burn_rate_alerts_pair_a_long_and_a_short_window_at_the_workbook_factors
     assert {r["labels"]["severity"] for r in by_name.values()} == {"page", "ticket"}
     recorded = {r["record"] for r in _rules() if "record" in r}
     for name, long, short, _, _ in BURN_RATES:
-        assert {f"model:vllm_request_errors:ratio_rate{long}", f"model:vllm_request_errors:ratio_rate{short}"} <= recorded, name
+        assert {
+            f"model:vllm_request_errors:ratio_rate{long}",
+            f"model:vllm_request_errors:ratio_rate{short}",
+        } <= recorded, name
 
 
 @pytest.mark.parametrize(
@@ -165,7 +172,8 @@ def test_queue_depth_alerts_on_the_average_per_replica_after_five_minutes(tmp_pa
         "exp_labels": {"severity": "page", "model": "chat"},
         "exp_annotations": {
             "summary": "chat: more than 10 requests waiting per replica",
-            "description": "chat has 12 requests waiting per replica for 5 minutes: more replicas, or fewer requests.",
+            "description": "chat has 12 requests waiting per replica for 5 minutes: more replicas, "
+            "or fewer requests.",
         },
     }
     _evaluate(
@@ -207,7 +215,9 @@ def test_error_rate_is_a_percentage_of_finished_requests_and_ignores_aborts(tmp_
 
 
 def test_alert_manager_sends_every_alert_to_the_topic_with_a_region() -> None:
-    outer = yaml.safe_load(alert_manager_definition(topic_arn="arn:aws:sns:eu-west-1:123456789012:t", region="eu-west-1"))
+    outer = yaml.safe_load(
+        alert_manager_definition(topic_arn="arn:aws:sns:eu-west-1:123456789012:t", region="eu-west-1")
+    )
     assert set(outer) == {"alertmanager_config"}
     config = yaml.safe_load(outer["alertmanager_config"])
     assert config["route"]["receiver"] == "sns"
@@ -248,7 +258,9 @@ def test_the_collector_reads_rules_scaled_objects_and_dashboards() -> None:
         {
             "kind": "ScaledObject",
             "metadata": {"name": "chat"},
-            "spec": {"triggers": [{"type": "prometheus", "metadata": {"query": "sum(vllm:num_requests_waiting)"}}]},
+            "spec": {
+                "triggers": [{"type": "prometheus", "metadata": {"query": "sum(vllm:num_requests_waiting)"}}]
+            },
         },
         {"kind": "Deployment", "metadata": {"name": "chat"}, "spec": {}},
     ]
@@ -258,9 +270,12 @@ def test_the_collector_reads_rules_scaled_objects_and_dashboards() -> None:
             "Rules": {"Type": "AWS::APS::RuleGroupsNamespace", "Properties": {"Data": rules}},
             "Keda": {
                 "Type": "Custom::AWSCDK-EKS-KubernetesResource",
-                "Properties": {"Manifest": {"Fn::Join": ["", [__import__("json").dumps(scaled)]]}},
+                "Properties": {"Manifest": {"Fn::Join": ["", [json.dumps(scaled)]]}},
             },
-            "Dash": {"Type": "AWS::Grafana::Dashboard", "Properties": {"Body": {"Fn::Join": ["", [dashboard]]}}},
+            "Dash": {
+                "Type": "AWS::Grafana::Dashboard",
+                "Properties": {"Body": {"Fn::Join": ["", [dashboard]]}},
+            },
         }
     }
     assert template_expressions(template) == [
