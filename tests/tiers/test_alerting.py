@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from gpufarm.config.loader import load_preset
+from gpufarm.constructs.dashboard import PROMQL_QUERIES
 from gpufarm.k8s.promql import Expression, flatten, metric_names, template_expressions
 from tests.promtool import check_rules, expressions_file
 from tests.unit.upstream_ref import dcgm_metric_issues, vllm_metric_issues
@@ -135,3 +136,14 @@ def test_every_metric_name_exists_upstream_or_is_recorded(
     assert names == vllm | dcgm, f"series from no pinned source: {sorted(names - vllm - dcgm)}"
     assert vllm_metric_issues(vllm, VLLM) == []
     assert dcgm_metric_issues(dcgm, DCGM) == []
+
+
+def test_the_cloudwatch_dashboards_promql_parses_and_reads_pinned_series(tmp_path: Path) -> None:
+    """The CloudWatch dashboard shows PromQL as text (CloudWatch cannot graph AMP): same checks."""
+    queries = [Expression(f"dashboard: {title}", query) for title, query in PROMQL_QUERIES]
+    result = check_rules(expressions_file(queries, tmp_path / "dashboard.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    names = {name for q in queries for name in metric_names(q.expr)}
+    assert vllm_metric_issues({n for n in names if n.startswith("vllm:")}, VLLM) == []
+    assert dcgm_metric_issues({n for n in names if n.startswith("DCGM_")}, DCGM) == []
+    assert all(n.startswith(("vllm:", "DCGM_")) for n in names), names
