@@ -22,6 +22,11 @@ TIERS = ("poc", "production", "enterprise")
 VLLM = "0.31.0"
 DCGM = "4.6.0"
 
+SERIES_FROM_OTHER_SOURCES: dict[str, str] = {}
+"""Metric name -> where it is defined (repository@ref and path), for series that come from neither
+vLLM nor the DCGM exporter (a gateway's own metrics, say). A query reading such a series must add
+it here with its source; the vLLM and DCGM names are checked against ../shared/upstream-ref."""
+
 
 @pytest.fixture(scope="module")
 def templates(request: pytest.FixtureRequest) -> dict[str, dict[str, Any]]:
@@ -133,7 +138,11 @@ def test_every_metric_name_exists_upstream_or_is_recorded(
     names = {name for e in expressions[tier] for name in metric_names(e.expr)} - recorded
     vllm = {n for n in names if n.startswith("vllm:")}
     dcgm = {n for n in names if n.startswith("DCGM_")}
-    assert names == vllm | dcgm, f"series from no pinned source: {sorted(names - vllm - dcgm)}"
+    elsewhere = names & set(SERIES_FROM_OTHER_SOURCES)
+    assert names == vllm | dcgm | elsewhere, (
+        f"series from no pinned source: {sorted(names - vllm - dcgm - elsewhere)} "
+        "(add each to SERIES_FROM_OTHER_SOURCES with its source)"
+    )
     assert vllm_metric_issues(vllm, VLLM) == []
     assert dcgm_metric_issues(dcgm, DCGM) == []
 
