@@ -431,6 +431,10 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ),
     ("models[].served_model_name", "does not end with `@bedrock` while fallback is enabled."),
     (
+        "observability.prometheus.alerts",
+        "needs `observability.alarms.enabled` (the alert manager sends to the alarm topic).",
+    ),
+    (
         "ingress.inspection.cidr",
         f"leaves a /{MIN_APPLIANCE_SUBNET_PREFIX} or larger appliance subnet per availability zone; "
         "`appliances.instance_type` is an EC2 instance type as the CDK reads it (`c6in.large`).",
