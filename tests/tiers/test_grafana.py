@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from gpufarm.constructs.grafana_dashboards import CLOUDWATCH_UID, FOLDER_UID, PROMETHEUS_UID
+from gpufarm.config import load_preset
+from gpufarm.constructs.grafana_dashboards import (
+    CLOUDWATCH_UID,
+    FOLDER_UID,
+    PROMETHEUS_UID,
+    dashboard_expressions,
+)
+from gpufarm.k8s.promql import template_expressions
 
 WORKSPACE = "AWS::Grafana::Workspace"
 DASHBOARDS = "Custom::GrafanaDashboards"
@@ -147,3 +154,15 @@ def test_workspace_is_kept_like_the_amp_workspace(template: dict[str, Any]) -> N
     _, workspace = _one(template, WORKSPACE)
     _, amp = _one(template, "AWS::APS::Workspace")
     assert workspace["DeletionPolicy"] == amp["DeletionPolicy"] == "Retain"
+
+
+@pytest.mark.parametrize("preset", ["production", "enterprise"])
+def test_the_promql_collector_reads_every_dashboard_expression(
+    preset: str, request: pytest.FixtureRequest
+) -> None:
+    """The template-wide PromQL collector (promtool and upstream names, tests/tiers/test_alerting.py)
+    sees exactly the dashboards' expressions in the provisioning resource."""
+    template: dict[str, Any] = request.getfixturevalue(f"{preset}_template")
+    provisioning_id, _ = _one(template, DASHBOARDS)
+    collected = [e.expr for e in template_expressions(template) if e.source.startswith(f"{provisioning_id}:")]
+    assert collected == dashboard_expressions(load_preset(preset))
