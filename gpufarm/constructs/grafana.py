@@ -3,7 +3,7 @@
 :class:`ManagedGrafana`: an `AWS::Grafana::Workspace`, the IAM role it reads the AMP workspace
 and CloudWatch with, and a custom resource that puts the data sources, a folder and the
 dashboards of :mod:`gpufarm.constructs.grafana_dashboards` into it on every deploy. See
-docs/decisions/0045-grafana-dashboards-as-code.md.
+docs/decisions/0047-grafana-dashboards-as-code.md.
 """
 
 from __future__ import annotations
