@@ -291,6 +291,11 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "`kube-proxy` and `eks-pod-identity-agent`.",
     ),
     (
+        "karpenter.node_repair",
+        "with `karpenter` provisioning, needs `eks-node-monitoring-agent` in `cluster.core_addons` "
+        "(the agent reports the faults repair acts on).",
+    ),
+    (
         "model_store.fsx.import_path",
         "an S3 URI when `model_store.kind` is `fsx-lustre`; every `s3://` model's weights are a "
         "folder under it.",
@@ -426,6 +431,10 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ),
     ("models[].served_model_name", "does not end with `@bedrock` while fallback is enabled."),
     (
+        "observability.prometheus.alerts",
+        "needs `observability.alarms.enabled` (the alert manager sends to the alarm topic).",
+    ),
+    (
         "ingress.inspection.cidr",
         f"leaves a /{MIN_APPLIANCE_SUBNET_PREFIX} or larger appliance subnet per availability zone; "
         "`appliances.instance_type` is an EC2 instance type as the CDK reads it (`c6in.large`).",
@@ -445,6 +454,20 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
         "observability.prometheus.dcgm_exporter_chart_version",
         _CHART_PIN,
+    ),
+    (
+        "observability.grafana.enabled",
+        "only with `observability.prometheus.enabled` (the dashboards read that workspace).",
+    ),
+    (
+        "observability.grafana.grafana_version",
+        "one of `9.4`, `10.4`, `12.4`: Amazon Managed Grafana versions with workspace service "
+        "accounts, which provision the dashboards.",
+    ),
+    (
+        "observability.grafana.saml",
+        "set exactly when `authentication` lists `SAML`, with exactly one of `idp_metadata_url` "
+        "and `idp_metadata_xml`.",
     ),
 )
 """The rules of gpufarm/config/validate.py, one line each: (field path, what it must satisfy)."""

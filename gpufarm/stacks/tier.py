@@ -43,8 +43,11 @@ from gpufarm.constructs import (
     VllmServing,
 )
 from gpufarm.constructs._util import cdk_removal_policy, construct_id, private_subnets
+from gpufarm.constructs.alerting import PrometheusAlerts
 from gpufarm.constructs.compliance import require_compliance_pack
-from gpufarm.constructs.load_balancer import LoadBalancer
+from gpufarm.constructs.grafana import ManagedGrafana
+from gpufarm.constructs.grafana_dashboards import GatewayTargets, tier_dashboards
+from gpufarm.constructs.load_balancer import GATEWAY_TARGET_GROUP, LoadBalancer
 from gpufarm.constructs.placeholders import refuse_placeholders
 from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, Endpoint, GatewayRoute, endpoints_of, gateway_route
 from gpufarm.core.placement import (
@@ -53,6 +56,7 @@ from gpufarm.core.placement import (
     placement_of,
     prefill_decode_efa_devices,
 )
+from gpufarm.k8s.alerting import ModelObjective
 from gpufarm.k8s.binding import binding_api, readiness_gates, rollout_min_ready_seconds
 from gpufarm.k8s.gateway import READINESS_PATH
 from gpufarm.k8s.security import level_for
@@ -462,6 +466,17 @@ class GpuFarmStack(cdk.Stack):
                 removal_policy=self.removal,
                 kind=self.ingress.kind,
             )
+        self.alerts: PrometheusAlerts | None = None
+        if self.monitoring is not None and self.alarms is not None and obs.prometheus.alerts:
+            self.alerts = PrometheusAlerts(
+                self,
+                "Alerts",
+                workspace=self.monitoring.workspace,
+                topic=self.alarms.topic,
+                key=self.alarms.key,
+                models=[ModelObjective(name=m.name, ttft_p99_seconds=m.ttft_p99_seconds) for m in cfg.models],
+                error_rate_percent=obs.alarms.error_rate_percent,
+            )
         if obs.dashboard:
             InferenceDashboard(
                 self,
@@ -474,6 +489,38 @@ class GpuFarmStack(cdk.Stack):
                 workspace_query=self.monitoring is not None,
                 kind=self.ingress.kind,
             )
+        self.grafana: ManagedGrafana | None = None
+        if obs.grafana.enabled and self.monitoring is not None:
+            self._grafana(self.monitoring, target_groups, lb_name)
+
+    def _grafana(self, monitoring: PrometheusMonitoring, target_groups: dict[str, str], lb_name: str) -> None:
+        cfg = self.config
+        gateway = target_groups.get(GATEWAY_TARGET_GROUP)
+        targets = None
+        if gateway is not None:
+            models = {k: v for k, v in target_groups.items() if k != GATEWAY_TARGET_GROUP}
+            targets = GatewayTargets(
+                kind=self.ingress.kind, load_balancer=lb_name, gateway=gateway, models=models
+            )
+        self.grafana = ManagedGrafana(
+            self,
+            "Grafana",
+            config=cfg.observability.grafana,
+            prometheus_workspace_arn=monitoring.workspace_arn,
+            prometheus_query_endpoint=monitoring.query_endpoint,
+            region=cfg.environment.region,
+            dashboards=tier_dashboards(cfg, targets=targets),
+            vpc=self.network.vpc,
+            subnets=private_subnets(self.network.vpc),
+            logs_key=self.logs_key,
+            removal_policy=self.removal,
+        )
+        cdk.CfnOutput(
+            self,
+            "GrafanaUrl",
+            value=self.grafana.url,
+            description="Amazon Managed Grafana: models, GPU fleet and gateway dashboards (folder gpufarm)",
+        )
 
     def _outputs(self) -> None:
         cfg = self.config
