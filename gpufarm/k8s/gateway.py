@@ -408,7 +408,8 @@ def gateway_deployment(
     master_key_secret_arn: str | None,
     guardrail: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The gateway Deployment: `tier.fallback.replicas` LiteLLM proxies on CPU nodes.
+    """The gateway Deployment: `tier.fallback.replicas` LiteLLM proxies on CPU nodes (with an HPA:
+    no count of its own, the HPA's from `tier.fallback.replicas` up; see :func:`gateway_autoscaler`).
 
     Pods carry :data:`CONFIG_HASH_ANNOTATION` (a config change rolls them), spread over zones
     (best effort) and hosts (required), never land on GPU nodes (no GPU toleration, and a
