@@ -161,6 +161,28 @@ def test_autoscaled_gateway_gets_an_hpa_on_cpu_between_the_sizing_bounds() -> No
     validate_core(hpa)
 
 
+@pytest.mark.parametrize(
+    "tier",
+    [
+        pytest.param(load_preset("production"), id="production"),
+        pytest.param(load_preset("enterprise"), id="enterprise"),
+        pytest.param(make_production({"fallback": {"replicas": 19}}), id="replicas-below-the-cap"),
+        pytest.param(
+            make_production({"fallback": {"replicas": 2, "max_replicas": 3}}), id="configured-bound"
+        ),
+    ],
+)
+def test_hpa_bounds_pass_the_api_servers_rules(tier: TierConfig) -> None:
+    # The API server refuses minReplicas < 1 (without the HPAScaleToZero gate), maxReplicas < 1
+    # and maxReplicas < minReplicas, and a Resource metric without a target utilization or value:
+    # kubernetes/kubernetes@0fec7b0f7e2dfd4b0c6c57e086472546f6c69efa
+    # pkg/apis/autoscaling/validation/validation.go, validateHorizontalPodAutoscalerSpec.
+    spec = of_kind(tier, "HorizontalPodAutoscaler")["spec"]
+    assert 1 <= spec["minReplicas"] <= spec["maxReplicas"]
+    [metric] = spec["metrics"]
+    assert metric["resource"]["target"]["averageUtilization"] > 0
+
+
 def test_autoscaled_deployment_leaves_the_count_to_the_hpa() -> None:
     production = load_preset("production")
     assert "replicas" not in of_kind(production, "Deployment")["spec"]
