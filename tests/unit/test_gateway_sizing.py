@@ -106,6 +106,9 @@ def test_hpa_bound_never_falls_below_the_fixed_replicas() -> None:
         gs.gateway_sizing(make_production({"fallback": {"replicas": 5}}), capacity({256: 1.0})).max_replicas
         == 5
     )
+    # Fixed replicas at the cap leave the HPA nothing to add: none is made.
+    at_cap = make_production({"fallback": {"replicas": 20}})
+    assert not gs.gateway_sizing(at_cap, capacity({1: 99.0})).autoscaled
 
 
 def test_an_unreachable_goal_scales_to_the_cap_and_says_so() -> None:
