@@ -308,9 +308,21 @@ INVALID: list[Any] = [
         [
             "cluster.core_addons: must include 'vpc-cni', 'coredns', 'kube-proxy' and "
             "'eks-pod-identity-agent' with karpenter provisioning (pod networking, DNS and Pod "
-            "Identity for the controllers), missing 'eks-pod-identity-agent'"
+            "Identity for the controllers), missing 'eks-pod-identity-agent'",
+            "cluster.core_addons: must include 'eks-node-monitoring-agent' while "
+            "karpenter.node_repair is on (the agent reports the GPU faults Karpenter repairs), "
+            "got 'vpc-cni', 'coredns', 'kube-proxy'",
         ],
         id="karpenter-without-pod-identity-agent",
+    ),
+    pytest.param(
+        {"cluster": {"core_addons": ["vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"]}},
+        [
+            "cluster.core_addons: must include 'eks-node-monitoring-agent' while "
+            "karpenter.node_repair is on (the agent reports the GPU faults Karpenter repairs), "
+            "got 'vpc-cni', 'coredns', 'kube-proxy', 'eks-pod-identity-agent'"
+        ],
+        id="node-repair-without-monitoring-agent",
     ),
     pytest.param(
         production_model(0, kv_cache_routing=True),
@@ -386,6 +398,13 @@ VALID: list[Any] = [
     pytest.param({"ingress": {"oidc": OIDC}}, id="oidc-on-https"),
     pytest.param({"ingress": {"cognito": COGNITO}}, id="cognito-on-https"),
     pytest.param(production_pool(0, ami_family="bottlerocket", ami_version="1.50.0"), id="bottlerocket"),
+    pytest.param(
+        {
+            "cluster": {"core_addons": ["vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"]},
+            "karpenter": {"node_repair": False},
+        },
+        id="no-monitoring-agent-without-node-repair",
+    ),
 ]
 
 
