@@ -132,7 +132,7 @@ def test_auto_mode_runs_fixed_replicas_without_resource_metrics() -> None:
 def test_without_metrics_server_the_tier_has_no_resource_metrics() -> None:
     production = load_preset("production")
     assert gs.resource_metrics_available(production)
-    addons = ["vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"]
+    addons = ["vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "eks-node-monitoring-agent"]
     assert not gs.resource_metrics_available(make_production({"cluster": {"core_addons": addons}}))
 
 
@@ -274,7 +274,15 @@ def test_one_worker_keeps_uvicorns_single_process_command_line() -> None:
         pytest.param(
             {
                 "fallback": {"max_replicas": 6},
-                "cluster": {"core_addons": ["vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"]},
+                "cluster": {
+                    "core_addons": [
+                        "vpc-cni",
+                        "coredns",
+                        "kube-proxy",
+                        "eks-pod-identity-agent",
+                        "eks-node-monitoring-agent",
+                    ]
+                },
             },
             True,
             [
