@@ -4,7 +4,7 @@ The figures come from `benchmarks/gateway.py` and are recorded twice: as a table
 and the machine's load in benchmarks/README.md ("The gateway under concurrency"), and as data
 in `gpufarm/data/gateway_capacity.yaml`, which this module reads (a test keeps the two equal).
 
-The rule (docs/fallback.md, "Sizing the gateway"; ADR 0045):
+The rule (docs/fallback.md, "Sizing the gateway"; ADR 0048):
 
 1. **Design concurrency**: the most requests the tier's models take at once, the sum over the
    models of their most replicas times the concurrency one replica is sent
