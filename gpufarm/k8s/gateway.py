@@ -23,6 +23,7 @@ from gpufarm.config.bedrock import call_region
 from gpufarm.config.model import FallbackConfig, ModelConfig, TierConfig
 from gpufarm.core.endpoints import Endpoint, model_endpoints
 from gpufarm.core.names import BEDROCK_SUFFIX
+from gpufarm.k8s import demand
 from gpufarm.k8s.binding import rollout_min_ready_seconds
 from gpufarm.k8s.labels import POOL_LABEL, common_labels, workload_name
 from gpufarm.k8s.scan import scan_acknowledge
@@ -262,6 +263,7 @@ def litellm_config(tier: TierConfig, *, guardrail: tuple[str, str] | None = None
         "litellm_settings": {
             "request_timeout": fb.request_timeout_seconds,
             "drop_params": True,
+            **({"callbacks": counted} if (counted := demand.callbacks(tier)) else {}),
         },
         "general_settings": general,
     }
@@ -307,13 +309,13 @@ def service_account(namespace: str) -> dict[str, Any]:
     }
 
 
-def config_map(config: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """The ConfigMap holding the proxy config as `config.yaml`."""
+def config_map(config: dict[str, Any], namespace: str, files: dict[str, str] | None = None) -> dict[str, Any]:
+    """The ConfigMap holding the proxy config as `config.yaml`, and `files` beside it (default: none)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": CONFIG_MAP, "namespace": namespace, "labels": _labels()},
-        "data": {CONFIG_FILE: config_yaml(config)},
+        "data": {CONFIG_FILE: config_yaml(config), **(files or {})},
     }
 
 
@@ -336,6 +338,7 @@ def proxy_args(tier: TierConfig) -> list[str]:
         str(tier.ingress.idle_timeout_seconds + KEEPALIVE_MARGIN_SECONDS),
         "--telemetry",
         "False",
+        *demand.proxy_args(tier),
     ]
 
 
@@ -384,6 +387,7 @@ def _env(tier: TierConfig, region: str, guardrail: tuple[str, str] | None) -> li
         # On SIGTERM the proxy waits this long for in-flight requests (streams included).
         "GRACEFUL_SHUTDOWN_TIMEOUT": str(tier.fallback.request_timeout_seconds),
         "HOME": TMP_DIR,
+        **demand.env(tier),
     }
     if guardrail is not None:
         values[GUARDRAIL_IDENTIFIER_ENV], values[GUARDRAIL_VERSION_ENV] = guardrail
@@ -447,7 +451,10 @@ def gateway_deployment(
         "image": fb.image,
         "command": command,
         "args": args,
-        "ports": [{"name": "http", "containerPort": fb.port, "protocol": "TCP"}],
+        "ports": [
+            {"name": "http", "containerPort": fb.port, "protocol": "TCP"},
+            *demand.container_ports(tier),
+        ],
         "env": _env(tier, region, guardrail),
         "resources": {"requests": {"cpu": f"{fb.cpu:g}", "memory": memory}, "limits": {"memory": memory}},
         "startupProbe": http_probe(
@@ -510,7 +517,13 @@ def gateway_deployment(
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "selector": {"matchLabels": SELECTOR},
             "template": {
-                "metadata": {"labels": labels, "annotations": {CONFIG_HASH_ANNOTATION: config_hash(config)}},
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {
+                        CONFIG_HASH_ANNOTATION: config_hash(config),
+                        **demand.pod_annotations(tier),
+                    },
+                },
                 "spec": pod_spec,
             },
         },
@@ -561,7 +574,7 @@ def gateway_manifests(
     """
     return [
         service_account(namespace),
-        config_map(config, namespace),
+        config_map(config, namespace, demand.config_files(tier)),
         gateway_deployment(
             tier,
             config=config,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
 import yaml
 
 from gpufarm.config import TierConfig, load_preset, merge
+from gpufarm.k8s import demand
 from gpufarm.k8s import gateway as gw
 from gpufarm.k8s.labels import GPU_RESOURCE, POOL_LABEL, common_labels
 
@@ -374,11 +376,14 @@ def test_every_object_carries_the_gateway_labels(poc: TierConfig) -> None:
         assert common_labels("gateway").items() <= doc["metadata"]["labels"].items()
 
 
-def test_config_map_holds_the_config_as_yaml(production: TierConfig) -> None:
+def test_config_map_holds_the_config_as_yaml(poc: TierConfig, production: TierConfig) -> None:
+    assert list(of_kind(manifests(poc), "ConfigMap")["data"]) == ["config.yaml"]
     config = gw.litellm_config(production)
     data = of_kind(manifests(production), "ConfigMap")["data"]
-    assert list(data) == ["config.yaml"]
+    # production parks a model at zero: the demand counter's callback module sits beside the config.
+    assert list(data) == ["config.yaml", demand.CALLBACK_FILE]
     assert yaml.safe_load(data["config.yaml"]) == config
+    assert data[demand.CALLBACK_FILE] == demand.CALLBACK_SOURCE
 
 
 def test_replicas_come_from_the_config(poc: TierConfig, production: TierConfig, tuned: TierConfig) -> None:
@@ -437,9 +442,15 @@ def test_resources_come_from_the_config(tuned: TierConfig) -> None:
     }
 
 
-def test_hash_annotation_is_the_config_hash(production: TierConfig) -> None:
+def test_hash_annotation_is_the_config_hash(poc: TierConfig, production: TierConfig) -> None:
+    annotations = deployment(poc)["spec"]["template"]["metadata"]["annotations"]
+    assert annotations == {gw.CONFIG_HASH_ANNOTATION: gw.config_hash(gw.litellm_config(poc))}
+    # With the demand counter, the callback module's hash too: a new module rolls the pods.
     annotations = deployment(production)["spec"]["template"]["metadata"]["annotations"]
-    assert annotations == {gw.CONFIG_HASH_ANNOTATION: gw.config_hash(gw.litellm_config(production))}
+    assert annotations == {
+        gw.CONFIG_HASH_ANNOTATION: gw.config_hash(gw.litellm_config(production)),
+        demand.CALLBACK_HASH_ANNOTATION: hashlib.sha256(demand.CALLBACK_SOURCE.encode()).hexdigest(),
+    }
 
 
 def test_hash_annotation_changes_when_the_config_changes(poc: TierConfig) -> None:
