@@ -596,3 +596,27 @@ def test_production_overrides_reach_the_manifests() -> None:
     tier = make_production(overrides({"fallback": {"replicas": 5}}))
     assert deployment(tier)["spec"]["replicas"] == 5
     assert of_kind(manifests(tier), "PodDisruptionBudget")["spec"]["minAvailable"] == 4
+
+
+def test_the_demand_counter_is_wired_only_when_a_model_scales_to_zero(
+    poc: TierConfig, production: TierConfig
+) -> None:
+    poc_container = deployment(poc)["spec"]["template"]["spec"]["containers"][0]
+    assert [p["name"] for p in poc_container["ports"]] == ["http"]
+    assert "--prometheus_metrics_port" not in poc_container["args"]
+    assert demand.MODELS_ENV not in {e["name"] for e in poc_container["env"]}
+    assert "callbacks" not in gw.litellm_config(poc)["litellm_settings"]
+
+    container = deployment(production)["spec"]["template"]["spec"]["containers"][0]
+    assert container["ports"][1] == {"name": "metrics", "containerPort": 9090, "protocol": "TCP"}
+    assert container["args"][-2:] == ["--prometheus_metrics_port", "9090"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    # Only the model that scales to zero is counted, by the name clients send.
+    assert env[demand.MODELS_ENV] == '["Qwen/Qwen3-32B"]'
+    assert env["PROMETHEUS_MULTIPROC_DIR"] == "/tmp/prometheus-multiproc"
+    assert gw.litellm_config(production)["litellm_settings"]["callbacks"] == ["gpufarm_demand.handler"]
+
+
+def test_the_callback_module_is_python_the_proxy_can_import() -> None:
+    # Its behaviour is checked in the real proxy (tests/e2e/test_wake_from_zero.py).
+    compile(demand.CALLBACK_SOURCE, demand.CALLBACK_FILE, "exec")
