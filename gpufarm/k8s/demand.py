@@ -29,6 +29,32 @@ from typing import Any
 from gpufarm.config.model import TierConfig
 from gpufarm.core.demand import METRICS_PORT, counts_demand, demand_models, scales_to_zero
 
+__all__ = [
+    "CALLBACK",
+    "CALLBACK_FILE",
+    "CALLBACK_HASH_ANNOTATION",
+    "CALLBACK_MODULE",
+    "CALLBACK_SOURCE",
+    "METRIC",
+    "METRICS_PORT",
+    "METRICS_PORT_NAME",
+    "MODELS_ENV",
+    "MODEL_LABEL",
+    "MULTIPROC_DIR",
+    "MULTIPROC_DIR_ENV",
+    "SCRAPE_JOB",
+    "callbacks",
+    "config_files",
+    "container_ports",
+    "counts_demand",
+    "demand_models",
+    "env",
+    "gateway_scrape_job",
+    "pod_annotations",
+    "proxy_args",
+    "scales_to_zero",
+]
+
 METRIC = "gpufarm_gateway_requests_total"
 """The counter as Prometheus stores it (prometheus_client adds `_total` to a counter's name)."""
 MODEL_LABEL = "model_name"
@@ -42,24 +68,6 @@ MODELS_ENV = "GPUFARM_DEMAND_MODELS"
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 MULTIPROC_DIR = "/tmp/prometheus-multiproc"
 """Where the proxy's workers write their samples for the metrics server (on the pod's /tmp volume)."""
-__all__ = [
-    "CALLBACK",
-    "CALLBACK_FILE",
-    "CALLBACK_SOURCE",
-    "METRIC",
-    "METRICS_PORT",
-    "MODEL_LABEL",
-    "callbacks",
-    "config_files",
-    "container_ports",
-    "counts_demand",
-    "demand_models",
-    "env",
-    "gateway_scrape_job",
-    "pod_annotations",
-    "proxy_args",
-    "scales_to_zero",
-]
 
 CALLBACK_MODULE = "gpufarm_demand"
 CALLBACK_FILE = f"{CALLBACK_MODULE}.py"

@@ -240,7 +240,9 @@ def litellm_config(tier: TierConfig, *, guardrail: tuple[str, str] | None = None
     `cooldown_seconds` of the one before. `general_settings.master_key`
     reads `LITELLM_MASTER_KEY` only when `master_key_secret` is set; otherwise the gateway takes
     requests without a key. Unsupported OpenAI parameters are dropped rather than failing on
-    the Bedrock path (`drop_params`). Default: no guardrail.
+    the Bedrock path (`drop_params`). Default: no guardrail. When a model scales to zero,
+    `litellm_settings.callbacks` loads the demand counter that wakes it
+    (:mod:`gpufarm.k8s.demand`).
 
     Raises ValueError when two models share a client-facing name.
     """
@@ -419,6 +421,8 @@ def gateway_deployment(
     the key through Pod Identity into a memory-backed volume; the proxy's shell exports it as
     `LITELLM_MASTER_KEY` before it execs the proxy. `guardrail` `(identifier, version)` sets the
     environment that :func:`guardrail_env_refs` points the config at. Defaults: no key, no guardrail.
+    When a model scales to zero, the proxy also serves its demand counter from a separate
+    metrics process on port `metrics` (9090; :mod:`gpufarm.k8s.demand`).
     """
     fb = tier.fallback
     labels = _labels()
