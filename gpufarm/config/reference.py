@@ -292,6 +292,11 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "`kube-proxy` and `eks-pod-identity-agent`.",
     ),
     (
+        "karpenter.node_repair",
+        "with `karpenter` provisioning, needs `eks-node-monitoring-agent` in `cluster.core_addons` "
+        "(the agent reports the faults repair acts on).",
+    ),
+    (
         "model_store.fsx.import_path",
         "an S3 URI when `model_store.kind` is `fsx-lustre`; every `s3://` model's weights are a "
         "folder under it.",
@@ -430,6 +435,10 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "subnet per zone).",
     ),
     ("models[].served_model_name", "does not end with `@bedrock` while fallback is enabled."),
+    (
+        "observability.prometheus.alerts",
+        "needs `observability.alarms.enabled` (the alert manager sends to the alarm topic).",
+    ),
     (
         "ingress.inspection.cidr",
         f"leaves a /{MIN_APPLIANCE_SUBNET_PREFIX} or larger appliance subnet per availability zone; "

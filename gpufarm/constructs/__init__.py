@@ -8,6 +8,7 @@ Example::
     AutoModeGpuNodePool(self, "Gpus", cluster=my_cluster, pool=NodePoolConfig(name="l40s"))
 """
 
+from gpufarm.constructs.alerting import PrometheusAlerts
 from gpufarm.constructs.autoscaling import KedaAutoscaling
 from gpufarm.constructs.cluster import InferenceCluster
 from gpufarm.constructs.compliance import enable_compliance_checks
@@ -60,6 +61,7 @@ __all__ = [
     "LogsKey",
     "MultiNodeServing",
     "NvidiaDevicePlugin",
+    "PrometheusAlerts",
     "PrometheusMonitoring",
     "ReservedGpuNodeGroup",
     "S3ModelStore",

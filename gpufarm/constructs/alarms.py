@@ -1,6 +1,7 @@
 """CloudWatch alarms on the load balancer, keyed by its kind (ALB or NLB), sent to an encrypted SNS topic.
 
-:class:`InferenceAlarms`: 5xx, p99 latency, unhealthy targets and Target Optimizer rejections.
+:class:`InferenceAlarms`: 5xx (count and percentage of requests), p99 latency, unhealthy targets
+and Target Optimizer rejections.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ class InferenceAlarms(Construct):
     * ``5xx``: 5xx answers of the load balancer plus those of the targets, per minute,
       at least `config.target_5xx_per_minute` (one math expression over
       `HTTPCode_ELB_5XX_Count` and `HTTPCode_Target_5XX_Count`).
+    * ``error-rate``: the same 5xx answers as a percentage of `RequestCount`, above
+      `config.error_rate_percent`.
     * ``p99:<model>``: p99 `TargetResponseTime` of the model's target group above
       `config.p99_response_seconds` (time to the first response byte, so long streams count
       only their start).
@@ -204,6 +207,7 @@ class InferenceAlarms(Construct):
                 ),
             ],
         )
+        self.alarms["error-rate"] = self._error_rate_alarm(lb)
         for model, target_group in sorted(target_groups.items()):
             scope_ = self._scope_of(model)
             dims = _dimensions(LoadBalancer=lb, TargetGroup=target_group)
@@ -247,6 +251,38 @@ class InferenceAlarms(Construct):
                 statistic="Sum",
                 dimensions=_dimensions(LoadBalancer=lb),
             )
+
+    def _error_rate_alarm(self, lb: str) -> cloudwatch.CfnAlarm:
+        """5xx answers as a percentage of requests, per minute (metric math on the ALB's own metrics).
+
+        `RequestCount` counts every request the ALB processed, answered by it or by a target;
+        `HTTPCode_ELB_5XX_Count` and `HTTPCode_Target_5XX_Count` are the 5xx answers of each
+        (https://docs.aws.amazon.com/elasticloadbalancing/latest/application/load-balancer-cloudwatch-metrics.html).
+        A minute without requests has no `RequestCount` datapoint, so the expression has none
+        either and the alarm treats it as not breaching: an idle tier does not alarm.
+        """
+        config = self.config
+        return self._alarm(
+            self,
+            "ErrorRate",
+            description=(
+                f"Load balancer and vLLM 5xx responses above {config.error_rate_percent:g}% of requests "
+                f"for {config.evaluation_minutes} min"
+            ),
+            comparison="GreaterThanThreshold",
+            threshold=config.error_rate_percent,
+            metrics=[
+                self._query("elb", "HTTPCode_ELB_5XX_Count", "Sum", LoadBalancer=lb),
+                self._query("target", "HTTPCode_Target_5XX_Count", "Sum", LoadBalancer=lb),
+                self._query("requests", "RequestCount", "Sum", LoadBalancer=lb),
+                cloudwatch.CfnAlarm.MetricDataQueryProperty(
+                    id="errorRate",
+                    expression="100 * (FILL(elb, 0) + FILL(target, 0)) / requests",
+                    label="5xx, % of requests",
+                    return_data=True,
+                ),
+            ],
+        )
 
     def _network_alarms(self, lb: str, target_groups: Mapping[str, str]) -> None:
         config = self.config

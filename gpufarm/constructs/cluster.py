@@ -80,6 +80,7 @@ _ADDON_IDS = {
     CoreAddon.KUBE_PROXY: "KubeProxy",
     CoreAddon.POD_IDENTITY_AGENT: "PodIdentityAgent",
     CoreAddon.METRICS_SERVER: "MetricsServer",
+    CoreAddon.NODE_MONITORING_AGENT: "NodeMonitoringAgent",
 }
 
 _IMDS_HOP_LIMIT = 1

@@ -49,6 +49,7 @@ from gpufarm.constructs.waf import InferenceWaf
 from gpufarm.core.endpoints import HEALTH_PATH, Endpoint
 from gpufarm.core.endpoints import RouterTarget as RouterTarget  # re-exported: its documented home
 from gpufarm.core.endpoints import route_prefix as route_prefix  # re-exported (constructs/__init__)
+from gpufarm.core.gpu_health import TARGET_UNHEALTHY_THRESHOLD
 from gpufarm.k8s.binding import TARGET_HEALTHY_THRESHOLD
 
 
@@ -460,7 +461,7 @@ class InferenceAlb(InferenceLoadBalancer):
             health_check_interval_seconds=cfg.health_check_interval_seconds,
             health_check_timeout_seconds=HEALTH_CHECK_TIMEOUT_SECONDS,
             healthy_threshold_count=TARGET_HEALTHY_THRESHOLD,
-            unhealthy_threshold_count=3,
+            unhealthy_threshold_count=TARGET_UNHEALTHY_THRESHOLD,
             matcher=elbv2.CfnTargetGroup.MatcherProperty(http_code="200"),
             target_group_attributes=[
                 elbv2.CfnTargetGroup.TargetGroupAttributeProperty(key=k, value=v)

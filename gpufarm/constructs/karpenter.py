@@ -405,6 +405,13 @@ class Karpenter(Construct):
     `config.chart_version`, the controller after its Pod Identity association, policies and
     node access entry exist.
 
+    With `config.node_repair` (default on) the chart's `nodeRepair` feature gate is on: the
+    controller deletes the NodeClaim of an unhealthy node, which terminates the instance under
+    the node lifecycle policy's scoped `ec2:TerminateInstances` and launches a replacement as for
+    any pending pod, so repair needs no IAM beyond the getting-started policies. It acts on the
+    conditions of the `eks-node-monitoring-agent` add-on (see docs/operations.md, "When a GPU
+    fails").
+
     Defaults: `discovery_value` is the cluster name. Subnets and security groups defined in this
     app get the tag; imported ones must already carry it (CloudFormation cannot tag what it does
     not manage). The cluster needs the EKS Pod Identity agent, and the kubectl provider needs a
@@ -528,6 +535,7 @@ class Karpenter(Construct):
             cluster_name=cluster.cluster_name,
             interruption_queue=self.queue.queue_name,
             replicas=config.replicas,
+            node_repair=config.node_repair,
         )
         # Its pods run on the system nodes, and Pod Identity needs its agent first.
         self.chart = helm_chart_on(

@@ -38,6 +38,7 @@ from gpufarm.constructs._util import (
 from gpufarm.constructs.load_balancer import InferenceLoadBalancer, no_dicts_with_endpoints, routes_of
 from gpufarm.constructs.private_link import InferencePrivateLink
 from gpufarm.core.endpoints import HEALTH_PATH, Endpoint
+from gpufarm.core.gpu_health import TARGET_UNHEALTHY_THRESHOLD
 
 SECURITY_GROUP_RULES = 60
 """Inbound rules a security group holds by default (VPC quota)."""
@@ -401,7 +402,7 @@ class InferenceNlb(InferenceLoadBalancer):
             health_check_interval_seconds=cfg.health_check_interval_seconds,
             health_check_timeout_seconds=HEALTH_CHECK_TIMEOUT_SECONDS,
             healthy_threshold_count=2,
-            unhealthy_threshold_count=3,
+            unhealthy_threshold_count=TARGET_UNHEALTHY_THRESHOLD,
             matcher=elbv2.CfnTargetGroup.MatcherProperty(http_code="200"),
             target_group_attributes=[
                 elbv2.CfnTargetGroup.TargetGroupAttributeProperty(key=k, value=v)

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import yaml
+
 from gpufarm.deploy_rules.rule import Resource, Rule, Template, literal_str
-from gpufarm.deploy_rules.shapes import arn_check, resource
+from gpufarm.deploy_rules.shapes import TOKEN, arn_check, render, resource
 
 WORKSPACE = "AWS::APS::Workspace"
 SCRAPER = "AWS::APS::Scraper"
+RULE_GROUPS_NAMESPACE = "AWS::APS::RuleGroupsNamespace"
 EKS_CLUSTER = "AWS::EKS::Cluster"
 
 _CREATE_WORKSPACE = "https://docs.aws.amazon.com/prometheus/latest/APIReference/API_CreateWorkspace.html"
@@ -53,6 +56,85 @@ _CLUSTER = resource(
     ResourcesVpcConfig={"SubnetIds": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]},
 )
 
+_CREATE_RULE_GROUPS_NAMESPACE = (
+    "https://docs.aws.amazon.com/prometheus/latest/APIReference/API_CreateRuleGroupsNamespace.html"
+)
+_ALERT_MANAGER_SNS = (
+    "https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-alertmanager-receiver-config.html"
+)
+MAX_NAMESPACE_AND_GROUP_BYTES = 721
+
+
+def _yaml(text: str | None) -> Any:
+    """`text` parsed as YAML once tokens are blanked, else None (absent, or not YAML)."""
+    if text is None:
+        return None
+    try:
+        return yaml.safe_load(text.replace(TOKEN, "TOKEN"))
+    except yaml.YAMLError:
+        return None
+
+
+def _group_names(res: Resource, _template: Template) -> Iterator[str]:
+    # CreateRuleGroupsNamespace: "The combined length of a rule group namespace and a rule group
+    # name cannot exceed 721 UTF-8 bytes."
+    namespace = literal_str(res.prop("Name"))
+    document = _yaml(render(res.prop("Data")))
+    if namespace is None or not isinstance(document, dict):
+        return
+    for group in document.get("groups") or []:
+        name = str(group.get("name", "")) if isinstance(group, dict) else ""
+        size = len(namespace.encode()) + len(name.encode())
+        if size > MAX_NAMESPACE_AND_GROUP_BYTES:
+            yield (
+                f"namespace {namespace!r} and rule group {name[:40]!r}... are {size} UTF-8 bytes "
+                f"together; at most {MAX_NAMESPACE_AND_GROUP_BYTES}"
+            )
+
+
+def _sns_receivers(res: Resource, _template: Template) -> Iterator[str]:
+    # "Amazon SNS is the only receiver AMP supports" (AMP-alertmanager-receiver.html); in an SNS
+    # receiver "api_url" and "Http_config" are not allowed, and "SigV4 settings are required to
+    # have a Region property" (AMP-alertmanager-receiver-config.html).
+    outer = _yaml(render(res.prop("AlertManagerDefinition")))
+    if not isinstance(outer, dict):
+        return
+    config = (
+        _yaml(outer.get("alertmanager_config")) if isinstance(outer.get("alertmanager_config"), str) else None
+    )
+    if not isinstance(config, dict):
+        yield "AlertManagerDefinition has no alertmanager_config document"
+        return
+    for receiver in config.get("receivers") or []:
+        if not isinstance(receiver, dict):
+            continue
+        name = receiver.get("name")
+        others = sorted(k for k in receiver if k.endswith("_configs") and k != "sns_configs")
+        if others:
+            yield f"receiver {name!r} uses {', '.join(others)}; AMP sends only to Amazon SNS (sns_configs)"
+        for sns in receiver.get("sns_configs") or []:
+            if not isinstance(sns, dict):
+                continue
+            for refused in ("api_url", "http_config"):
+                if refused in sns:
+                    yield f"receiver {name!r} sets {refused}, which AMP refuses in an SNS receiver"
+            sigv4 = sns.get("sigv4")
+            if not (isinstance(sigv4, dict) and sigv4.get("region")):
+                yield f"receiver {name!r} has no sigv4.region, which AMP needs to sign its SNS calls"
+
+
+def _definition(receiver: str) -> str:
+    return yaml.safe_dump({"alertmanager_config": f"route:\n  receiver: r\nreceivers:\n{receiver}"})
+
+
+_BAD_RECEIVER = "- name: r\n  sns_configs:\n  - topic_arn: arn:aws:sns:us-east-1:123456789012:t\n"
+_GOOD_RECEIVER = _BAD_RECEIVER + "    sigv4:\n      region: us-east-1\n"
+
+
+def _rules(group_name: str) -> str:
+    return yaml.safe_dump({"groups": [{"name": group_name, "rules": [{"record": "r", "expr": "up"}]}]})
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         id="APS-WORKSPACE-ALIAS",
@@ -74,5 +156,23 @@ RULES: tuple[Rule, ...] = (
         check=arn_check(("Source", "EksConfiguration", "ClusterArn"), EKS_CLUSTER, "cluster name"),
         bad={"Cluster": _CLUSTER, "Scraper": _scraper({"Ref": "Cluster"})},
         good={"Cluster": _CLUSTER, "Scraper": _scraper({"Fn::GetAtt": ["Cluster", "Arn"]})},
+    ),
+    Rule(
+        id="APS-RULE-GROUP-NAME-LENGTH",
+        resource_type=RULE_GROUPS_NAMESPACE,
+        title="A rule groups namespace and each of its group names are at most 721 UTF-8 bytes together",
+        doc_url=_CREATE_RULE_GROUPS_NAMESPACE,
+        check=_group_names,
+        bad={"R": resource(RULE_GROUPS_NAMESPACE, Name="ns", Workspace="ws", Data=_rules("g" * 720))},
+        good={"R": resource(RULE_GROUPS_NAMESPACE, Name="ns", Workspace="ws", Data=_rules("g" * 719))},
+    ),
+    Rule(
+        id="APS-ALERT-MANAGER-SNS",
+        resource_type=WORKSPACE,
+        title="The alert manager sends only to SNS receivers that name their SigV4 Region",
+        doc_url=_ALERT_MANAGER_SNS,
+        check=_sns_receivers,
+        bad={"Ws": resource(WORKSPACE, AlertManagerDefinition=_definition(_BAD_RECEIVER))},
+        good={"Ws": resource(WORKSPACE, AlertManagerDefinition=_definition(_GOOD_RECEIVER))},
     ),
 )

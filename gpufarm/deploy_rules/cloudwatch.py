@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -108,6 +109,28 @@ def _query_counts(res: Resource, _template: Template) -> Iterator[str]:
         yield f"{expressions} Expression queries; an alarm takes at most {MAX_QUERIES_OF_A_KIND}"
 
 
+_QUERY_ID = re.compile(r"[a-z][A-Za-z0-9_]*")
+
+
+def _query_ids(res: Resource, _template: Template) -> Iterator[str]:
+    # MetricDataQuery, Id: "The valid characters are letters, numbers, and underscore. The first
+    # character must be a lowercase letter." The name "must be unique" among the queries, as
+    # expressions name the others by it.
+    seen: set[str] = set()
+    for i, query in enumerate(each(res.prop("Metrics"))):
+        query_id = literal_str(query.get("Id"))
+        if query_id is None:
+            continue
+        if not _QUERY_ID.fullmatch(query_id):
+            yield (
+                f"Metrics[{i}].Id {query_id!r} must start with a lowercase letter and hold only "
+                "letters, digits and '_'"
+            )
+        if query_id in seen:
+            yield f"Metrics[{i}].Id {query_id!r} is used twice; query IDs must be unique"
+        seen.add(query_id)
+
+
 def _widgets(res: Resource, _template: Template) -> Iterator[str]:
     # Dashboard body structure: "It can include an array of between 0 and 500 widget objects".
     body = render(res.prop("DashboardBody"))
@@ -197,6 +220,24 @@ RULES: tuple[Rule, ...] = (
         check=_query_counts,
         bad={"Alarm": _alarm(Metrics=_sum_of(11))},
         good={"Alarm": _alarm(Metrics=_sum_of(10))},
+    ),
+    Rule(
+        id="CW-ALARM-QUERY-IDS",
+        resource_type=ALARM,
+        title="Metric-math query IDs start with a lowercase letter, hold letters, digits and '_', "
+        "and are unique",
+        doc_url=_METRIC_DATA_QUERY,
+        check=_query_ids,
+        bad={
+            "Alarm": _alarm(
+                Metrics=[_query("Errors", ReturnData=False), {"Id": "e1", "Expression": "Errors"}]
+            )
+        },
+        good={
+            "Alarm": _alarm(
+                Metrics=[_query("errors", ReturnData=False), {"Id": "e1", "Expression": "errors"}]
+            )
+        },
     ),
     name_rule(
         id="CW-DASHBOARD-NAME",

@@ -23,6 +23,7 @@ _LABELS = "https://kubernetes.io/docs/concepts/overview/working-with-objects/lab
 _HELM_NAMES = "https://helm.sh/docs/chart_template_guide/getting_started/"
 _HELM_INSTALL = "https://helm.sh/docs/helm/helm_install/"
 _CDK_HELM_CHART = "https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_eks.HelmChartOptions.html"
+_PROBE_API = "https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#Probe"
 
 DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS_SUBDOMAIN = rf"{DNS_LABEL}(\.{DNS_LABEL})*"
@@ -179,6 +180,79 @@ def _timeout(res: Resource, _template: Template) -> Iterator[str]:
         )
 
 
+PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
+_PROBE_MINIMUMS = ("timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold")
+
+
+def _pod_specs(obj: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """The pod specs of a workload: a template's, or a LeaderWorkerSet's leader and worker."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return
+    template = spec.get("template")
+    if isinstance(template, Mapping) and isinstance(template.get("spec"), Mapping):
+        yield template["spec"]
+    group = spec.get("leaderWorkerTemplate")
+    for part in ("leaderTemplate", "workerTemplate"):
+        inner = group.get(part) if isinstance(group, Mapping) else None
+        if isinstance(inner, Mapping) and isinstance(inner.get("spec"), Mapping):
+            yield inner["spec"]
+
+
+def _probe_problems(container: Mapping[str, Any], *, init: bool) -> Iterator[str]:
+    name = container.get("name", "?")
+    # Init containers "do not support lifecycle, livenessProbe, readinessProbe, or startupProbe";
+    # a native sidecar (restartPolicy Always) does.
+    if init and container.get("restartPolicy") != "Always":
+        for probe in PROBES:
+            if probe in container:
+                yield f"init container {name!r} sets {probe}: only a sidecar (restartPolicy Always) may"
+        return
+    for probe in PROBES:
+        fields = container.get(probe)
+        if not isinstance(fields, Mapping):
+            continue
+        # Probe v1: timeoutSeconds, periodSeconds, successThreshold and failureThreshold have a
+        # minimum value of 1; successThreshold "Must be 1 for liveness and startup".
+        for field in _PROBE_MINIMUMS:
+            value = fields.get(field)
+            if isinstance(value, int) and value < 1:
+                yield f"container {name!r} {probe}.{field} is {value}; the minimum is 1"
+        success = fields.get("successThreshold")
+        if probe != "readinessProbe" and isinstance(success, int) and success != 1:
+            yield f"container {name!r} {probe}.successThreshold is {success}; it must be 1"
+
+
+def _probes(res: Resource, _template: Template) -> Iterator[str]:
+    for obj in manifest_objects(res.prop("Manifest")):
+        for pod in _pod_specs(obj):
+            for key, init in (("initContainers", True), ("containers", False)):
+                containers = pod.get(key)
+                for container in containers if isinstance(containers, list) else ():
+                    if isinstance(container, Mapping):
+                        for problem in _probe_problems(container, init=init):
+                            yield f"{_describe(obj)}: {problem}"
+
+
+def _deployment(*init_containers: dict[str, Any], probe: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "vllm-llama", "namespace": "gpufarm"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "initContainers": list(init_containers),
+                    "containers": [{"name": "vllm", "image": "vllm", "livenessProbe": probe}],
+                }
+            }
+        },
+    }
+
+
+_TCP = {"tcpSocket": {"port": "data"}, "periodSeconds": 10}
+
+
 def _manifest(*objects: dict[str, Any]) -> dict[str, Any]:
     return resource(
         MANIFEST,
@@ -240,6 +314,30 @@ RULES: tuple[Rule, ...] = (
         },
         good={
             "M": _manifest(_config_map("vllm", labels={"gpufarm.io/model": "Llama-3.1-8B", "tier": "poc"}))
+        },
+    ),
+    Rule(
+        id="K8S-PROBES",
+        resource_type=MANIFEST,
+        title="Probes: thresholds and periods of at least 1, success 1 for liveness and startup, "
+        "none on plain init containers",
+        doc_url=_PROBE_API,
+        check=_probes,
+        bad={
+            "M": _manifest(
+                _deployment(
+                    {"name": "hf-token", "image": "aws-cli", "readinessProbe": _TCP},
+                    probe={**_TCP, "successThreshold": 2, "failureThreshold": 0},
+                )
+            )
+        },
+        good={
+            "M": _manifest(
+                _deployment(
+                    {"name": "agent", "image": "agent", "restartPolicy": "Always", "readinessProbe": _TCP},
+                    probe={**_TCP, "successThreshold": 1, "failureThreshold": 4},
+                )
+            )
         },
     ),
     Rule(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from gpufarm import images
 from gpufarm.config.model import AmiFamily, NodePoolConfig
@@ -204,11 +204,19 @@ def karpenter_gpu_nodepool(pool: NodePoolConfig) -> dict[str, Any]:
     )
 
 
+NODE_REPAIR_GATE: Final = "nodeRepair"
+"""The Karpenter chart's node repair feature gate, `settings.featureGates.nodeRepair`: false in
+the 1.14.0 chart's values.yaml and read by its templates (upstream-ref
+charts/karpenter@1.14.0.json, `template_refs`); the controller's `NodeRepair` feature gate
+(https://karpenter.sh/docs/concepts/disruption/#node-auto-repair)."""
+
+
 def karpenter_values(
     *,
     cluster_name: str,
     interruption_queue: str,
     replicas: int = 2,
+    node_repair: bool = True,
 ) -> dict[str, Any]:
     """Helm values of the Karpenter chart.
 
@@ -219,12 +227,23 @@ def karpenter_values(
     queue *name*. Requests equal limits (1 CPU, 1 GiB), as Karpenter recommends. The controller
     image is the table's (`karpenter-controller` in gpufarm/data/images.yaml) in the chart's own
     `controller.image.digest` key (aws/karpenter-provider-aws@692ccdd charts/karpenter values.yaml).
+
+    `node_repair` (default on) sets the chart's `settings.featureGates.nodeRepair`
+    (:data:`NODE_REPAIR_GATE`), off by default in the chart: Karpenter then replaces a node
+    whose GPU the EKS node monitoring agent reports broken (`AcceleratedHardwareReady=False`
+    for 10 minutes) or that stays `Ready=False/Unknown` for 30 minutes
+    (https://karpenter.sh/docs/concepts/disruption/#node-auto-repair). Only the gate is set;
+    Helm merges the chart's other feature gates in.
     """
     controller = images.image("karpenter-controller")
     return {
         "replicas": replicas,
         "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
-        "settings": {"clusterName": cluster_name, "interruptionQueue": interruption_queue},
+        "settings": {
+            "clusterName": cluster_name,
+            "interruptionQueue": interruption_queue,
+            **({"featureGates": {NODE_REPAIR_GATE: True}} if node_repair else {}),
+        },
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "affinity": {
             "nodeAffinity": {

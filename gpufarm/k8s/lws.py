@@ -15,7 +15,6 @@ every pod of every group, workers included: clients use :func:`leader_service_na
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,16 +42,14 @@ from gpufarm.k8s.security import (
 from gpufarm.k8s.serving import (
     AGENT_DATA_PORT_NAME,
     GPU_POD_CPU_LIMIT_REASON,
-    HEALTH_PATH,
     PRESTOP_SLEEP_SECONDS,
-    STARTUP_PERIOD_SECONDS,
     TOKEN_DIR,
     acknowledge_unpinned_agent,
     engine_env,
-    http_probe,
     target_control_agent,
     token_init_container,
     vllm_args,
+    vllm_probes,
     vllm_volumes,
 )
 
@@ -410,14 +407,7 @@ def vllm_leader_worker_set(
         ],
         "env": env,
         "resources": resources,
-        "startupProbe": http_probe(
-            HEALTH_PATH,
-            periodSeconds=STARTUP_PERIOD_SECONDS,
-            timeoutSeconds=5,
-            failureThreshold=math.ceil(model.startup_timeout_seconds / STARTUP_PERIOD_SECONDS),
-        ),
-        "readinessProbe": http_probe(HEALTH_PATH, periodSeconds=5, timeoutSeconds=5, failureThreshold=3),
-        "livenessProbe": http_probe(HEALTH_PATH, periodSeconds=15, timeoutSeconds=10, failureThreshold=4),
+        **vllm_probes(model),
         "lifecycle": {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}},
         "securityContext": security,
         "volumeMounts": mounts,

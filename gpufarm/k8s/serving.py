@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -12,6 +11,7 @@ from gpufarm.config.model import (
     ServingConfig,
     TargetOptimizerConfig,
 )
+from gpufarm.core import gpu_health
 from gpufarm.core.endpoints import HEALTH_PATH as HEALTH_PATH  # re-exported
 from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT
 from gpufarm.k8s import prefill_decode
@@ -52,7 +52,7 @@ VLLM_HOME = "/home/vllm"
 TMP_DIR = "/tmp"
 TOKEN_DIR = "/var/run/gpufarm/hf"
 MODELS_DIR = "/models"
-STARTUP_PERIOD_SECONDS = 10
+STARTUP_PERIOD_SECONDS = gpu_health.STARTUP_PERIOD_SECONDS
 PRESTOP_SLEEP_SECONDS = 15
 """Time the load balancer gets to stop sending new requests before vLLM receives SIGTERM."""
 AGENT_CONTAINER = "alb-target-control-agent"
@@ -182,6 +182,57 @@ def http_probe(path: str, **timing: int) -> dict[str, Any]:
     return {"httpGet": {"path": path, "port": "http"}, **timing}
 
 
+def vllm_probes(model: ModelConfig) -> dict[str, dict[str, Any]]:
+    """Startup, readiness and liveness probes of a vLLM container, all on `/health`.
+
+    They tell vLLM's three states apart (:mod:`gpufarm.core.gpu_health`): while the model loads
+    the port refuses connections and only the startup probe runs, for up to the model's
+    `startup_timeout_seconds`; once serving, readiness keeps the pod in its Service while
+    `/health` answers 200 and takes it out after two failures (503 once the engine is dead);
+    liveness, which starts only after startup succeeded, restarts a server that stops answering
+    for a minute. A dead engine makes vLLM exit by itself within 5 s, so the kubelet restarts
+    it and the startup probe covers the reload.
+    """
+    return {
+        "startupProbe": http_probe(
+            HEALTH_PATH,
+            periodSeconds=gpu_health.STARTUP_PERIOD_SECONDS,
+            timeoutSeconds=gpu_health.STARTUP_TIMEOUT_SECONDS,
+            failureThreshold=gpu_health.startup_failure_threshold(model),
+        ),
+        "readinessProbe": http_probe(
+            HEALTH_PATH,
+            periodSeconds=gpu_health.READINESS_PERIOD_SECONDS,
+            timeoutSeconds=gpu_health.READINESS_TIMEOUT_SECONDS,
+            failureThreshold=gpu_health.READINESS_FAILURE_THRESHOLD,
+        ),
+        "livenessProbe": http_probe(
+            HEALTH_PATH,
+            periodSeconds=gpu_health.LIVENESS_PERIOD_SECONDS,
+            timeoutSeconds=gpu_health.LIVENESS_TIMEOUT_SECONDS,
+            failureThreshold=gpu_health.LIVENESS_FAILURE_THRESHOLD,
+        ),
+    }
+
+
+def agent_probes() -> dict[str, dict[str, Any]]:
+    """TCP probes of the Target Optimizer agent on its data port.
+
+    The agent has no health endpoint (:data:`gpufarm.core.gpu_health.AGENT_PERIOD_SECONDS`), so
+    the kubelet checks that it accepts connections: as a native sidecar its startup probe holds
+    vLLM's start until the agent listens, its readiness counts toward the pod's, and liveness
+    restarts an agent that stops accepting. Whether vLLM behind it serves is the load balancer's
+    health check, which passes through the agent to `/health`.
+    """
+    probe = {
+        "tcpSocket": {"port": AGENT_DATA_PORT_NAME},
+        "periodSeconds": gpu_health.AGENT_PERIOD_SECONDS,
+        "timeoutSeconds": gpu_health.AGENT_TIMEOUT_SECONDS,
+        "failureThreshold": gpu_health.AGENT_FAILURE_THRESHOLD,
+    }
+    return {"startupProbe": dict(probe), "readinessProbe": dict(probe), "livenessProbe": dict(probe)}
+
+
 def token_init_container(model: ModelConfig, serving: ServingConfig, region: str) -> dict[str, Any]:
     """Reads the Hugging Face token from Secrets Manager into a memory-backed volume.
 
@@ -252,6 +303,7 @@ def target_control_agent(
             "requests": {"cpu": "250m", "memory": "128Mi"},
             "limits": {"memory": "512Mi"},
         },
+        **agent_probes(),
         "securityContext": container_security(),
     }
 
@@ -332,9 +384,10 @@ def vllm_deployment(
     initial health checks (:func:`gpufarm.k8s.binding.min_ready_seconds`).
 
     `target_optimizer` (enabled) adds the target control agent as a native sidecar
-    (:func:`target_control_agent`); pod readiness still follows vLLM's `/health`. `fsx_claim`
-    mounts `s3://` weights read-only from that FSx for Lustre claim (at `fsx_sub_path` inside
-    it) instead of the model's Mountpoint claim; Hugging Face weights ignore it. A model with
+    (:func:`target_control_agent`); pod readiness follows vLLM's `/health` and the agent
+    accepting connections (:func:`agent_probes`). `fsx_claim` mounts `s3://` weights read-only
+    from that FSx for Lustre claim (at `fsx_sub_path` inside it) instead of the model's
+    Mountpoint claim; Hugging Face weights ignore it. A model with
     `autoscaling` has no `spec.replicas`: KEDA owns the count, and re-applying the manifest must
     not reset it. Default: no agent, Mountpoint claim, `replicas` from the model.
 
@@ -410,14 +463,7 @@ def vllm_deployment(
             "requests": {"cpu": f"{model.cpu:g}", "memory": f"{model.memory_gib}Gi", **extended},
             "limits": {"memory": f"{model.memory_gib}Gi", **extended},
         },
-        "startupProbe": http_probe(
-            HEALTH_PATH,
-            periodSeconds=STARTUP_PERIOD_SECONDS,
-            timeoutSeconds=5,
-            failureThreshold=math.ceil(model.startup_timeout_seconds / STARTUP_PERIOD_SECONDS),
-        ),
-        "readinessProbe": http_probe(HEALTH_PATH, periodSeconds=5, timeoutSeconds=5, failureThreshold=3),
-        "livenessProbe": http_probe(HEALTH_PATH, periodSeconds=15, timeoutSeconds=10, failureThreshold=4),
+        **vllm_probes(model),
         "lifecycle": {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}},
         "securityContext": container_security(),
         "volumeMounts": mounts,

@@ -43,6 +43,7 @@ from gpufarm.constructs import (
     VllmServing,
 )
 from gpufarm.constructs._util import cdk_removal_policy, construct_id, private_subnets
+from gpufarm.constructs.alerting import PrometheusAlerts
 from gpufarm.constructs.compliance import require_compliance_pack
 from gpufarm.constructs.load_balancer import LoadBalancer
 from gpufarm.constructs.placeholders import refuse_placeholders
@@ -54,6 +55,7 @@ from gpufarm.core.placement import (
     placement_of,
     prefill_decode_efa_devices,
 )
+from gpufarm.k8s.alerting import ModelObjective
 from gpufarm.k8s.binding import binding_api, readiness_gates, rollout_min_ready_seconds
 from gpufarm.k8s.gateway import READINESS_PATH
 from gpufarm.k8s.security import level_for
@@ -452,6 +454,17 @@ class GpuFarmStack(cdk.Stack):
                 target_optimizer=optimizer,
                 removal_policy=self.removal,
                 kind=self.ingress.kind,
+            )
+        self.alerts: PrometheusAlerts | None = None
+        if self.monitoring is not None and self.alarms is not None and obs.prometheus.alerts:
+            self.alerts = PrometheusAlerts(
+                self,
+                "Alerts",
+                workspace=self.monitoring.workspace,
+                topic=self.alarms.topic,
+                key=self.alarms.key,
+                models=[ModelObjective(name=m.name, ttft_p99_seconds=m.ttft_p99_seconds) for m in cfg.models],
+                error_rate_percent=obs.alarms.error_rate_percent,
             )
         if obs.dashboard:
             InferenceDashboard(

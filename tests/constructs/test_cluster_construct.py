@@ -535,7 +535,17 @@ def test_system_node_role_is_least_privilege(standard: Standard) -> None:
 
 def test_core_addons_are_eks_addons_at_the_eks_default_version(standard: Standard, arm: Standard) -> None:
     for built, names in (
-        (standard, {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "metrics-server"}),
+        (
+            standard,
+            {
+                "vpc-cni",
+                "coredns",
+                "kube-proxy",
+                "eks-pod-identity-agent",
+                "metrics-server",
+                "eks-node-monitoring-agent",
+            },
+        ),
         (arm, {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"}),
     ):
         addons = _addons_by_name(built)

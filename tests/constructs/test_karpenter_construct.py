@@ -41,6 +41,7 @@ from tests.constructs.helpers import (
     partition_arn,
     resources,
 )
+from tests.unit.upstream_ref import load
 
 HELM_RESOURCE = "Custom::AWSCDK-EKS-HelmChart"
 EXTRA_SECURITY_GROUP = "sg-0123456789abcdef0"
@@ -517,6 +518,39 @@ def test_chart_values_name_the_cluster_and_the_interruption_queue(built: Built) 
     assert settings["clusterName"] == CLUSTER_NAME
     queue_name = json.dumps(get_att(built.karpenter.queue, "QueueName")).replace('"', "'")
     assert settings["interruptionQueue"] == queue_name
+
+
+def test_chart_values_turn_node_repair_on(built: Built) -> None:
+    assert chart_values(built)["settings"]["featureGates"] == {"nodeRepair": True}
+
+
+def test_node_repair_can_be_turned_off() -> None:
+    stack = new_stack("KarpenterNoRepair")
+    vpc = new_vpc(stack)
+    karpenter = Karpenter(
+        stack,
+        "Karpenter",
+        cluster=imported_cluster(stack),
+        config=KarpenterConfig(node_repair=False),
+        subnets=vpc.private_subnets,
+        security_groups=[],
+    )
+    assert "featureGates" not in karpenter.values["settings"]
+
+
+def test_node_repair_needs_no_statement_beyond_the_upstream_policies(built: Built) -> None:
+    # Repair deletes the NodeClaim and the instance is terminated by the upstream template's
+    # AllowScopedDeletion, the only statement granting ec2:TerminateInstances; gpufarm's copy
+    # carries the same actions and condition.
+    upstream = load("iam.json")["karpenter@1.14"]["policies"]["NodeLifecyclePolicy"]
+    (reference,) = [s for s in upstream if "ec2:TerminateInstances" in as_list(s["Action"])]
+    terminating = [s for s in statements(built).values() if "ec2:TerminateInstances" in as_list(s["Action"])]
+    assert [s["Sid"] for s in terminating] == [reference["Sid"]]
+    cluster_tag = f"aws:ResourceTag/kubernetes.io/cluster/{CLUSTER_NAME}"
+    expected = json.loads(json.dumps(reference["Condition"]).replace("{CLUSTER}", CLUSTER_NAME))
+    assert terminating[0]["Action"] == reference["Action"]
+    assert terminating[0]["Condition"] == expected
+    assert expected["StringEquals"] == {cluster_tag: "owned"}
 
 
 def test_chart_values_carry_replicas_and_the_service_account(built: Built) -> None:

@@ -50,6 +50,19 @@ BAD_MESSAGES: list[tuple[str, list[tuple[str, str]]]] = [
         [("Ws", "Alias '   ' has 0 characters once trimmed; a workspace alias has 1 to 100")],
     ),
     (
+        "APS-RULE-GROUP-NAME-LENGTH",
+        [
+            (
+                "R",
+                f"namespace 'ns' and rule group '{'g' * 40}'... are 722 UTF-8 bytes together; at most 721",
+            )
+        ],
+    ),
+    (
+        "APS-ALERT-MANAGER-SNS",
+        [("Ws", "receiver 'r' has no sigv4.region, which AMP needs to sign its SNS calls")],
+    ),
+    (
         "APS-SCRAPER-CLUSTER-ARN",
         [
             (
@@ -103,6 +116,16 @@ BAD_MESSAGES: list[tuple[str, list[tuple[str, str]]]] = [
         [("Alarm", "DatapointsToAlarm 5 exceeds EvaluationPeriods 3 (M out of N needs M <= N)")],
     ),
     ("CW-ALARM-METRIC-QUERIES", [("Alarm", "11 MetricStat queries; an alarm takes at most 10")]),
+    (
+        "CW-ALARM-QUERY-IDS",
+        [
+            (
+                "Alarm",
+                "Metrics[0].Id 'Errors' must start with a lowercase letter and hold only letters, "
+                "digits and '_'",
+            )
+        ],
+    ),
     (
         "CW-DASHBOARD-NAME",
         [("R", "DashboardName 'gpufarm.poc': letters, digits, '-' and '_'")],
@@ -163,6 +186,25 @@ BAD_MESSAGES: list[tuple[str, list[tuple[str, str]]]] = [
         [
             ("M", "ConfigMap 'Llama_3.1-8B': the name must be a DNS subdomain of at most 253 characters"),
             ("M", "Service '8b': the name must be a DNS label of at most 63 characters"),
+        ],
+    ),
+    (
+        "K8S-PROBES",
+        [
+            (
+                "M",
+                "Deployment 'vllm-llama': init container 'hf-token' sets readinessProbe: only a "
+                "sidecar (restartPolicy Always) may",
+            ),
+            (
+                "M",
+                "Deployment 'vllm-llama': container 'vllm' livenessProbe.failureThreshold is 0; the "
+                "minimum is 1",
+            ),
+            (
+                "M",
+                "Deployment 'vllm-llama': container 'vllm' livenessProbe.successThreshold is 2; it must be 1",
+            ),
         ],
     ),
     (

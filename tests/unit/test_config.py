@@ -262,9 +262,37 @@ INVALID: list[Any] = [
             "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
             "startup_timeout_seconds, route_priority, critical, allow_spot, weights_gib, autoscaling, "
             "target_control_max_concurrency, capacity_class, pipeline_parallel, listener_port, "
-            "kv_cache_routing, prefill_decode, bedrock, shares)"
+            "kv_cache_routing, prefill_decode, bedrock, shares, ttft_p99_seconds)"
         ],
         id="unknown-key-in-model",
+    ),
+    pytest.param(
+        model_override(ttft_p99_seconds=0),
+        ["models[0].ttft_p99_seconds: must be > 0.0, got 0"],
+        id="ttft-objective-zero",
+    ),
+    pytest.param(
+        model_override(ttft_p99_seconds=601),
+        ["models[0].ttft_p99_seconds: must be <= 600.0, got 601"],
+        id="ttft-objective-too-long",
+    ),
+    pytest.param(
+        {"observability": {"alarms": {"error_rate_percent": 0}}},
+        ["observability.alarms.error_rate_percent: must be > 0.0, got 0"],
+        id="error-rate-percent-zero",
+    ),
+    pytest.param(
+        {"observability": {"alarms": {"error_rate_percent": 100.5}}},
+        ["observability.alarms.error_rate_percent: must be <= 100.0, got 100.5"],
+        id="error-rate-percent-above-100",
+    ),
+    pytest.param(
+        {"observability": {"prometheus": {"enabled": True}, "alarms": {"enabled": False}}},
+        [
+            "observability.prometheus.alerts: needs observability.alarms.enabled: true (the alert "
+            "manager sends to the alarm topic), or set alerts: false; got alerts: true with alarms disabled"
+        ],
+        id="prometheus-alerts-need-the-alarm-topic",
     ),
     # ---- wrong types
     pytest.param(
@@ -916,6 +944,11 @@ def test_invalid_cases_are_many_and_distinct() -> None:
 
 
 VALID: list[Any] = [
+    pytest.param(
+        {"observability": {"prometheus": {"enabled": True, "alerts": False}, "alarms": {"enabled": False}}},
+        id="prometheus-without-alerts-needs-no-alarm-topic",
+    ),
+    pytest.param(model_override(ttft_p99_seconds=0.25), id="ttft-objective-quarter-second"),
     pytest.param(pool_override(expire_after="504h"), id="expire-after-504h"),
     pytest.param(pool_override(consolidate_after="Never"), id="consolidate-never"),
     pytest.param(pool_override(disruption_budget_nodes="100%"), id="budget-100-percent"),
@@ -1092,7 +1125,7 @@ def test_build_tier_does_not_coerce_or_raise_pydantic_errors() -> None:
         "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
         "startup_timeout_seconds, route_priority, critical, allow_spot, weights_gib, autoscaling, "
         "target_control_max_concurrency, capacity_class, pipeline_parallel, listener_port, "
-        "kv_cache_routing, prefill_decode, bedrock, shares)"
+        "kv_cache_routing, prefill_decode, bedrock, shares, ttft_p99_seconds)"
     )
 
 

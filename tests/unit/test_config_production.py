@@ -308,9 +308,21 @@ INVALID: list[Any] = [
         [
             "cluster.core_addons: must include 'vpc-cni', 'coredns', 'kube-proxy' and "
             "'eks-pod-identity-agent' with karpenter provisioning (pod networking, DNS and Pod "
-            "Identity for the controllers), missing 'eks-pod-identity-agent'"
+            "Identity for the controllers), missing 'eks-pod-identity-agent'",
+            "cluster.core_addons: must include 'eks-node-monitoring-agent' while "
+            "karpenter.node_repair is on (the agent reports the GPU faults Karpenter repairs), "
+            "got 'vpc-cni', 'coredns', 'kube-proxy'",
         ],
         id="karpenter-without-pod-identity-agent",
+    ),
+    pytest.param(
+        {"cluster": {"core_addons": ["vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"]}},
+        [
+            "cluster.core_addons: must include 'eks-node-monitoring-agent' while "
+            "karpenter.node_repair is on (the agent reports the GPU faults Karpenter repairs), "
+            "got 'vpc-cni', 'coredns', 'kube-proxy', 'eks-pod-identity-agent'"
+        ],
+        id="node-repair-without-monitoring-agent",
     ),
     pytest.param(
         production_model(0, kv_cache_routing=True),
@@ -409,6 +421,13 @@ VALID: list[Any] = [
     pytest.param(
         overrides({"fallback": {"port": 9090}}, production_model(1, autoscaling={"min_replicas": 1})),
         id="gateway-on-9090-without-parked-models",
+    ),
+    pytest.param(
+        {
+            "cluster": {"core_addons": ["vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"]},
+            "karpenter": {"node_repair": False},
+        },
+        id="no-monitoring-agent-without-node-repair",
     ),
 ]
 

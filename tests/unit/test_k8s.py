@@ -609,7 +609,8 @@ def test_pod_readiness_still_follows_vllm(agent_model: ModelConfig) -> None:
     with_agent = optimized(agent_model)
     assert vllm_container(with_agent) == vllm_container(plain)
     assert vllm_container(with_agent)["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
-    assert "readinessProbe" not in agent_of(with_agent)
+    # The agent's own readiness is that it accepts connections, not vLLM's health.
+    assert agent_of(with_agent)["readinessProbe"]["tcpSocket"] == {"port": "data"}
 
 
 def test_token_init_container_runs_before_the_agent(hf_token_model: ModelConfig) -> None:

@@ -16,6 +16,7 @@ from gpufarm.k8s.karpenter import (
     AMI_FAMILY_LABEL,
     EFA_DEVICE_PLUGIN_IMAGE,
     GPU_MANUFACTURER_LABEL,
+    NODE_REPAIR_GATE,
     NODEGROUP_LABEL,
     PURPOSE_LABEL,
     SERVICE_ACCOUNT,
@@ -32,6 +33,7 @@ from gpufarm.k8s.nodepool import auto_mode_gpu_nodepool
 from tests.helm import chart_available, chart_defaults, helm_merge
 
 from .k8s_schema import crd_errors, nodepool_errors
+from .upstream_ref import chart_data, helm_value_issues
 
 EFA_CHART = f"{EFA_DEVICE_PLUGIN_CHART}@{EFA_DEVICE_PLUGIN_CHART_VERSION}"
 
@@ -336,9 +338,24 @@ def test_nodepool_labels_nodes_with_pool_purpose_and_os() -> None:
 
 
 def test_karpenter_values_settings() -> None:
-    values = karpenter_values(cluster_name="c", interruption_queue="q", replicas=3)
+    values = karpenter_values(cluster_name="c", interruption_queue="q", replicas=3, node_repair=False)
     assert values["settings"] == {"clusterName": "c", "interruptionQueue": "q"}
     assert values["replicas"] == 3
+
+
+def test_karpenter_values_turn_node_repair_on_by_default() -> None:
+    # The 1.14.0 chart ships nodeRepair false; gpufarm sets only that gate and Helm keeps the
+    # chart's other gates (reservedCapacity true among them).
+    values = karpenter_values(cluster_name="c", interruption_queue="q")
+    assert values["settings"]["featureGates"] == {"nodeRepair": True}
+
+
+def test_node_repair_gate_is_a_key_the_pinned_chart_reads() -> None:
+    data = chart_data("karpenter", "1.14.0")
+    assert data["values"]["settings"]["featureGates"]["nodeRepair"] is False
+    assert f"settings.featureGates.{NODE_REPAIR_GATE}" in data["template_refs"]
+    values = karpenter_values(cluster_name="c", interruption_queue="q")
+    assert helm_value_issues("karpenter", "1.14.0", values) == []
 
 
 def test_karpenter_service_account_is_the_pod_identity_one() -> None:

@@ -36,7 +36,7 @@ from gpufarm.k8s.lws import (
     vllm_leader_worker_set,
     vllm_multinode_service,
 )
-from gpufarm.k8s.serving import AGENT_CONTAINER, vllm_args
+from gpufarm.k8s.serving import AGENT_CONTAINER, vllm_args, vllm_probes
 
 from .k8s_schema import REPO_ROOT, validate_core, validate_crd
 
@@ -244,6 +244,8 @@ def test_only_the_leader_serves_http_and_is_probed(plain: dict[str, Any]) -> Non
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert leader[probe]["httpGet"] == {"path": "/health", "port": "http"}
         assert probe not in worker
+        # The leader's vLLM tells loading, serving and a dead engine apart as a single pod's does.
+        assert leader[probe] == vllm_probes(BIG)[probe]
     # No port named http: the metrics scraper and the Service find leaders only.
     assert "ports" not in worker
 

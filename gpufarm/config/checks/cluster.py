@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from gpufarm.config.checks.common import _instance_architecture, _quoted, _repeats
 from gpufarm.config.errors import ConfigIssue
-from gpufarm.config.model import EndpointAccess, Provisioning, TierConfig
+from gpufarm.config.model import CoreAddon, EndpointAccess, Provisioning, TierConfig
 from gpufarm.core.instances import is_accelerated
 
 KUBECTL_VERSION = "1.35"
@@ -114,6 +114,20 @@ def _cluster(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 "with karpenter provisioning (pod networking, DNS and Pod Identity for the "
                 f"controllers), missing {_quoted(sorted(missing))}",
             )
+    if (
+        cl.provisioning is Provisioning.KARPENTER
+        and cfg.karpenter.node_repair
+        and CoreAddon.NODE_MONITORING_AGENT not in cl.core_addons
+    ):
+        # Karpenter repairs on the conditions the agent sets (AcceleratedHardwareReady for a
+        # GPU); without it only a node that stops being Ready for 30 minutes is replaced
+        # (https://karpenter.sh/docs/concepts/disruption/#node-auto-repair).
+        yield ConfigIssue(
+            path="cluster.core_addons",
+            message="must include 'eks-node-monitoring-agent' while karpenter.node_repair is on "
+            "(the agent reports the GPU faults Karpenter repairs), got "
+            f"{_quoted([a.value for a in cl.core_addons])}",
+        )
 
 
 KUBERNETES_SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")

@@ -115,6 +115,13 @@ def _construct_limits(cfg: TierConfig) -> Iterator[ConfigIssue]:
             "observability.prometheus.enabled is true (the managed scraper takes one private "
             f"subnet per zone, {MAX_SCRAPER_SUBNETS} at most), got {zones}",
         )
+    prometheus = cfg.observability.prometheus
+    if prometheus.enabled and prometheus.alerts and not cfg.observability.alarms.enabled:
+        yield ConfigIssue(
+            path="observability.prometheus.alerts",
+            message="needs observability.alarms.enabled: true (the alert manager sends to the alarm "
+            "topic), or set alerts: false; got alerts: true with alarms disabled",
+        )
     inspection = cfg.ingress.inspection
     appliance_type = inspection.appliances.instance_type
     if inspection.enabled and _instance_architecture(appliance_type) is None:

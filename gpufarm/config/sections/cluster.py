@@ -78,6 +78,7 @@ class CoreAddon(StrEnum):
     KUBE_PROXY = "kube-proxy"
     POD_IDENTITY_AGENT = "eks-pod-identity-agent"
     METRICS_SERVER = "metrics-server"
+    NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
 
 
 class EnvironmentConfig(_Model):
@@ -184,6 +185,12 @@ class KarpenterConfig(_Model):
     chart_version: ChartVersion = Field("1.14.0", description="Karpenter Helm chart version, pinned.")
     namespace: DnsLabel = Field("kube-system", description="Namespace of the controller.")
     replicas: int = Field(2, ge=1, le=3, description="Controller replicas (one leads, the rest wait).")
+    node_repair: bool = Field(
+        True,
+        description="Replace nodes whose GPU, kernel, network, storage or runtime the node "
+        "monitoring agent reports broken (chart feature gate `nodeRepair`; needs the "
+        "`eks-node-monitoring-agent` core add-on).",
+    )
     nvidia_device_plugin_chart_version: ChartVersion = Field(
         "0.18.0",
         description="NVIDIA device plugin Helm chart version (AL2023 GPU nodes need it).",

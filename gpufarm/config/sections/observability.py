@@ -18,6 +18,11 @@ class PrometheusConfig(_Model):
     dcgm_exporter_chart_version: ChartVersion = Field(
         "4.6.0", description="DCGM exporter Helm chart version, pinned."
     )
+    alerts: bool = Field(
+        True,
+        description="Alerting rules on the workspace (TTFT, queue, GPU use, KV cache, errors, "
+        "availability burn rate, XID) and an alert manager sending to the alarm topic.",
+    )
 
 
 class AlarmsConfig(_Model):
@@ -32,6 +37,12 @@ class AlarmsConfig(_Model):
         30, gt=0, le=4000, description="p99 time to first response byte that alarms, seconds."
     )
     evaluation_minutes: int = Field(5, ge=1, le=60, description="Minutes a breach must last.")
+    error_rate_percent: float = Field(
+        5,
+        gt=0,
+        le=100,
+        description="5xx answers as a percentage of requests (per minute) that alarm (ALB only).",
+    )
 
 
 class ObservabilityConfig(_Model):

@@ -242,6 +242,13 @@ class ModelConfig(_Model):
         description="Split the replicas over pools or classes, each share behind its own weighted "
         "target group (2-5 shares; instead of node_pool, capacity_class and replicas).",
     )
+    ttft_p99_seconds: float = Field(
+        2.0,
+        gt=0,
+        le=600,
+        description="Time-to-first-token objective, seconds: the p99 above which the model's "
+        "Prometheus alert fires (tiers with observability.prometheus).",
+    )
 
     @property
     def bedrock_target(self) -> BedrockTargetConfig | None:

@@ -1,0 +1,309 @@
+"""Alerting on the Amazon Managed Service for Prometheus workspace: rule groups and the alert manager.
+
+Pure functions returning data. :func:`alert_rule_groups` builds the Prometheus rule groups gpufarm
+loads into an `AWS::APS::RuleGroupsNamespace`, :func:`rules_document` serializes them (the
+namespace's `Data`), and :func:`alert_manager_definition` builds the workspace's
+`AlertManagerDefinition`, which routes every alert to one Amazon SNS topic.
+
+The series read are those the managed scraper keeps (:mod:`gpufarm.k8s.observability`): vLLM's
+`vllm:*` series, labelled `model` (the pod's `gpufarm.io/model`) and `pod`, and the DCGM
+exporter's, labelled `node` by the scrape job. Names are vLLM 0.31.0's and the DCGM exporter
+4.6.0's default counters (`../shared/upstream-ref/vllm@0.31.0.json`,
+`dcgm-exporter@4.6.0-metrics.json`); a test checks every name against them.
+
+What each alert means and what to do is in docs/operations.md ("On call").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+RULES_NAMESPACE = "gpufarm-slo"
+"""Name of the rule groups namespace (one per workspace)."""
+
+AVAILABILITY_OBJECTIVE = 0.999
+"""The availability objective the burn-rate alerts defend: 99.9% of finished requests succeed."""
+
+QUEUE_PER_REPLICA = 10
+"""Requests waiting per replica, sustained, that alert (the queue-depth KPI)."""
+
+GPU_UTILIZATION_LOW = 70
+GPU_UTILIZATION_HIGH = 90
+"""The GPU utilization band (percent): below it the GPU is idle money, above it saturated."""
+
+KV_CACHE_HIGH = 0.95
+"""KV-cache use (0-1) above which vLLM starts preempting requests."""
+
+PREFIX_CACHE_HIT_LOW = 0.1
+"""Prefix-cache hit rate (0-1) below which caching no longer pays for its memory."""
+
+BURN_RATES: tuple[tuple[str, str, str, float, str], ...] = (
+    # (name, long window, short window, burn-rate factor, severity). The Google SRE workbook,
+    # "Alerting on SLOs" (https://sre.google/workbook/alerting-on-slos/), "Multiwindow,
+    # multi-burn-rate alerts": page at 2% of a 30-day budget spent in 1 h (factor 14.4, short
+    # window 5 m) or 5% in 6 h (factor 6, short window 30 m); ticket at 10% in 3 days (factor 1,
+    # short window 6 h). Each short window is 1/12 of its long one, so the alert stops soon
+    # after the burning does.
+    ("fast", "1h", "5m", 14.4, "page"),
+    ("slow", "6h", "30m", 6.0, "page"),
+    ("drift", "3d", "6h", 1.0, "ticket"),
+)
+
+XID_DRAIN = (46, 48, 79)
+"""XID codes after which the node is drained and replaced rather than the app restarted:
+46 (GPU stopped processing) and 48 (double-bit ECC error), both "drain" in NVIDIA's Xid checks
+(https://docs.nvidia.com/health-validation/reference/checks/xid.md); 79 (GPU has fallen off the
+bus, https://docs.nvidia.com/deploy/gpu-operational-events/latest/release-notes.html). The full
+catalog, with each code's resolution, is https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html."""
+
+# vLLM's request counter, by finish reason. vLLM's FINISH_REASON_STRINGS (vllm/v1/engine/__init__.py)
+# are stop, length, abort, error and repetition; "error" is a request-level internal error,
+# always answered 500. Aborts are the client's doing (a closed connection) and do not count.
+_FINISHED = 'vllm:request_success_total{finished_reason!="abort"}'
+_FAILED = 'vllm:request_success_total{finished_reason="error"}'
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelObjective:
+    """The per-model objective an alert checks: the model's `model` label and its TTFT target."""
+
+    name: str
+    ttft_p99_seconds: float
+
+
+def _error_ratio(window: str) -> str:
+    return f"sum by (model) (rate({_FAILED}[{window}])) / sum by (model) (rate({_FINISHED}[{window}]))"
+
+
+def _ratio_record(window: str) -> str:
+    return f"model:vllm_request_errors:ratio_rate{window}"
+
+
+def _alert(
+    name: str,
+    expr: str,
+    *,
+    for_: str,
+    severity: str,
+    summary: str,
+    description: str,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    rule: dict[str, Any] = {"alert": name, "expr": expr}
+    if for_ != "0m":
+        rule["for"] = for_
+    rule["labels"] = {"severity": severity, **(labels or {})}
+    rule["annotations"] = {"summary": summary, "description": description}
+    return rule
+
+
+def _ttft_rules(models: Sequence[ModelObjective]) -> list[dict[str, Any]]:
+    rules = []
+    for model in models:
+        quantile = (
+            "histogram_quantile(0.99, sum by (model, le) "
+            f'(rate(vllm:time_to_first_token_seconds_bucket{{model="{model.name}"}}[5m])))'
+        )
+        rules.append(
+            _alert(
+                "TimeToFirstTokenP99High",
+                f"{quantile} > {model.ttft_p99_seconds:g}",
+                for_="10m",
+                severity="page",
+                # One alert per model under one name: the label keeps the rules distinct.
+                labels={"model": model.name},
+                summary=f"{model.name}: p99 time to first token above {model.ttft_p99_seconds:g} s",
+                description=(
+                    "p99 time to first token of {{ $labels.model }} is {{ $value | humanizeDuration }} "
+                    f"(objective {model.ttft_p99_seconds:g} s) for 10 minutes."
+                ),
+            )
+        )
+    return rules
+
+
+def alert_rule_groups(models: Iterable[ModelObjective], *, error_rate_percent: float) -> list[dict[str, Any]]:
+    """The rule groups of the workspace: serving KPIs, availability burn rates, GPU health.
+
+    `models` gives each model's time-to-first-token objective (one alert each);
+    `error_rate_percent` is the error percentage of finished requests that alerts (the same
+    threshold as the load balancer's CloudWatch alarm).
+    """
+    objectives = sorted(models, key=lambda m: m.name)
+    if not objectives:
+        raise ValueError("'models' must name at least one model, got none")
+    if not 0 < error_rate_percent <= 100:
+        raise ValueError(f"'error_rate_percent' must be above 0 and at most 100, got {error_rate_percent}")
+    budget = 1 - AVAILABILITY_OBJECTIVE
+    windows = sorted({w for _, long, short, _, _ in BURN_RATES for w in (long, short)}, key=_seconds)
+    records = [{"record": _ratio_record(w), "expr": _error_ratio(w)} for w in windows]
+    burn_alerts = [
+        _alert(
+            f"ErrorBudgetBurn{name.capitalize()}",
+            f"{_ratio_record(long)} > ({factor:g} * {budget:.3f}) "
+            f"and {_ratio_record(short)} > ({factor:g} * {budget:.3f})",
+            for_="0m" if name == "fast" else "2m",
+            severity=severity,
+            summary=f"{{{{ $labels.model }}}}: error budget burning {factor:g}x over {long}",
+            description=(
+                "{{ $labels.model }} fails {{ $value | humanizePercentage }} of its requests over "
+                f"{short} and more than {factor:g}x the 99.9% objective's budget over {long}."
+            ),
+        )
+        for name, long, short, factor, severity in BURN_RATES
+    ]
+    serving = [
+        *_ttft_rules(objectives),
+        _alert(
+            "QueueDepthHigh",
+            f"avg by (model) (sum by (model, pod) (vllm:num_requests_waiting)) > {QUEUE_PER_REPLICA}",
+            for_="5m",
+            severity="page",
+            summary=f"{{{{ $labels.model }}}}: more than {QUEUE_PER_REPLICA} requests waiting per replica",
+            description=(
+                "{{ $labels.model }} has {{ $value }} requests waiting per replica for 5 minutes: "
+                "more replicas, or fewer requests."
+            ),
+        ),
+        _alert(
+            "ErrorRateHigh",
+            f"100 * ({_error_ratio('5m')}) > {error_rate_percent:g}",
+            for_="5m",
+            severity="page",
+            summary=f"{{{{ $labels.model }}}}: more than {error_rate_percent:g}% of requests fail",
+            description=(
+                '{{ $labels.model }} ends {{ $value | printf "%.1f" }}% of its requests in an engine error.'
+            ),
+        ),
+        _alert(
+            "KvCacheNearlyFull",
+            f"max by (model, pod) (vllm:kv_cache_usage_perc) > {KV_CACHE_HIGH:g}",
+            for_="15m",
+            severity="ticket",
+            summary="{{ $labels.pod }}: KV cache above 95% for 15 minutes",
+            description=(
+                "{{ $labels.pod }} ({{ $labels.model }}) uses {{ $value | humanizePercentage }} of "
+                "its KV cache: requests get preempted and recomputed."
+            ),
+        ),
+        {
+            "record": "model:vllm_prefix_cache_hit:ratio_rate30m",
+            "expr": (
+                "sum by (model) (rate(vllm:prefix_cache_hits_total[30m])) / "
+                "sum by (model) (rate(vllm:prefix_cache_queries_total[30m]))"
+            ),
+        },
+        _alert(
+            "PrefixCacheHitRateLow",
+            f"model:vllm_prefix_cache_hit:ratio_rate30m < {PREFIX_CACHE_HIT_LOW:g}",
+            for_="1h",
+            severity="ticket",
+            summary="{{ $labels.model }}: prefix-cache hit rate below 10% for an hour",
+            description=(
+                "{{ $labels.model }} finds {{ $value | humanizePercentage }} of prompt tokens in its "
+                "prefix cache: check that clients reuse system prompts, or route by cache."
+            ),
+        ),
+    ]
+    gpus = [
+        _alert(
+            "GpuUtilizationLow",
+            f"avg by (node) (DCGM_FI_DEV_GPU_UTIL) < {GPU_UTILIZATION_LOW}",
+            for_="1h",
+            severity="ticket",
+            summary=f"{{{{ $labels.node }}}}: GPUs below {GPU_UTILIZATION_LOW}% busy for an hour",
+            description=(
+                "The GPUs of {{ $labels.node }} average {{ $value }}% utilization: capacity paid for "
+                "and idle (fewer replicas, a smaller pool, or scale to zero)."
+            ),
+        ),
+        _alert(
+            "GpuUtilizationSaturated",
+            f"avg by (node) (DCGM_FI_DEV_GPU_UTIL) > {GPU_UTILIZATION_HIGH}",
+            for_="15m",
+            severity="ticket",
+            summary=f"{{{{ $labels.node }}}}: GPUs above {GPU_UTILIZATION_HIGH}% busy for 15 minutes",
+            description=(
+                "The GPUs of {{ $labels.node }} average {{ $value }}% utilization: no headroom for a "
+                "burst (raise max replicas or the pool's GPU limit)."
+            ),
+        ),
+        _alert(
+            "GpuXidCritical",
+            " or ".join(f"max by (node) (DCGM_FI_DEV_XID_ERRORS) == {code}" for code in XID_DRAIN),
+            for_="0m",
+            severity="page",
+            summary="{{ $labels.node }}: GPU XID {{ $value }}, drain and replace the node",
+            description=(
+                "Node {{ $labels.node }} reported XID {{ $value }}: the GPU cannot be trusted. "
+                "Cordon and drain {{ $labels.node }}; node repair (or the on-call) replaces it."
+            ),
+        ),
+        _alert(
+            "GpuXid",
+            "max by (node) (DCGM_FI_DEV_XID_ERRORS) > 0",
+            for_="0m",
+            severity="ticket",
+            summary="{{ $labels.node }}: GPU XID {{ $value }}",
+            description=(
+                "Node {{ $labels.node }} reported XID {{ $value }}; look the code up in NVIDIA's Xid "
+                "catalog (docs/operations.md, On call)."
+            ),
+        ),
+    ]
+    return [
+        {"name": "gpufarm-availability", "rules": [*records, *burn_alerts]},
+        {"name": "gpufarm-serving", "rules": serving},
+        {"name": "gpufarm-gpu", "rules": gpus},
+    ]
+
+
+def _seconds(window: str) -> int:
+    units = {"m": 60, "h": 3600, "d": 86400}
+    return int(window[:-1]) * units[window[-1]]
+
+
+def rules_document(groups: Sequence[dict[str, Any]]) -> str:
+    """The rules file (YAML) of `groups`, as `AWS::APS::RuleGroupsNamespace` `Data` takes it."""
+    return yaml.safe_dump({"groups": list(groups)}, sort_keys=False, default_flow_style=False, width=100)
+
+
+def alert_manager_definition(*, topic_arn: str, region: str) -> str:
+    """The workspace's alert manager definition: every alert to one SNS topic.
+
+    AMP wraps the Alertmanager configuration in a document with `alertmanager_config` (and
+    optional `template_files`) (https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-alertmanager-config.html).
+    SNS is the only receiver AMP supports; its `sigv4` must name the Region, and `api_url` and
+    `http_config` are refused (https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-alertmanager-receiver-config.html).
+    Alerts are grouped by name and model or node; a firing group repeats every 4 hours (AMP
+    caps `repeat_interval` at five days).
+    """
+    config = {
+        "route": {
+            "receiver": "sns",
+            "group_by": ["alertname", "model", "node"],
+            "group_wait": "30s",
+            "group_interval": "5m",
+            "repeat_interval": "4h",
+        },
+        "receivers": [
+            {
+                "name": "sns",
+                "sns_configs": [
+                    {
+                        "topic_arn": topic_arn,
+                        "sigv4": {"region": region},
+                        # SNS subjects are at most 100 ASCII characters: a short one of our own
+                        # rather than the default, which lists every label.
+                        "subject": "[{{ .Status | toUpper }}] {{ .GroupLabels.alertname }}",
+                    }
+                ],
+            }
+        ],
+    }
+    inner = yaml.safe_dump(config, sort_keys=False, default_flow_style=False)
+    return yaml.safe_dump({"alertmanager_config": inner}, sort_keys=False, default_style=None)

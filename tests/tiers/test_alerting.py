@@ -1,0 +1,158 @@
+"""Alerting in every tier: AMP rules and alert manager (production, enterprise), the 5xx percentage
+alarm (every ALB tier), and every PromQL expression of every template parsed by promtool with its
+metric names checked against the pinned upstream releases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpufarm.config.loader import load_preset
+from gpufarm.constructs.dashboard import PROMQL_QUERIES
+from gpufarm.k8s.promql import Expression, flatten, metric_names, template_expressions
+from tests.promtool import check_rules, expressions_file
+from tests.unit.upstream_ref import dcgm_metric_issues, vllm_metric_issues
+
+from .helpers import only, resources
+
+TIERS = ("poc", "production", "enterprise")
+VLLM = "0.31.0"
+DCGM = "4.6.0"
+
+SERIES_FROM_OTHER_SOURCES: dict[str, str] = {}
+"""Metric name -> where it is defined (repository@ref and path), for series that come from neither
+vLLM nor the DCGM exporter (a gateway's own metrics, say). A query reading such a series must add
+it here with its source; the vLLM and DCGM names are checked against ../shared/upstream-ref."""
+
+
+@pytest.fixture(scope="module")
+def templates(request: pytest.FixtureRequest) -> dict[str, dict[str, Any]]:
+    return {tier: request.getfixturevalue(f"{tier}_template") for tier in TIERS}
+
+
+def _statements(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(policy["PolicyDocument"]["Statement"] if "PolicyDocument" in policy else policy["Statement"])
+
+
+@pytest.mark.parametrize("tier", ["production", "enterprise"])
+def test_amp_rules_and_alert_manager_send_to_the_alarm_topic(templates: dict[str, Any], tier: str) -> None:
+    template = templates[tier]
+    workspace_id, workspace = only(template, "AWS::APS::Workspace")
+    _, rules = only(template, "AWS::APS::RuleGroupsNamespace")
+    assert rules["Properties"]["Name"] == "gpufarm-slo"
+    assert rules["Properties"]["Workspace"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
+    topic_id, _ = only(template, "AWS::SNS::Topic")
+    definition = flatten(workspace["Properties"]["AlertManagerDefinition"])
+    assert definition is not None
+    config = yaml.safe_load(yaml.safe_load(definition)["alertmanager_config"])
+    (receiver,) = config["receivers"]
+    (sns,) = receiver["sns_configs"]
+    assert sns["topic_arn"] == "TOKEN" and sns["sigv4"] == {"region": load_preset(tier).environment.region}
+    # The token is the alarm topic: the definition joins a Ref to it.
+    assert {"Ref": topic_id} in workspace["Properties"]["AlertManagerDefinition"]["Fn::Join"][1]
+    (policy,) = resources(template, "AWS::SNS::TopicPolicy").values()
+    aps = [s for s in _statements(policy["Properties"]) if s.get("Sid") == "PrometheusAlertsPublish"]
+    assert len(aps) == 1
+    assert aps[0]["Principal"] == {"Service": "aps.amazonaws.com"}
+    assert sorted(aps[0]["Action"]) == ["sns:GetTopicAttributes", "sns:Publish"]
+    assert aps[0]["Condition"]["ArnEquals"] == {"aws:SourceArn": {"Fn::GetAtt": [workspace_id, "Arn"]}}
+    keys = [
+        s
+        for key in resources(template, "AWS::KMS::Key").values()
+        for s in key["Properties"]["KeyPolicy"]["Statement"]
+        if s.get("Sid") == "PrometheusAlertsEncrypt"
+    ]
+    assert len(keys) == 1 and sorted(keys[0]["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey*"]
+
+
+def test_poc_has_no_amp_alerting(templates: dict[str, Any]) -> None:
+    assert resources(templates["poc"], "AWS::APS::RuleGroupsNamespace") == {}
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_error_rate_alarm_is_a_percentage_of_requests(templates: dict[str, Any], tier: str) -> None:
+    alarms = [
+        a
+        for a in resources(templates[tier], "AWS::CloudWatch::Alarm").values()
+        if "5xx responses above" in a["Properties"]["AlarmDescription"]
+    ]
+    if not alarms:
+        pytest.skip(f"{tier} fronts its models with an NLB, which publishes no HTTP codes")
+    (alarm,) = alarms
+    props = alarm["Properties"]
+    assert props["Threshold"] == 5 and props["ComparisonOperator"] == "GreaterThanThreshold"
+    queries = {q["Id"]: q for q in props["Metrics"]}
+    assert queries["errorRate"]["Expression"] == "100 * (FILL(elb, 0) + FILL(target, 0)) / requests"
+    assert queries["requests"]["MetricStat"]["Metric"]["MetricName"] == "RequestCount"
+    assert props["TreatMissingData"] == "notBreaching"
+
+
+# --------------------------------------------------------------------------- every PromQL expression
+
+
+@pytest.fixture(scope="module")
+def expressions(templates: dict[str, Any]) -> dict[str, list[Expression]]:
+    return {tier: template_expressions(template) for tier, template in templates.items()}
+
+
+def test_the_collector_finds_rules_and_scaled_objects(expressions: dict[str, list[Expression]]) -> None:
+    """The checks below cannot pass on nothing: production carries both kinds of query."""
+    sources = [e.source for e in expressions["production"]]
+    assert any("ScaledObject/" in s for s in sources), sources
+    assert sum("gpufarm-" in s for s in sources) >= 19, sources
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_every_rules_file_passes_promtool(templates: dict[str, Any], tier: str, tmp_path: Path) -> None:
+    for logical_id, namespace in resources(templates[tier], "AWS::APS::RuleGroupsNamespace").items():
+        data = flatten(namespace["Properties"]["Data"])
+        assert data is not None
+        path = tmp_path / f"{logical_id}.yml"
+        path.write_text(data, encoding="utf-8")
+        result = check_rules(path)
+        assert result.returncode == 0, f"{tier} {logical_id}:\n{result.stdout}{result.stderr}"
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_every_expression_parses(expressions: dict[str, list[Expression]], tier: str, tmp_path: Path) -> None:
+    if not expressions[tier]:
+        pytest.skip(f"{tier} carries no PromQL")
+    result = check_rules(expressions_file(expressions[tier], tmp_path / "expressions.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_every_metric_name_exists_upstream_or_is_recorded(
+    templates: dict[str, Any], expressions: dict[str, list[Expression]], tier: str
+) -> None:
+    recorded = {
+        str(rule["record"])
+        for namespace in resources(templates[tier], "AWS::APS::RuleGroupsNamespace").values()
+        for group in yaml.safe_load(flatten(namespace["Properties"]["Data"]) or "")["groups"]
+        for rule in group["rules"]
+        if "record" in rule
+    }
+    names = {name for e in expressions[tier] for name in metric_names(e.expr)} - recorded
+    vllm = {n for n in names if n.startswith("vllm:")}
+    dcgm = {n for n in names if n.startswith("DCGM_")}
+    elsewhere = names & set(SERIES_FROM_OTHER_SOURCES)
+    assert names == vllm | dcgm | elsewhere, (
+        f"series from no pinned source: {sorted(names - vllm - dcgm - elsewhere)} "
+        "(add each to SERIES_FROM_OTHER_SOURCES with its source)"
+    )
+    assert vllm_metric_issues(vllm, VLLM) == []
+    assert dcgm_metric_issues(dcgm, DCGM) == []
+
+
+def test_the_cloudwatch_dashboards_promql_parses_and_reads_pinned_series(tmp_path: Path) -> None:
+    """The CloudWatch dashboard shows PromQL as text (CloudWatch cannot graph AMP): same checks."""
+    queries = [Expression(f"dashboard: {title}", query) for title, query in PROMQL_QUERIES]
+    result = check_rules(expressions_file(queries, tmp_path / "dashboard.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    names = {name for q in queries for name in metric_names(q.expr)}
+    assert vllm_metric_issues({n for n in names if n.startswith("vllm:")}, VLLM) == []
+    assert dcgm_metric_issues({n for n in names if n.startswith("DCGM_")}, DCGM) == []
+    assert all(n.startswith(("vllm:", "DCGM_")) for n in names), names
