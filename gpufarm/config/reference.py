@@ -460,6 +460,20 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "observability.prometheus.dcgm_exporter_chart_version",
         _CHART_PIN,
     ),
+    (
+        "observability.grafana.enabled",
+        "only with `observability.prometheus.enabled` (the dashboards read that workspace).",
+    ),
+    (
+        "observability.grafana.grafana_version",
+        "one of `9.4`, `10.4`, `12.4`: Amazon Managed Grafana versions with workspace service "
+        "accounts, which provision the dashboards.",
+    ),
+    (
+        "observability.grafana.saml",
+        "set exactly when `authentication` lists `SAML`, with exactly one of `idp_metadata_url` "
+        "and `idp_metadata_xml`.",
+    ),
 )
 """The rules of gpufarm/config/validate.py, one line each: (field path, what it must satisfy)."""
 

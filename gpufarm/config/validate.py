@@ -30,6 +30,7 @@ from gpufarm.config.checks.cluster import (
     _system_nodes,
 )
 from gpufarm.config.checks.gateway import _fallback
+from gpufarm.config.checks.grafana import _grafana
 from gpufarm.config.checks.ingress import HEALTH_CHECK_TIMEOUT_SECONDS, _health_check, _ingress
 from gpufarm.config.checks.model_store import _model_store, _s3_buckets, s3_bucket_problem
 from gpufarm.config.checks.serving import (
@@ -78,6 +79,7 @@ VALIDATORS: tuple[_Validator, ...] = (
     _description,
     _namespaces,
     _construct_limits,
+    _grafana,
     open_choice_issues,
     chart_version_issues,
 )

@@ -45,7 +45,9 @@ from gpufarm.constructs import (
 from gpufarm.constructs._util import cdk_removal_policy, construct_id, private_subnets
 from gpufarm.constructs.alerting import PrometheusAlerts
 from gpufarm.constructs.compliance import require_compliance_pack
-from gpufarm.constructs.load_balancer import LoadBalancer
+from gpufarm.constructs.grafana import ManagedGrafana
+from gpufarm.constructs.grafana_dashboards import GatewayTargets, tier_dashboards
+from gpufarm.constructs.load_balancer import GATEWAY_TARGET_GROUP, LoadBalancer
 from gpufarm.constructs.placeholders import refuse_placeholders
 from gpufarm.core.demand import counts_demand
 from gpufarm.core.endpoints import Endpoint, endpoints_of
@@ -478,6 +480,38 @@ class GpuFarmStack(cdk.Stack):
                 workspace_query=self.monitoring is not None,
                 kind=self.ingress.kind,
             )
+        self.grafana: ManagedGrafana | None = None
+        if obs.grafana.enabled and self.monitoring is not None:
+            self._grafana(self.monitoring, target_groups, lb_name)
+
+    def _grafana(self, monitoring: PrometheusMonitoring, target_groups: dict[str, str], lb_name: str) -> None:
+        cfg = self.config
+        gateway = target_groups.get(GATEWAY_TARGET_GROUP)
+        targets = None
+        if gateway is not None:
+            models = {k: v for k, v in target_groups.items() if k != GATEWAY_TARGET_GROUP}
+            targets = GatewayTargets(
+                kind=self.ingress.kind, load_balancer=lb_name, gateway=gateway, models=models
+            )
+        self.grafana = ManagedGrafana(
+            self,
+            "Grafana",
+            config=cfg.observability.grafana,
+            prometheus_workspace_arn=monitoring.workspace_arn,
+            prometheus_query_endpoint=monitoring.query_endpoint,
+            region=cfg.environment.region,
+            dashboards=tier_dashboards(cfg, targets=targets),
+            vpc=self.network.vpc,
+            subnets=private_subnets(self.network.vpc),
+            logs_key=self.logs_key,
+            removal_policy=self.removal,
+        )
+        cdk.CfnOutput(
+            self,
+            "GrafanaUrl",
+            value=self.grafana.url,
+            description="Amazon Managed Grafana: models, GPU fleet and gateway dashboards (folder gpufarm)",
+        )
 
     def _outputs(self) -> None:
         cfg = self.config

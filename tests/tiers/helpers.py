@@ -15,6 +15,7 @@ STATEFUL_TYPES = (
     "AWS::ElasticLoadBalancingV2::TargetGroup",
     "AWS::FSx::FileSystem",
     "AWS::APS::Workspace",
+    "AWS::Grafana::Workspace",
 )
 """Resources whose replacement loses data or drops traffic: their logical IDs are API."""
 

@@ -39,11 +39,17 @@ def test_the_change_really_happened(changed_template: dict[str, Any]) -> None:
 
 
 # Target groups are checked per model below: adding a model adds one. The poc has no FSx
-# file system and no Prometheus workspace.
+# file system, no Prometheus workspace and no Grafana workspace.
 POC_STATEFUL_TYPES = [
     t
     for t in STATEFUL_TYPES
-    if t not in ("AWS::ElasticLoadBalancingV2::TargetGroup", "AWS::FSx::FileSystem", "AWS::APS::Workspace")
+    if t
+    not in (
+        "AWS::ElasticLoadBalancingV2::TargetGroup",
+        "AWS::FSx::FileSystem",
+        "AWS::APS::Workspace",
+        "AWS::Grafana::Workspace",
+    )
 ]
 
 

@@ -264,7 +264,8 @@ INVALID: list[Any] = [
     pytest.param(
         (
             NO_OPTIMIZER,
-            {"observability": {"prometheus": {"enabled": False}}},
+            # Grafana reads the Prometheus workspace too: off, to isolate KEDA's refusal.
+            {"observability": {"prometheus": {"enabled": False}, "grafana": {"enabled": False}}},
             {
                 "models": [
                     {

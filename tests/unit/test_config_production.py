@@ -282,7 +282,8 @@ INVALID: list[Any] = [
         id="kv-cache-target-above-one",
     ),
     pytest.param(
-        {"observability": {"prometheus": {"enabled": False}}},
+        # Grafana reads the Prometheus workspace too: off, to isolate KEDA's refusal.
+        {"observability": {"prometheus": {"enabled": False}, "grafana": {"enabled": False}}},
         [
             f"models[{i}].autoscaling: needs observability.prometheus.enabled: true (KEDA reads "
             "vLLM metrics from Amazon Managed Prometheus), got false"

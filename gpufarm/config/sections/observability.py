@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from gpufarm.config.sections.grafana import GrafanaConfig
 from gpufarm.config.sections.values import ChartVersion, Email, _Model
 
 
@@ -51,3 +52,6 @@ class ObservabilityConfig(_Model):
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig, description="Managed Prometheus.")
     alarms: AlarmsConfig = Field(default_factory=AlarmsConfig, description="CloudWatch alarms.")
     dashboard: bool = Field(True, description="A CloudWatch dashboard for the tier.")
+    grafana: GrafanaConfig = Field(
+        default_factory=GrafanaConfig, description="Amazon Managed Grafana on the Prometheus workspace."
+    )

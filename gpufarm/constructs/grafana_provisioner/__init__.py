@@ -1,0 +1,1 @@
+"""The Lambda handler that provisions Grafana data sources and dashboards (see :mod:`.index`)."""
