@@ -377,6 +377,12 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "fallback.guardrail.enabled",
         "needs at least one model with a Bedrock target.",
     ),
+    ("fallback.workers", "at most `fallback.cpu` rounded up (one single-threaded process per worker)."),
+    (
+        "fallback.max_replicas",
+        "at least `fallback.replicas`; above it (a HorizontalPodAutoscaler) only with `karpenter` "
+        "provisioning and `metrics-server` in `cluster.core_addons` (the resource metrics it reads).",
+    ),
     ("ingress.cognito", "needs `ingress.certificate_arn` (HTTPS); not together with `ingress.oidc`."),
     (
         "node_pools[].gpu_limit",

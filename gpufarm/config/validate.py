@@ -29,7 +29,7 @@ from gpufarm.config.checks.cluster import (
     _network,
     _system_nodes,
 )
-from gpufarm.config.checks.gateway import _fallback
+from gpufarm.config.checks.gateway import _fallback, _gateway_scaling
 from gpufarm.config.checks.grafana import _grafana
 from gpufarm.config.checks.ingress import HEALTH_CHECK_TIMEOUT_SECONDS, _health_check, _ingress
 from gpufarm.config.checks.model_store import _model_store, _s3_buckets, s3_bucket_problem
@@ -67,6 +67,7 @@ VALIDATORS: tuple[_Validator, ...] = (
     _model_store,
     _ingress,
     _fallback,
+    _gateway_scaling,
     _kv_cache_routing,
     _prefill_decode,
     _compliance,

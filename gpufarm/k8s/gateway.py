@@ -22,6 +22,7 @@ import yaml
 from gpufarm.config.bedrock import call_region
 from gpufarm.config.model import FallbackConfig, ModelConfig, TierConfig
 from gpufarm.core.endpoints import Endpoint, model_endpoints
+from gpufarm.core.gateway_sizing import GatewaySizing, gateway_sizing
 from gpufarm.core.names import BEDROCK_SUFFIX
 from gpufarm.k8s import demand
 from gpufarm.k8s.binding import rollout_min_ready_seconds
@@ -324,9 +325,16 @@ def config_map(config: dict[str, Any], namespace: str, files: dict[str, str] | N
 def proxy_args(tier: TierConfig) -> list[str]:
     """Arguments to the `litellm` proxy command.
 
-    One worker per pod (pods scale out); keep-alive a few seconds above the load balancer's idle
-    timeout; usage telemetry off.
+    `fallback.workers` uvicorn workers per pod (1 by default: pods scale out, see
+    `gpufarm.core.gateway_sizing`); keep-alive a few seconds above the load balancer's idle
+    timeout; usage telemetry off. With more than one worker, uvicorn's supervisor kills a
+    worker that does not answer its health ping within `--timeout_worker_healthcheck` (uvicorn
+    0.54's default: 5 s), and a worker busy importing LiteLLM on a loaded CPU misses it and is
+    restarted again and again (seen in benchmarks/gateway.py on the shared machine): it gets
+    the container's whole start-up budget instead.
     """
+    fb = tier.fallback
+    workers = ["--timeout_worker_healthcheck", str(STARTUP_TIMEOUT_SECONDS)] if fb.workers > 1 else []
     return [
         "--config",
         CONFIG_PATH,
@@ -335,11 +343,12 @@ def proxy_args(tier: TierConfig) -> list[str]:
         "--port",
         str(tier.fallback.port),
         "--num_workers",
-        "1",
+        str(tier.fallback.workers),
         "--keepalive_timeout",
         str(tier.ingress.idle_timeout_seconds + KEEPALIVE_MARGIN_SECONDS),
         "--telemetry",
         "False",
+        *workers,
         *demand.proxy_args(tier),
     ]
 
@@ -405,7 +414,8 @@ def gateway_deployment(
     master_key_secret_arn: str | None,
     guardrail: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The gateway Deployment: `tier.fallback.replicas` LiteLLM proxies on CPU nodes.
+    """The gateway Deployment: `tier.fallback.replicas` LiteLLM proxies on CPU nodes (with an HPA:
+    no count of its own, the HPA's from `tier.fallback.replicas` up; see :func:`gateway_autoscaler`).
 
     Pods carry :data:`CONFIG_HASH_ANNOTATION` (a config change rolls them), spread over zones
     (best effort) and hosts (required), never land on GPU nodes (no GPU toleration, and a
@@ -515,7 +525,10 @@ def gateway_deployment(
         "kind": "Deployment",
         "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
         "spec": {
-            "replicas": fb.replicas,
+            # With an HPA the Deployment names no count: re-applying the manifest would reset the
+            # HPA's count to it (https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/
+            # #migrating-deployments-and-statefulsets-to-horizontal-autoscaling).
+            **({} if gateway_sizing(tier).autoscaled else {"replicas": fb.replicas}),
             "revisionHistoryLimit": 3,
             **({"minReadySeconds": min_ready} if (min_ready := rollout_min_ready_seconds(tier)) else {}),
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
@@ -536,12 +549,47 @@ def gateway_deployment(
 
 
 def pod_disruption_budget(tier: TierConfig, namespace: str) -> dict[str, Any]:
-    """Voluntary disruptions (node drains, consolidation) take at most one gateway pod at a time."""
+    """Voluntary disruptions (node drains, consolidation) take at most one gateway pod at a time.
+
+    `maxUnavailable: 1` holds at any pod count, so it stays right while the HPA scales the pods
+    (`minAvailable: replicas - 1` would let a drain take all but one of a scaled-out gateway).
+    """
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {"name": NAME, "namespace": namespace, "labels": _labels()},
-        "spec": {"minAvailable": tier.fallback.replicas - 1, "selector": {"matchLabels": SELECTOR}},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": SELECTOR}},
+    }
+
+
+def gateway_autoscaler(sizing: GatewaySizing, target_cpu_utilization: int, namespace: str) -> dict[str, Any]:
+    """The gateway's HorizontalPodAutoscaler (autoscaling/v2): CPU use, between the sizing's bounds.
+
+    The pods' CPU use against their request (`fallback.cpu`) is the signal: the proxy's work is
+    CPU per request and per streamed chunk (benchmarks/gateway.py prints it as cpu ms/req), and
+    its added latency grows as a worker's CPU fills. The resource metrics come from
+    metrics-server (`gpufarm.core.gateway_sizing.resource_metrics_available`). Scaling speed is
+    Kubernetes' default behaviour (up at once, down after a 300 s stabilization window:
+    https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#default-behavior).
+    """
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": NAME, "namespace": namespace, "labels": _labels()},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": NAME},
+            "minReplicas": sizing.min_replicas,
+            "maxReplicas": sizing.max_replicas,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": target_cpu_utilization},
+                    },
+                }
+            ],
+        },
     }
 
 
@@ -571,11 +619,18 @@ def gateway_manifests(
     master_key_secret_arn: str | None,
     guardrail: tuple[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every gateway object in apply order: ServiceAccount, ConfigMap, Deployment, PDB, Service.
+    """Every gateway object in apply order: ServiceAccount, ConfigMap, Deployment, (HPA,) PDB, Service.
 
     `config` is the proxy config (:func:`litellm_config`); see :func:`gateway_deployment` for
-    `master_key_secret_arn` and `guardrail`.
+    `master_key_secret_arn` and `guardrail`. The HorizontalPodAutoscaler is there when the
+    sizing's bounds differ (:func:`gpufarm.core.gateway_sizing.gateway_sizing`).
     """
+    sizing = gateway_sizing(tier)
+    autoscaler = (
+        [gateway_autoscaler(sizing, tier.fallback.target_cpu_utilization, namespace)]
+        if sizing.autoscaled
+        else []
+    )
     return [
         service_account(namespace),
         config_map(config, namespace, demand.config_files(tier)),
@@ -587,6 +642,7 @@ def gateway_manifests(
             master_key_secret_arn=master_key_secret_arn,
             guardrail=guardrail,
         ),
+        *autoscaler,
         pod_disruption_budget(tier, namespace),
         gateway_service(tier, namespace),
     ]

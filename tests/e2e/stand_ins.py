@@ -14,10 +14,12 @@ for Bedrock the last request received); `POST /_stand_in/fail {"status": 503}` m
 stand-in answer completions with that status (`{"status": null}` heals it). Standard library only,
 so the stand-ins run under any Python 3.11, each in its own process the test can SIGKILL.
 
-    python tests/e2e/stand_ins.py vllm --port=0 [--model=qwen3-8b] [--delay-ms=0]
+    python tests/e2e/stand_ins.py vllm --port=0 [--model=qwen3-8b] [--delay-ms=0] [--stream-chunks=0]
     python tests/e2e/stand_ins.py bedrock --port=0
 
 On start each prints one line `ready <port>` to stdout once its socket accepts connections.
+`--stream-chunks=N` (N > 0) makes the vLLM stand-in stream N content chunks of one token each
+(`STREAM_TOKEN`) instead of `VLLM_TEXT`'s three, for the gateway benchmark's long streams.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ VLLM_TEXT = "from-vllm"
 
 BEDROCK_TEXT = "from-bedrock"
 """What the Bedrock stand-in answers, whole or as the concatenation of its streamed chunks."""
+
+STREAM_TOKEN = "tok "
+"""Each content chunk of a `--stream-chunks` stream."""
 
 STATS_PATH = "/_stand_in/stats"
 FAIL_PATH = "/_stand_in/fail"
@@ -121,8 +126,12 @@ class _StandInServer(ThreadingHTTPServer):
     # The gateway opens many connections at once while the test fires concurrent requests.
     request_queue_size = 128
 
-    def __init__(self, port: int, handler: type[_Handler], *, models: list[str], delay_ms: int) -> None:
+    def __init__(
+        self, port: int, handler: type[_Handler], *, models: list[str], delay_ms: int, stream_chunks: int = 0
+    ) -> None:
         super().__init__(("127.0.0.1", port), handler)
+        self.stream_chunks = stream_chunks
+        """Content chunks of a vLLM stream (0: the three pieces of `VLLM_TEXT`)."""
         self.lock = threading.Lock()
         self.counts: Counter[str] = Counter()
         self.models: Counter[str] = Counter()
@@ -221,7 +230,10 @@ class VllmHandler(_Handler):
 
         self._start_chunked("text/event-stream")
         self._chunk(event({"role": "assistant", "content": ""}, None))
-        for piece in _pieces(VLLM_TEXT):
+        pieces = (
+            [STREAM_TOKEN] * self.server.stream_chunks if self.server.stream_chunks else _pieces(VLLM_TEXT)
+        )
+        for piece in pieces:
             self._chunk(event({"content": piece}, None))
         self._chunk(event({}, "stop"))
         if include_usage:
@@ -322,8 +334,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
     parser.add_argument("--model", action="append", default=[], help="model name for /v1/models")
     parser.add_argument("--delay-ms", type=int, default=0, help="added latency per answer, ms")
+    parser.add_argument(
+        "--stream-chunks", type=int, default=0, help="vLLM: content chunks per stream (0: VLLM_TEXT's three)"
+    )
     args = parser.parse_args(argv)
-    server = _StandInServer(args.port, HANDLERS[args.kind], models=args.model, delay_ms=args.delay_ms)
+    server = _StandInServer(
+        args.port,
+        HANDLERS[args.kind],
+        models=args.model,
+        delay_ms=args.delay_ms,
+        stream_chunks=args.stream_chunks,
+    )
     print(f"ready {server.server_address[1]}", flush=True)
     server.serve_forever()
     return 0

@@ -9,6 +9,7 @@ import pytest
 
 from gpufarm.config import TierConfig, load_preset
 from gpufarm.config.bedrock import destination_regions, foundation_model_id
+from gpufarm.core.gateway_sizing import gateway_sizing
 from gpufarm.k8s.gateway import BACKEND_HEADER, bedrock_model_name
 from gpufarm.k8s.labels import POOL_LABEL
 from tests.tiers.helpers import flatten, manifest_of, manifests, only, resources
@@ -56,7 +57,23 @@ def test_gateway_pods_join_the_default_target_group(tier: tuple[TierConfig, dict
 def test_gateway_runs_replicated_on_cpu_nodes_only(tier: tuple[TierConfig, dict[str, Any]]) -> None:
     cfg, template = tier
     deployment = manifest_of(template, "Deployment", "gateway")
-    assert deployment["spec"]["replicas"] == cfg.fallback.replicas >= 2
+    sizing = gateway_sizing(cfg)
+    if sizing.autoscaled:
+        # The HPA owns the count, from the tier's replicas up to the sized bound.
+        assert "replicas" not in deployment["spec"]
+        hpa = manifest_of(template, "HorizontalPodAutoscaler", "gateway")
+        assert hpa["spec"]["scaleTargetRef"] == {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": "gateway",
+        }
+        assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (
+            cfg.fallback.replicas,
+            sizing.max_replicas,
+        )
+        assert cfg.fallback.replicas >= 2
+    else:
+        assert deployment["spec"]["replicas"] == cfg.fallback.replicas >= 2
     pod = deployment["spec"]["template"]["spec"]
     assert not any(t.get("key") == "nvidia.com/gpu" for t in pod.get("tolerations", []))
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][

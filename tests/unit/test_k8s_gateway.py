@@ -387,7 +387,9 @@ def test_config_map_holds_the_config_as_yaml(poc: TierConfig, production: TierCo
 
 
 def test_replicas_come_from_the_config(poc: TierConfig, production: TierConfig, tuned: TierConfig) -> None:
-    assert [deployment(t)["spec"]["replicas"] for t in (poc, production, tuned)] == [2, 3, 4]
+    # poc and `tuned` (Auto Mode) run fixed replicas; production's HPA starts from its replicas.
+    assert [deployment(t)["spec"]["replicas"] for t in (poc, tuned)] == [2, 4]
+    assert of_kind(manifests(production), "HorizontalPodAutoscaler")["spec"]["minReplicas"] == 3
 
 
 def test_rolling_update_never_drops_below_the_replica_count(poc: TierConfig) -> None:
@@ -407,8 +409,8 @@ def test_rollout_waits_for_target_health_only_where_no_readiness_gate_does(
 
 def test_disruption_budget_keeps_all_but_one_pod(production: TierConfig, poc: TierConfig) -> None:
     pdb = of_kind(manifests(production), "PodDisruptionBudget")
-    assert pdb["spec"] == {"minAvailable": 2, "selector": {"matchLabels": gw.SELECTOR}}
-    assert of_kind(manifests(poc), "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": gw.SELECTOR}}
+    assert of_kind(manifests(poc), "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
 
 
 def test_selectors_match_the_pod_labels(poc: TierConfig) -> None:
@@ -594,8 +596,9 @@ def test_manifests_are_deterministic(production: TierConfig) -> None:
 
 def test_production_overrides_reach_the_manifests() -> None:
     tier = make_production(overrides({"fallback": {"replicas": 5}}))
-    assert deployment(tier)["spec"]["replicas"] == 5
-    assert of_kind(manifests(tier), "PodDisruptionBudget")["spec"]["minAvailable"] == 4
+    assert of_kind(manifests(tier), "HorizontalPodAutoscaler")["spec"]["minReplicas"] == 5
+    pinned = make_production(overrides({"fallback": {"replicas": 5, "max_replicas": 5}}))
+    assert deployment(pinned)["spec"]["replicas"] == 5
 
 
 def test_the_demand_counter_is_wired_only_when_a_model_scales_to_zero(

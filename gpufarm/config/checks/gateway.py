@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from gpufarm.config.bedrock import (
@@ -15,6 +16,7 @@ from gpufarm.config.checks.common import _quoted
 from gpufarm.config.errors import ConfigIssue
 from gpufarm.config.model import BEDROCK_MODEL_ID, BedrockTargetConfig, InterfaceEndpoint, TierConfig
 from gpufarm.core.demand import METRICS_PORT, counts_demand
+from gpufarm.core.gateway_sizing import resource_metrics_available
 
 RESERVED_MODEL_NAMES = ("v1", "health", "metrics", "gateway")
 """Path prefixes of the gateway behind the default route (a model route `/<name>/*` would take
@@ -105,3 +107,32 @@ def _profile_sources(prefix: str, target: BedrockTargetConfig) -> str:
         return "a commercial region (not 'us-gov-' or 'cn-')"
     regions = target.destination_regions or PROFILE_GEOGRAPHIES[prefix]
     return f"its geography's regions ({_quoted(list(regions))})"
+
+
+def _gateway_scaling(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    """The gateway's workers and HorizontalPodAutoscaler bounds (gpufarm.core.gateway_sizing)."""
+    fb = cfg.fallback
+    if not fb.enabled:
+        return
+    cores = math.ceil(fb.cpu)
+    if fb.workers > cores:
+        yield ConfigIssue(
+            path="fallback.workers",
+            message=f"must be at most the CPU cores requested, rounded up ({cores} for fallback.cpu "
+            f"{fb.cpu:g}): each worker is one single-threaded process, and workers beyond the cores "
+            f"only take turns on them, got {fb.workers}",
+        )
+    if fb.max_replicas is None:
+        return
+    if fb.max_replicas < fb.replicas:
+        yield ConfigIssue(
+            path="fallback.max_replicas",
+            message=f"must be at least fallback.replicas ({fb.replicas}), got {fb.max_replicas}",
+        )
+    elif fb.max_replicas > fb.replicas and not resource_metrics_available(cfg):
+        yield ConfigIssue(
+            path="fallback.max_replicas",
+            message=f"must equal fallback.replicas ({fb.replicas}) where the cluster serves no "
+            "resource metrics for a HorizontalPodAutoscaler (they need karpenter provisioning with "
+            f"'metrics-server' in cluster.core_addons), got {fb.max_replicas}",
+        )

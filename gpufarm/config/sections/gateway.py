@@ -64,6 +64,25 @@ class FallbackConfig(_Model):
     replicas: int = Field(2, ge=2, le=20, description="Gateway pods (at least 2, spread over nodes).")
     cpu: float = Field(1, gt=0, le=16, description="CPU cores requested per gateway pod.")
     memory_gib: int = Field(2, ge=1, le=64, description="Memory per gateway pod, GiB.")
+    workers: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="LiteLLM worker processes per gateway pod (at most the CPU cores requested, rounded up).",
+    )
+    max_replicas: int | None = Field(
+        None,
+        ge=2,
+        le=20,
+        description="Most gateway pods the HorizontalPodAutoscaler runs (empty: sized from the "
+        "models' design concurrency and the gateway's measured ceiling; equal to replicas: no HPA).",
+    )
+    target_cpu_utilization: int = Field(
+        60,
+        ge=10,
+        le=90,
+        description="Average CPU use, percent of `cpu`, the HorizontalPodAutoscaler keeps the pods at.",
+    )
     port: int = Field(4000, ge=1024, le=65535, description="Port the gateway listens on.")
     num_retries: int = Field(1, ge=0, le=5, description="Retries against vLLM before falling back.")
     request_timeout_seconds: int = Field(
