@@ -1,7 +1,7 @@
 """Which models the gateway counts requests for, and on which port it serves the count.
 
 A model that scales to zero wakes on the gateway's per-model request counter (see
-`gpufarm/k8s/demand.py` and docs/decisions/0045-wake-scale-from-zero.md). The validator and the
+`gpufarm/k8s/demand.py` and docs/decisions/0049-wake-scale-from-zero.md). The validator and the
 manifests both ask here.
 """
 

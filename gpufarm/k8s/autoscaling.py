@@ -215,7 +215,7 @@ def scaled_object(
     up while it serves anything; at zero replicas vLLM exports nothing, so its queries fall back
     to `vector(0)`. Such a model also gets `wake` (:func:`wake_query`): the requests the gateway
     received for it, which exist at zero replicas, so the first request through the gateway
-    wakes it (docs/decisions/0045-wake-scale-from-zero.md). The gateway must run in `namespace`
+    wakes it (docs/decisions/0049-wake-scale-from-zero.md). The gateway must run in `namespace`
     and count the model (:func:`gpufarm.k8s.demand.demand_models`); `scrape_interval_seconds`
     (default 30, the managed scraper's) sizes the wake query's range.
 

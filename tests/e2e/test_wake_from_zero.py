@@ -9,7 +9,7 @@ stand-in. A real Prometheus (Debian's `prometheus`) scrapes the gateway's metric
 the metric filter of the managed scraper's `gateway` job, every second, and the test evaluates
 the `wake` trigger queries of the ScaledObjects gpufarm builds for the tier, unchanged, through
 Prometheus's HTTP API, against each trigger's own `activationThreshold` (KEDA wakes a model when
-the value is strictly above it). See docs/decisions/0045-wake-scale-from-zero.md.
+the value is strictly above it). See docs/decisions/0049-wake-scale-from-zero.md.
 """
 
 from __future__ import annotations
