@@ -185,7 +185,8 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ),
     (
         "models[].autoscaling.min_replicas",
-        "at most `max_replicas`; `0` (scale to zero) only when the model is not `critical`.",
+        "at most `max_replicas`; `0` (scale to zero) only when the model is not `critical` and "
+        "`fallback.enabled` is true (a parked model wakes on the requests the gateway counts).",
     ),
     (
         "cluster.system_nodes",
@@ -367,6 +368,10 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
         "network.interface_endpoints",
         "no `bedrock-runtime` while fallback is enabled (the gateway adds it, open to the nodes only).",
+    ),
+    (
+        "fallback.port",
+        "not 9090 while a model scales to zero (the gateway's metrics port, which wakes it).",
     ),
     (
         "fallback.guardrail.enabled",

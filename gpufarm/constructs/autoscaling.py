@@ -49,6 +49,10 @@ class KedaAutoscaling(Construct):
     `namespace` label on vLLM's series: the queries select on it and on `model_name`.
     `target_optimizer` (default off): the models sit behind the ALB Target Optimizer, whose cap
     keeps vLLM's queue empty, so each also scales on in-flight requests against that cap.
+    A model with `min_replicas: 0` also wakes on the gateway's demand counter
+    (:func:`gpufarm.k8s.autoscaling.wake_query`): the gateway must run in `serving_namespace`,
+    count the model and be scraped (`PrometheusMonitoring(gateway_namespace=...)`);
+    `scrape_interval_seconds` (default 30) is the scraper's interval, which sizes that query's range.
     On an :class:`~gpufarm.constructs.InferenceCluster`'s cluster the chart waits for its system
     nodes (:meth:`InferenceCluster.add_helm_chart`).
     """
@@ -69,6 +73,7 @@ class KedaAutoscaling(Construct):
         node_selector: Mapping[str, str] | None = None,
         target_optimizer: bool = False,
         image_digests: Mapping[str, str] | None = None,
+        scrape_interval_seconds: int = k8s_autoscaling.DEFAULT_SCRAPE_INTERVAL_SECONDS,
     ) -> None:
         super().__init__(scope, id)
         after = dict(after or {})
@@ -128,6 +133,7 @@ class KedaAutoscaling(Construct):
                 query_endpoint=query_endpoint,
                 region=region,
                 capped=target_optimizer,
+                scrape_interval_seconds=scrape_interval_seconds,
             )
             for model in scaled
             if model.autoscaling is not None

@@ -36,7 +36,9 @@ class PrometheusMonitoring(Construct):
     through the Kubernetes API and scrapes them through network interfaces in `subnets` (at
     least two, in two Availability Zones), guarded by `security_groups`: those must reach the
     cluster endpoint on 443 and the pods on the vLLM port and 9400 (the cluster security group
-    does when nodes use it). The cluster endpoint must have private access.
+    does when nodes use it). The cluster endpoint must have private access. `gateway_namespace`
+    (default: none) also scrapes the gateway pods there on their metrics port (9090,
+    :data:`gpufarm.k8s.demand.METRICS_PORT`): the demand counter that wakes models parked at zero.
 
     Cluster access: with EKS access entries (authentication mode `API` or
     `API_AND_CONFIG_MAP`, the aws_eks_v2 default) AMP creates the scraper's access entry
@@ -64,6 +66,7 @@ class PrometheusMonitoring(Construct):
         subnets: Sequence[ec2.ISubnet],
         security_groups: Sequence[ec2.ISecurityGroup],
         serving_namespace: str,
+        gateway_namespace: str | None = None,
         key: kms.IKey | None = None,
         dcgm_namespace: str = DCGM_NAMESPACE,
         rbac: bool = False,
@@ -85,6 +88,7 @@ class PrometheusMonitoring(Construct):
             scrape_interval_seconds=config.scrape_interval_seconds,
             serving_namespace=serving_namespace,
             dcgm_namespace=dcgm_namespace,
+            gateway_namespace=gateway_namespace,
         )
         self.config = config
         self.key = key

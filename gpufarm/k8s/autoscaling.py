@@ -17,6 +17,7 @@ from typing import Any, Literal
 from gpufarm import images
 from gpufarm.config.model import ModelAutoscalingConfig, ModelConfig
 from gpufarm.core.autoscaling import ScalingProblem, prefill_scaling_problems, scaling_problems
+from gpufarm.k8s import demand
 from gpufarm.k8s.labels import MODEL_LABEL, common_labels, workload_name
 from gpufarm.k8s.prefill_decode import prefill_name
 
@@ -82,7 +83,7 @@ def _issue(where: str, section: str, problem: ScalingProblem) -> str:
 
 def scales_to_zero(model: ModelConfig) -> bool:
     """True when KEDA may remove every replica of the model (min_replicas 0)."""
-    return model.autoscaling is not None and model.autoscaling.min_replicas == 0
+    return demand.scales_to_zero(model)
 
 
 Role = Literal["prefill", "decode"]
@@ -117,6 +118,38 @@ def in_flight_query(model: ModelConfig, namespace: str) -> str:
     """Requests running plus waiting, summed over the model's replicas."""
     selector = series_selector(model, namespace)
     return _one_element(f"(sum({RUNNING_METRIC}{selector}) + sum({QUEUE_METRIC}{selector}))", model, None)
+
+
+DEFAULT_SCRAPE_INTERVAL_SECONDS = 30
+"""The managed scraper's interval when none is given (`observability.prometheus.scrape_interval_seconds`)."""
+WAKE_THRESHOLD = 1
+"""The wake trigger's target: it reads at most 1, so on its own it never asks for a second replica."""
+
+
+def wake_window_seconds(scaling: ModelAutoscalingConfig, scrape_interval_seconds: int) -> int:
+    """The range of the wake query's `increase()`: twice the scrape interval plus the polling interval.
+
+    A request is seen once a scrape after it has landed; the range must then still hold that
+    sample and one before the request (two scrape intervals) for at least one KEDA poll (one
+    polling interval), twice over so a slow scrape or poll does not miss it.
+    """
+    return 2 * (scrape_interval_seconds + scaling.polling_interval_seconds)
+
+
+def wake_query(model: ModelConfig, namespace: str, *, window_seconds: int) -> str:
+    """Requests the gateway received for the model over the last `window_seconds`, capped at 1.
+
+    Reads the gateway's demand counter (:data:`gpufarm.k8s.demand.METRIC`, one series per
+    gateway pod, selected by the client-facing name and the gateway's `namespace`). It exists at
+    zero replicas, unlike vLLM's series: above 0 (the activation threshold) after any request in
+    the window, 0 otherwise. Capped at 1 so that, against a target of 1, it holds one replica
+    and leaves the scale-out to the vLLM triggers.
+    """
+    selector = (
+        f"{{namespace={_promql_string(namespace)},"
+        f"{demand.MODEL_LABEL}={_promql_string(model.api_model_name)}}}"
+    )
+    return f"clamp_max(sum(increase({demand.METRIC}{selector}[{window_seconds}s])), {WAKE_THRESHOLD})"
 
 
 def prefill_autoscaling_issues(model: ModelConfig) -> list[str]:
@@ -155,6 +188,7 @@ def prefill_scaled_object(
         query_endpoint=query_endpoint,
         region=region,
         capped=False,
+        scrape_interval_seconds=DEFAULT_SCRAPE_INTERVAL_SECONDS,
     )
 
 
@@ -163,7 +197,13 @@ CAPPED_IN_FLIGHT_SHARE = 0.8
 
 
 def scaled_object(
-    model: ModelConfig, *, namespace: str, query_endpoint: str, region: str, capped: bool = False
+    model: ModelConfig,
+    *,
+    namespace: str,
+    query_endpoint: str,
+    region: str,
+    capped: bool = False,
+    scrape_interval_seconds: int = DEFAULT_SCRAPE_INTERVAL_SECONDS,
 ) -> dict[str, Any]:
     """The ScaledObject that scales one model's vLLM Deployment between its min and max replicas.
 
@@ -173,7 +213,11 @@ def scaled_object(
     per replica. A model that scales to zero (min_replicas 0) also gets `in-flight` (running plus
     waiting requests, aiming at the replica's concurrency cap), whose activation keeps a replica
     up while it serves anything; at zero replicas vLLM exports nothing, so its queries fall back
-    to `vector(0)` and nothing in them wakes the model (see docs/decisions/0015-keda-on-amp.md).
+    to `vector(0)`. Such a model also gets `wake` (:func:`wake_query`): the requests the gateway
+    received for it, which exist at zero replicas, so the first request through the gateway
+    wakes it (docs/decisions/0049-wake-scale-from-zero.md). The gateway must run in `namespace`
+    and count the model (:func:`gpufarm.k8s.demand.demand_models`); `scrape_interval_seconds`
+    (default 30, the managed scraper's) sizes the wake query's range.
 
     Models that keep at least one replica query without that fallback and with
     `ignoreNullValues: "false"`: a missing series is an error, and after
@@ -204,6 +248,7 @@ def scaled_object(
         query_endpoint=query_endpoint,
         region=region,
         capped=capped,
+        scrape_interval_seconds=scrape_interval_seconds,
     )
 
 
@@ -217,6 +262,7 @@ def _scaled_object(
     query_endpoint: str,
     region: str,
     capped: bool,
+    scrape_interval_seconds: int,
 ) -> dict[str, Any]:
     to_zero = scaling.min_replicas == 0
     spec: dict[str, Any] = {
@@ -241,6 +287,7 @@ def _scaled_object(
         query_endpoint=query_endpoint,
         region=region,
         capped=capped,
+        scrape_interval_seconds=scrape_interval_seconds,
     )
     return {
         "apiVersion": KEDA_API,
@@ -356,6 +403,7 @@ def _triggers(
     query_endpoint: str,
     region: str,
     capped: bool,
+    scrape_interval_seconds: int,
 ) -> list[dict[str, Any]]:
     wanted: list[tuple[str, str, float]] = []
     if scaling.queue_target is not None:
@@ -368,23 +416,59 @@ def _triggers(
         wanted.append(("in-flight", in_flight_query(model, namespace), share))
     elif to_zero:
         wanted.append(("in-flight", in_flight_query(model, namespace), model.max_concurrency))
-    return [
-        {
-            "type": "prometheus",
-            "name": trigger_name,
-            "metricType": "AverageValue",
-            "metadata": {
-                "serverAddress": query_endpoint,
-                "awsRegion": region,
-                "query": query,
-                "threshold": _number(threshold),
-                "activationThreshold": "0",
-                "ignoreNullValues": "true" if to_zero else "false",
-            },
-            "authenticationRef": {"name": TRIGGER_AUTHENTICATION, "kind": "TriggerAuthentication"},
-        }
+    triggers = [
+        _prometheus_trigger(
+            trigger_name,
+            query,
+            threshold,
+            query_endpoint=query_endpoint,
+            region=region,
+            ignore_null_values=to_zero,
+        )
         for trigger_name, query, threshold in wanted
     ]
+    if to_zero and role != "prefill":
+        # The gateway's counter exists at zero replicas: the one trigger that can wake the model.
+        # An empty answer means the gateway is not scraped: an error, not a silent 0.
+        window = wake_window_seconds(scaling, scrape_interval_seconds)
+        triggers.append(
+            _prometheus_trigger(
+                "wake",
+                wake_query(model, namespace, window_seconds=window),
+                WAKE_THRESHOLD,
+                query_endpoint=query_endpoint,
+                region=region,
+                ignore_null_values=False,
+            )
+        )
+    return triggers
+
+
+def _prometheus_trigger(
+    name: str, query: str, threshold: float, *, query_endpoint: str, region: str, ignore_null_values: bool
+) -> dict[str, Any]:
+    """One `prometheus` trigger on AMP, signed by the operator's role; active above 0.
+
+    KEDA activates a scaler when its value is strictly greater than `activationThreshold`
+    (kedacore/keda pkg/scalers/prometheus_scaler.go `GetMetricsAndActivity`: `val >
+    ActivationThreshold`), and activation alone decides 0 <-> 1 (keda-docs
+    content/docs/2.18/concepts/scaling-deployments.md, "Activating and Scaling thresholds").
+    `ignoreNullValues: "true"` reads an empty answer as 0; `"false"` makes it an error.
+    """
+    return {
+        "type": "prometheus",
+        "name": name,
+        "metricType": "AverageValue",
+        "metadata": {
+            "serverAddress": query_endpoint,
+            "awsRegion": region,
+            "query": query,
+            "threshold": _number(threshold),
+            "activationThreshold": "0",
+            "ignoreNullValues": "true" if ignore_null_values else "false",
+        },
+        "authenticationRef": {"name": TRIGGER_AUTHENTICATION, "kind": "TriggerAuthentication"},
+    }
 
 
 def _one_element(expression: str, model: ModelConfig, role: Role | None) -> str:

@@ -24,6 +24,7 @@ from gpufarm.config.model import FallbackConfig, ModelConfig, TierConfig
 from gpufarm.core.endpoints import Endpoint, model_endpoints, route_prefix
 from gpufarm.core.gateway_sizing import GatewaySizing, gateway_sizing
 from gpufarm.core.names import BEDROCK_SUFFIX
+from gpufarm.k8s import demand
 from gpufarm.k8s.binding import rollout_min_ready_seconds
 from gpufarm.k8s.labels import POOL_LABEL, common_labels, workload_name
 from gpufarm.k8s.scan import scan_acknowledge
@@ -305,7 +306,9 @@ def litellm_config(
     `cooldown_seconds` of the one before. `general_settings.master_key`
     reads `LITELLM_MASTER_KEY` only when `master_key_secret` is set; otherwise the gateway takes
     requests without a key. Unsupported OpenAI parameters are dropped rather than failing on
-    the Bedrock path (`drop_params`). Default: no guardrail.
+    the Bedrock path (`drop_params`). Default: no guardrail. When a model scales to zero,
+    `litellm_settings.callbacks` loads the demand counter that wakes it
+    (:mod:`gpufarm.k8s.demand`).
 
     Raises ValueError when two models share a client-facing name.
     """
@@ -331,6 +334,7 @@ def litellm_config(
         "litellm_settings": {
             "request_timeout": fb.request_timeout_seconds,
             "drop_params": True,
+            **({"callbacks": counted} if (counted := demand.callbacks(tier)) else {}),
         },
         "general_settings": general,
     }
@@ -376,13 +380,13 @@ def service_account(namespace: str) -> dict[str, Any]:
     }
 
 
-def config_map(config: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """The ConfigMap holding the proxy config as `config.yaml`."""
+def config_map(config: dict[str, Any], namespace: str, files: dict[str, str] | None = None) -> dict[str, Any]:
+    """The ConfigMap holding the proxy config as `config.yaml`, and `files` beside it (default: none)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": CONFIG_MAP, "namespace": namespace, "labels": _labels()},
-        "data": {CONFIG_FILE: config_yaml(config)},
+        "data": {CONFIG_FILE: config_yaml(config), **(files or {})},
     }
 
 
@@ -413,6 +417,7 @@ def proxy_args(tier: TierConfig) -> list[str]:
         "--telemetry",
         "False",
         *workers,
+        *demand.proxy_args(tier),
     ]
 
 
@@ -461,6 +466,7 @@ def _env(tier: TierConfig, region: str, guardrail: tuple[str, str] | None) -> li
         # On SIGTERM the proxy waits this long for in-flight requests (streams included).
         "GRACEFUL_SHUTDOWN_TIMEOUT": str(tier.fallback.request_timeout_seconds),
         "HOME": TMP_DIR,
+        **demand.env(tier),
     }
     if guardrail is not None:
         values[GUARDRAIL_IDENTIFIER_ENV], values[GUARDRAIL_VERSION_ENV] = guardrail
@@ -496,6 +502,8 @@ def gateway_deployment(
     environment that :func:`guardrail_env_refs` points the config at. `load_balancer_url` adds
     the environment (:func:`route_env`) that a `load_balanced` config reads its `api_base`s from.
     Defaults: no key, no guardrail, no load-balanced routes.
+    When a model scales to zero, the proxy also serves its demand counter from a separate
+    metrics process on port `metrics` (9090; :mod:`gpufarm.k8s.demand`).
     """
     fb = tier.fallback
     labels = _labels()
@@ -528,7 +536,10 @@ def gateway_deployment(
         "image": fb.image,
         "command": command,
         "args": args,
-        "ports": [{"name": "http", "containerPort": fb.port, "protocol": "TCP"}],
+        "ports": [
+            {"name": "http", "containerPort": fb.port, "protocol": "TCP"},
+            *demand.container_ports(tier),
+        ],
         "env": _env(tier, region, guardrail)
         + (route_env(tier, load_balancer_url) if load_balancer_url is not None else []),
         "resources": {"requests": {"cpu": f"{fb.cpu:g}", "memory": memory}, "limits": {"memory": memory}},
@@ -595,7 +606,13 @@ def gateway_deployment(
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "selector": {"matchLabels": SELECTOR},
             "template": {
-                "metadata": {"labels": labels, "annotations": {CONFIG_HASH_ANNOTATION: config_hash(config)}},
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {
+                        CONFIG_HASH_ANNOTATION: config_hash(config),
+                        **demand.pod_annotations(tier),
+                    },
+                },
                 "spec": pod_spec,
             },
         },
@@ -689,7 +706,7 @@ def gateway_manifests(
     )
     return [
         service_account(namespace),
-        config_map(config, namespace),
+        config_map(config, namespace, demand.config_files(tier)),
         gateway_deployment(
             tier,
             config=config,

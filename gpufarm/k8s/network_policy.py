@@ -19,6 +19,7 @@ from typing import Any
 
 from gpufarm.config.bedrock import call_region
 from gpufarm.config.model import InterfaceEndpoint, ModelConfig, Provisioning, TierConfig
+from gpufarm.core.demand import METRICS_PORT, counts_demand
 from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, GatewayRoute, gateway_route
 from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT
 from gpufarm.k8s import gateway as gw
@@ -378,6 +379,9 @@ def router_policy(tier: TierConfig, model: ModelConfig) -> dict[str, Any]:
 def gateway_policy(tier: TierConfig) -> dict[str, Any]:
     """The gateway: requests in from the load balancer and clients; out to each model and to AWS.
 
+    When it counts demand for models that scale to zero, the managed scraper also reaches its
+    metrics port.
+
     It calls each model where its Service points (the router, the leaders or the pods), or, when
     it calls the models' routes on the load balancer (`gateway_route`), the load balancer's
     gateway listener (:data:`GATEWAY_LISTENER_PORT`, on the load balancer's private addresses in
@@ -390,6 +394,9 @@ def gateway_policy(tier: TierConfig) -> dict[str, Any]:
     if clients := _clients(tier):
         ingress.append({"from": clients, "ports": _tcp(tier.fallback.port)})
     ingress.append({"from": _load_balancer_peers(tier), "ports": _tcp(tier.fallback.port)})
+    if counts_demand(tier) and (scraper := _scraper_peers(tier)):
+        # The managed scraper reads the demand counter that wakes parked models.
+        ingress.append({"from": scraper, "ports": _tcp(METRICS_PORT)})
     egress: list[dict[str, Any]] = []
     if _gateway_calls_pods(tier):
         for model in tier.models:

@@ -23,6 +23,8 @@ import yaml
 
 from gpufarm import images
 from gpufarm.config.names import is_dns_1123_label
+from gpufarm.k8s import demand
+from gpufarm.k8s import gateway as gw
 from gpufarm.k8s.labels import GPU_TAINT_KEY, MODEL_LABEL, POOL_LABEL, common_labels
 from gpufarm.k8s.prefill_decode import ROLE_LABEL
 
@@ -79,12 +81,20 @@ def _copy(source: str, target: str) -> dict[str, Any]:
     return {"source_labels": [source], "target_label": target, "action": "replace"}
 
 
-def scrape_configuration(*, scrape_interval_seconds: int, serving_namespace: str, dcgm_namespace: str) -> str:
+def scrape_configuration(
+    *,
+    scrape_interval_seconds: int,
+    serving_namespace: str,
+    dcgm_namespace: str,
+    gateway_namespace: str | None = None,
+) -> str:
     """The Prometheus configuration (YAML) of the managed scraper: the vLLM and DCGM jobs.
 
     `scrape_interval_seconds` must be 30-300 (30 is the managed scraper's minimum). The text is
     what `AWS::APS::Scraper` `ScrapeConfiguration.ConfigurationBlob` takes in CloudFormation:
-    the YAML itself (see docs/decisions/0016-managed-scraper.md).
+    the YAML itself (see docs/decisions/0016-managed-scraper.md). `gateway_namespace` adds the
+    `gateway` job: the gateway pods' demand counter, which wakes models parked at zero
+    (:func:`gpufarm.k8s.demand.gateway_scrape_job`). Default: no gateway job.
     """
     if not MIN_SCRAPE_INTERVAL_SECONDS <= scrape_interval_seconds <= MAX_SCRAPE_INTERVAL_SECONDS:
         raise ValueError(
@@ -93,6 +103,8 @@ def scrape_configuration(*, scrape_interval_seconds: int, serving_namespace: str
         )
     _check_namespace("serving_namespace", serving_namespace)
     _check_namespace("dcgm_namespace", dcgm_namespace)
+    if gateway_namespace is not None:
+        _check_namespace("gateway_namespace", gateway_namespace)
     vllm_job = {
         "job_name": VLLM_JOB,
         "metrics_path": "/metrics",
@@ -128,7 +140,12 @@ def scrape_configuration(*, scrape_interval_seconds: int, serving_namespace: str
     }
     config = {
         "global": {"scrape_interval": f"{scrape_interval_seconds}s"},
-        "scrape_configs": [vllm_job, dcgm_job],
+        "scrape_configs": [vllm_job, dcgm_job]
+        + (
+            [demand.gateway_scrape_job(gateway_namespace, gw.SELECTOR)]
+            if gateway_namespace is not None
+            else []
+        ),
     }
     return yaml.safe_dump(config, sort_keys=False, default_flow_style=False)
 

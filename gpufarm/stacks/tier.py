@@ -49,6 +49,7 @@ from gpufarm.constructs.grafana import ManagedGrafana
 from gpufarm.constructs.grafana_dashboards import GatewayTargets, tier_dashboards
 from gpufarm.constructs.load_balancer import GATEWAY_TARGET_GROUP, LoadBalancer
 from gpufarm.constructs.placeholders import refuse_placeholders
+from gpufarm.core.demand import counts_demand
 from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, Endpoint, GatewayRoute, endpoints_of, gateway_route
 from gpufarm.core.placement import (
     efa_node_groups,
@@ -425,6 +426,7 @@ class GpuFarmStack(cdk.Stack):
                 subnets=private_subnets(self.network.vpc),
                 security_groups=[self.cluster.cluster_security_group],
                 serving_namespace=cfg.serving.namespace,
+                gateway_namespace=cfg.serving.namespace if counts_demand(cfg) else None,
                 removal_policy=self.removal,
             )
         autoscaled = [
@@ -449,6 +451,7 @@ class GpuFarmStack(cdk.Stack):
                 after={m.name: self.model_manifests[m.name] for m in autoscaled},
                 node_selector=self.cluster.system_node_label or None,
                 target_optimizer=cfg.ingress.target_optimizer.enabled,
+                scrape_interval_seconds=obs.prometheus.scrape_interval_seconds,
             )
         # By model or share, and the gateway's (its latency includes any fallback to Bedrock).
         target_groups = self.ingress.target_group_full_names()

@@ -33,6 +33,7 @@ import yaml
 
 from gpufarm.config import TierConfig, build_tier, merge
 from gpufarm.config.loader import PRESET_DIR
+from gpufarm.k8s import demand
 from gpufarm.k8s.gateway import (
     BACKEND_HEADER,
     FALLBACKS_HEADER,
@@ -372,6 +373,9 @@ class Gateway(Process):
         self.loopback_config = to_loopback(self.config, vllm_url, vllm_services)
         config_file = workdir / "config.yaml"
         config_file.write_text(config_yaml(self.loopback_config), encoding="utf-8")
+        # The ConfigMap's other files (the demand counter's callback module) sit beside the config.
+        for name, text in demand.config_files(tier).items():
+            (workdir / name).write_text(text, encoding="utf-8")
         pod = gateway_deployment(
             tier,
             config=self.config,
@@ -386,6 +390,11 @@ class Gateway(Process):
         args = list(container["args"])
         for flag, value in (("--config", str(config_file)), ("--host", LOOPBACK), ("--port", str(self.port))):
             args[args.index(flag) + 1] = value
+        self.metrics_port: int | None = None
+        """The metrics server's loopback port, when the tier's gateway counts demand (else None)."""
+        if "--prometheus_metrics_port" in args:
+            self.metrics_port = free_port()
+            args[args.index("--prometheus_metrics_port") + 1] = str(self.metrics_port)
         assert container["command"] == ["litellm"], container["command"]
         env = {e["name"]: e["value"] for e in container["env"]}
         env.update(
@@ -395,6 +404,11 @@ class Gateway(Process):
             # In the cluster: bedrock-runtime.<region>.amazonaws.com (the VPC endpoint's private DNS).
             AWS_BEDROCK_RUNTIME_ENDPOINT=bedrock_url,
         )
+        if demand.MULTIPROC_DIR_ENV in env:
+            # The pod's /tmp is its own; here the samples' folder must be this gateway's alone.
+            samples = workdir / "prometheus-multiproc"
+            samples.mkdir(exist_ok=True)
+            env[demand.MULTIPROC_DIR_ENV] = str(samples)
         super().__init__("gateway", [str(litellm), *args], env=env, log=workdir / "gateway.log")
 
     def start(self) -> None:

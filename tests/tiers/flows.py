@@ -331,6 +331,18 @@ def _derive_needed(
                 for port in container.get("ports", []):
                     if port.get("name") == "http":
                         tier.need("vpc-host", pod.id, port["containerPort"])
+    # The managed scraper's `gateway` job: gateway pods on their container port named metrics.
+    for scraper in resources(template, "AWS::APS::Scraper").values():
+        blob = yaml.safe_load(scraper["Properties"]["ScrapeConfiguration"]["ConfigurationBlob"])
+        if not any(job["job_name"] == "gateway" for job in blob["scrape_configs"]):
+            continue
+        for pod in tier.pods:
+            if pod.endpoint.labels.get("app.kubernetes.io/component") != "gateway":
+                continue
+            for container in pod.containers:
+                for port in container.get("ports", []):
+                    if port.get("name") == "metrics":
+                        tier.need("vpc-host", pod.id, port["containerPort"])
     # DNS, Pod Identity, Secrets Manager, Bedrock, Hugging Face.
     associated = {
         (flatten(a["Properties"]["Namespace"]), flatten(a["Properties"]["ServiceAccount"]))

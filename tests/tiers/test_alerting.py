@@ -12,6 +12,7 @@ import yaml
 
 from gpufarm.config.loader import load_preset
 from gpufarm.constructs.dashboard import PROMQL_QUERIES
+from gpufarm.k8s import demand
 from gpufarm.k8s.promql import Expression, flatten, metric_names, template_expressions
 from tests.promtool import check_rules, expressions_file
 from tests.unit.upstream_ref import dcgm_metric_issues, vllm_metric_issues
@@ -22,7 +23,10 @@ TIERS = ("poc", "production", "enterprise")
 VLLM = "0.31.0"
 DCGM = "4.6.0"
 
-SERIES_FROM_OTHER_SOURCES: dict[str, str] = {}
+SERIES_FROM_OTHER_SOURCES: dict[str, str] = {
+    demand.METRIC: "gpufarm/k8s/demand.py CALLBACK_SOURCE: the gateway's request counter for models that "
+    "scale to zero (the KEDA wake trigger; docs/decisions/0049-wake-scale-from-zero.md)",
+}
 """Metric name -> where it is defined (repository@ref and path), for series that come from neither
 vLLM nor the DCGM exporter (a gateway's own metrics, say). A query reading such a series must add
 it here with its source; the vLLM and DCGM names are checked against ../shared/upstream-ref."""

@@ -17,6 +17,7 @@ import yaml
 from gpufarm.config import load_preset
 from gpufarm.config.fsx_capacity import fsx_storage_capacity_gib
 from gpufarm.config.model import CapacityType, PoolPurpose
+from gpufarm.k8s.autoscaling import wake_query, wake_window_seconds
 from gpufarm.k8s.labels import nodepool_name, workload_name
 from gpufarm.k8s.storage import fsx_sub_path
 from tests.conftest import PLACEHOLDER_ANNOTATION, cfn_lint_errors
@@ -461,6 +462,42 @@ def test_only_non_critical_models_scale_to_zero(production_template: dict[str, A
         assert (scaled["spec"]["minReplicaCount"] == 0) is (not model.critical), model.name
 
 
+def test_the_parked_model_wakes_on_the_gateways_counter_which_the_gateway_serves_and_the_scraper_reads(
+    production_template: dict[str, Any],
+) -> None:
+    batch = next(
+        m for m in PRODUCTION.models if m.autoscaling is not None and m.autoscaling.min_replicas == 0
+    )
+    triggers = {
+        t["name"]: t
+        for t in manifest_of(production_template, "ScaledObject", workload_name(batch.name))["spec"][
+            "triggers"
+        ]
+    }
+    # The query in the template is the one the end-to-end test evaluates (tests/e2e/test_wake_from_zero.py).
+    assert triggers["wake"]["metadata"]["query"] == wake_query(
+        batch,
+        PRODUCTION.serving.namespace,
+        window_seconds=wake_window_seconds(
+            batch.autoscaling, PRODUCTION.observability.prometheus.scrape_interval_seconds
+        ),
+    )
+    assert "[90s]" in triggers["wake"]["metadata"]["query"]  # 2 x (30 s scrape + 15 s poll)
+    # The gateway counts the parked model's client-facing name and serves the count on 9090.
+    gateway = manifest_of(production_template, "Deployment", "gateway")
+    (container,) = gateway["spec"]["template"]["spec"]["containers"]
+    assert {"name": "metrics", "containerPort": 9090, "protocol": "TCP"} in container["ports"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert json.loads(env["GPUFARM_DEMAND_MODELS"]) == [batch.api_model_name]
+    assert container["args"][container["args"].index("--prometheus_metrics_port") + 1] == "9090"
+    config_map = manifest_of(production_template, "ConfigMap", "gateway-config")
+    assert (
+        "gpufarm_demand.handler"
+        in yaml.safe_load(config_map["data"]["config.yaml"])["litellm_settings"]["callbacks"]
+    )
+    assert "gpufarm_demand.py" in config_map["data"]
+
+
 def test_keda_may_query_only_the_workspace(production_template: dict[str, Any]) -> None:
     workspace_id, _ = only(production_template, "AWS::APS::Workspace")
     association = next(
@@ -498,7 +535,8 @@ def test_managed_scraper_feeds_the_workspace_from_the_cluster(production_templat
         j["job_name"]
         for j in yaml.safe_load(props["ScrapeConfiguration"]["ConfigurationBlob"])["scrape_configs"]
     ]
-    assert set(jobs) == {"vllm", "dcgm-exporter"}
+    # The gateway job: production parks a model at zero, which wakes on the gateway's counter.
+    assert set(jobs) == {"vllm", "dcgm-exporter", "gateway"}
     interval = yaml.safe_load(props["ScrapeConfiguration"]["ConfigurationBlob"])["global"]["scrape_interval"]
     assert interval == f"{PRODUCTION.observability.prometheus.scrape_interval_seconds}s"
 

@@ -370,6 +370,22 @@ INVALID: list[Any] = [
         ["observability.alarms.emails[0]: must be an email address, got 'ops'"],
         id="alarm-email",
     ),
+    pytest.param(
+        {"fallback": {"enabled": False}},
+        [
+            "models[1].autoscaling.min_replicas: must be at least 1 while fallback.enabled is false "
+            "(a model parked at zero wakes on the requests the gateway counts), got 0"
+        ],
+        id="scale-to-zero-without-gateway",
+    ),
+    pytest.param(
+        {"fallback": {"port": 9090}},
+        [
+            "fallback.port: must not be 9090 while a model scales to zero (the gateway serves the "
+            "request counter that wakes it on 9090), got 9090"
+        ],
+        id="gateway-port-on-metrics-port",
+    ),
 ]
 
 
@@ -399,6 +415,14 @@ VALID: list[Any] = [
     pytest.param({"ingress": {"oidc": OIDC}}, id="oidc-on-https"),
     pytest.param({"ingress": {"cognito": COGNITO}}, id="cognito-on-https"),
     pytest.param(production_pool(0, ami_family="bottlerocket", ami_version="1.50.0"), id="bottlerocket"),
+    pytest.param(
+        overrides({"fallback": {"enabled": False}}, production_model(1, autoscaling={"min_replicas": 1})),
+        id="no-gateway-no-scale-to-zero",
+    ),
+    pytest.param(
+        overrides({"fallback": {"port": 9090}}, production_model(1, autoscaling={"min_replicas": 1})),
+        id="gateway-on-9090-without-parked-models",
+    ),
     pytest.param(
         {
             "cluster": {"core_addons": ["vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"]},

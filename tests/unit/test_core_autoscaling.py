@@ -5,9 +5,10 @@ from __future__ import annotations
 from gpufarm.config.model import ModelAutoscalingConfig
 from gpufarm.config.validate import validate_tier
 from gpufarm.core.autoscaling import ScalingProblem, prefill_scaling_problems, scaling_problems
+from gpufarm.core.demand import counts_demand, demand_models
 from gpufarm.k8s.autoscaling import model_autoscaling_issues
 
-from .factories import make_tier
+from .factories import make_production, make_tier, production_model
 
 AT_MOST_MAX = "must be at most max_replicas (2), got 3"
 CRITICAL_AT_ZERO = "must be at least 1 for a critical model (scale to zero needs critical: false), got 0"
@@ -69,3 +70,11 @@ def test_the_validator_and_the_keda_manifests_report_the_same_rules_alike() -> N
         f"model {model.name!r}: {path.removeprefix('models[0].')!r} {message}"
         for path, message in from_validator
     ]
+
+
+def test_the_gateway_counts_demand_for_models_that_scale_to_zero_while_it_runs() -> None:
+    production = make_production()
+    assert [m.name for m in demand_models(production)] == ["qwen3-32b-batch"]
+    assert counts_demand(production)
+    assert not counts_demand(make_production(production_model(1, autoscaling={"min_replicas": 1})))
+    assert not counts_demand(make_tier())  # poc: fixed replicas

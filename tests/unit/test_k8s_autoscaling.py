@@ -21,6 +21,7 @@ from gpufarm.k8s.autoscaling import (
     scaled_object,
     series_selector,
     trigger_authentication,
+    wake_query,
 )
 from gpufarm.k8s.labels import MODEL_LABEL, workload_name
 from tests.helm import chart_available, chart_defaults, helm_merge
@@ -164,8 +165,49 @@ def test_one_trigger_per_configured_target() -> None:
     assert list(triggers(KV_ONLY)) == ["kv-cache"]
 
 
-def test_scale_to_zero_model_adds_the_in_flight_trigger() -> None:
-    assert list(triggers(PARKABLE)) == ["queue", "in-flight"]
+def test_scale_to_zero_model_adds_the_in_flight_and_wake_triggers() -> None:
+    assert list(triggers(PARKABLE)) == ["queue", "in-flight", "wake"]
+
+
+def test_wake_trigger_reads_the_gateways_request_counter_capped_at_one() -> None:
+    wake = triggers(PARKABLE)["wake"]
+    assert wake["type"] == "prometheus"
+    assert wake["metricType"] == "AverageValue"
+    # Default scrape interval 30 s, default polling 15 s: a range of 2 x (30 + 15) = 90 s.
+    assert wake["metadata"]["query"] == (
+        'clamp_max(sum(increase(gpufarm_gateway_requests_total{namespace="gpufarm",model_name="qwen-batch"}'
+        "[90s])), 1)"
+    )
+    # At most 1 against a target of 1: it holds one replica, never asks for a second.
+    assert wake["metadata"]["threshold"] == "1"
+    # Active (0 -> 1) on any request in the range: strictly above 0.
+    assert wake["metadata"]["activationThreshold"] == "0"
+    # The counter exists from the gateway's start: an empty answer means it is not scraped.
+    assert wake["metadata"]["ignoreNullValues"] == "false"
+
+
+def test_wake_range_follows_the_scrape_and_polling_intervals() -> None:
+    model = PARKABLE.model_copy(
+        update={"autoscaling": PARKABLE.autoscaling.model_copy(update={"polling_interval_seconds": 60})}
+    )
+    scaled = scaled_object(
+        model, namespace=NS, query_endpoint=ENDPOINT, region=REGION, scrape_interval_seconds=120
+    )
+    (wake,) = [t for t in scaled["spec"]["triggers"] if t["name"] == "wake"]
+    assert "[360s]" in wake["metadata"]["query"]  # 2 x (120 + 60)
+
+
+def test_wake_query_selects_the_client_facing_name() -> None:
+    served = PARKABLE.model_copy(update={"served_model_name": 'Qwen/Qwen3-32B "batch"'})
+    assert wake_query(served, "serving", window_seconds=60) == (
+        "clamp_max(sum(increase(gpufarm_gateway_requests_total"
+        '{namespace="serving",model_name="Qwen/Qwen3-32B \\"batch\\""}[60s])), 1)'
+    )
+
+
+def test_only_scale_to_zero_models_get_the_wake_trigger() -> None:
+    assert "wake" not in triggers(CRITICAL)
+    assert "wake" not in triggers(KV_ONLY)
 
 
 def test_queue_trigger_sums_waiting_requests_per_replica() -> None:
@@ -224,7 +266,9 @@ def test_a_model_that_keeps_replicas_treats_missing_series_as_an_error() -> None
 
 
 def test_a_model_at_zero_reads_missing_series_as_zero() -> None:
-    for trigger in triggers(PARKABLE).values():
+    for name, trigger in triggers(PARKABLE).items():
+        if name == "wake":
+            continue  # the gateway's counter, not vLLM's series (see above)
         assert trigger["metadata"]["ignoreNullValues"] == "true"
         assert trigger["metadata"]["query"].endswith(" or vector(0)")
 
@@ -262,7 +306,7 @@ def test_production_preset_models(production: TierConfig) -> None:
     assert (llama["spec"]["minReplicaCount"], llama["spec"]["maxReplicaCount"]) == (2, 6)
     assert [t["name"] for t in llama["spec"]["triggers"]] == ["queue", "kv-cache"]
     assert (qwen["spec"]["minReplicaCount"], qwen["spec"]["cooldownPeriod"]) == (0, 1800)
-    assert [t["name"] for t in qwen["spec"]["triggers"]] == ["queue", "in-flight"]
+    assert [t["name"] for t in qwen["spec"]["triggers"]] == ["queue", "in-flight", "wake"]
 
 
 # --------------------------------------------------------------------------- invalid models

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
 import yaml
 
 from gpufarm.config import TierConfig, load_preset, merge
+from gpufarm.k8s import demand
 from gpufarm.k8s import gateway as gw
 from gpufarm.k8s.labels import GPU_RESOURCE, POOL_LABEL, common_labels
 
@@ -374,11 +376,14 @@ def test_every_object_carries_the_gateway_labels(poc: TierConfig) -> None:
         assert common_labels("gateway").items() <= doc["metadata"]["labels"].items()
 
 
-def test_config_map_holds_the_config_as_yaml(production: TierConfig) -> None:
+def test_config_map_holds_the_config_as_yaml(poc: TierConfig, production: TierConfig) -> None:
+    assert list(of_kind(manifests(poc), "ConfigMap")["data"]) == ["config.yaml"]
     config = gw.litellm_config(production)
     data = of_kind(manifests(production), "ConfigMap")["data"]
-    assert list(data) == ["config.yaml"]
+    # production parks a model at zero: the demand counter's callback module sits beside the config.
+    assert list(data) == ["config.yaml", demand.CALLBACK_FILE]
     assert yaml.safe_load(data["config.yaml"]) == config
+    assert data[demand.CALLBACK_FILE] == demand.CALLBACK_SOURCE
 
 
 def test_replicas_come_from_the_config(poc: TierConfig, production: TierConfig, tuned: TierConfig) -> None:
@@ -439,9 +444,15 @@ def test_resources_come_from_the_config(tuned: TierConfig) -> None:
     }
 
 
-def test_hash_annotation_is_the_config_hash(production: TierConfig) -> None:
+def test_hash_annotation_is_the_config_hash(poc: TierConfig, production: TierConfig) -> None:
+    annotations = deployment(poc)["spec"]["template"]["metadata"]["annotations"]
+    assert annotations == {gw.CONFIG_HASH_ANNOTATION: gw.config_hash(gw.litellm_config(poc))}
+    # With the demand counter, the callback module's hash too: a new module rolls the pods.
     annotations = deployment(production)["spec"]["template"]["metadata"]["annotations"]
-    assert annotations == {gw.CONFIG_HASH_ANNOTATION: gw.config_hash(gw.litellm_config(production))}
+    assert annotations == {
+        gw.CONFIG_HASH_ANNOTATION: gw.config_hash(gw.litellm_config(production)),
+        demand.CALLBACK_HASH_ANNOTATION: hashlib.sha256(demand.CALLBACK_SOURCE.encode()).hexdigest(),
+    }
 
 
 def test_hash_annotation_changes_when_the_config_changes(poc: TierConfig) -> None:
@@ -588,3 +599,27 @@ def test_production_overrides_reach_the_manifests() -> None:
     assert of_kind(manifests(tier), "HorizontalPodAutoscaler")["spec"]["minReplicas"] == 5
     pinned = make_production(overrides({"fallback": {"replicas": 5, "max_replicas": 5}}))
     assert deployment(pinned)["spec"]["replicas"] == 5
+
+
+def test_the_demand_counter_is_wired_only_when_a_model_scales_to_zero(
+    poc: TierConfig, production: TierConfig
+) -> None:
+    poc_container = deployment(poc)["spec"]["template"]["spec"]["containers"][0]
+    assert [p["name"] for p in poc_container["ports"]] == ["http"]
+    assert "--prometheus_metrics_port" not in poc_container["args"]
+    assert demand.MODELS_ENV not in {e["name"] for e in poc_container["env"]}
+    assert "callbacks" not in gw.litellm_config(poc)["litellm_settings"]
+
+    container = deployment(production)["spec"]["template"]["spec"]["containers"][0]
+    assert container["ports"][1] == {"name": "metrics", "containerPort": 9090, "protocol": "TCP"}
+    assert container["args"][-2:] == ["--prometheus_metrics_port", "9090"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    # Only the model that scales to zero is counted, by the name clients send.
+    assert env[demand.MODELS_ENV] == '["Qwen/Qwen3-32B"]'
+    assert env["PROMETHEUS_MULTIPROC_DIR"] == "/tmp/prometheus-multiproc"
+    assert gw.litellm_config(production)["litellm_settings"]["callbacks"] == ["gpufarm_demand.handler"]
+
+
+def test_the_callback_module_is_python_the_proxy_can_import() -> None:
+    # Its behaviour is checked in the real proxy (tests/e2e/test_wake_from_zero.py).
+    compile(demand.CALLBACK_SOURCE, demand.CALLBACK_FILE, "exec")

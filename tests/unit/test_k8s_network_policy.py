@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpufarm.config.model import TierConfig
+from gpufarm.core.demand import METRICS_PORT
 from gpufarm.k8s import gateway as gw
 from gpufarm.k8s.labels import model_selector
 from gpufarm.k8s.lws import GROUP_INDEX_LABEL, RAY_CLIENT_PORT, RAY_PORT, WORKER_INDEX_LABEL
@@ -18,6 +19,7 @@ from .factories import (
     make_production,
     make_tier,
     model_override,
+    production_model,
 )
 from .k8s_schema import validate_core
 
@@ -160,3 +162,14 @@ def test_every_pod_selector_of_the_tier_is_isolated() -> None:
     assert is_isolated(policies, stray, "Ingress")
     assert is_isolated(policies, stray, "Egress")
     assert not allowed(policies, stray, INTERNET, 443)
+
+
+def test_the_scraper_reaches_the_gateways_metrics_port_only_when_it_counts_demand() -> None:
+    scraper = Endpoint(ip="10.0.2.40")  # the managed scraper's interface in a private subnet
+    outside = Endpoint(ip="198.51.100.7")
+    production = network_policies(make_production())  # a model parks at zero, Prometheus on
+    assert allowed(production, scraper, GATEWAY, METRICS_PORT)
+    assert not allowed(production, outside, GATEWAY, METRICS_PORT)
+    always_up = make_production(production_model(1, autoscaling={"min_replicas": 1}))
+    assert not allowed(network_policies(always_up), scraper, GATEWAY, METRICS_PORT)
+    assert not allowed(network_policies(make_tier()), scraper, GATEWAY, METRICS_PORT)  # poc: no Prometheus

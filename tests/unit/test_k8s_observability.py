@@ -15,7 +15,7 @@ import yaml
 
 from gpufarm.config import TierConfig
 from gpufarm.config.model import PrefillDecodeConfig
-from gpufarm.k8s import vllm_deployment
+from gpufarm.k8s import demand, gateway, vllm_deployment
 from gpufarm.k8s.observability import (
     DCGM_JOB,
     GPU_MANUFACTURER_LABELS,
@@ -26,6 +26,7 @@ from gpufarm.k8s.observability import (
     scraper_rbac,
 )
 
+from .factories import make_production
 from .k8s_schema import validate_core
 
 SERVING_NS = "inference"
@@ -474,3 +475,76 @@ def test_prefill_and_decode_pods_are_scraped_on_vllm_with_their_role(poc: TierCo
         (f"vllm-{model.name}-abc12", "decode"),
         (f"vllm-{model.name}-prefill-abc12", "prefill"),
     ]
+
+
+# ----------------------------------------------------------------------------- the gateway job
+
+
+def gateway_pod(tier: TierConfig) -> dict[str, Any]:
+    """A pod of the tier's gateway Deployment, as the cluster would run it in the serving namespace."""
+    deployment = gateway.gateway_deployment(
+        tier,
+        config=gateway.litellm_config(tier),
+        namespace=SERVING_NS,
+        region=tier.environment.region,
+        master_key_secret_arn=None,
+    )
+    template = copy.deepcopy(deployment["spec"]["template"])
+    return {
+        "metadata": {**template["metadata"], "name": "gateway-5d9f-x2", "namespace": SERVING_NS},
+        "spec": template["spec"],
+    }
+
+
+def gateway_config() -> dict[str, Any]:
+    text = scrape_configuration(
+        scrape_interval_seconds=30,
+        serving_namespace=SERVING_NS,
+        dcgm_namespace=DCGM_NS,
+        gateway_namespace=SERVING_NS,
+    )
+    parsed: dict[str, Any] = yaml.safe_load(text)
+    return parsed
+
+
+def test_the_gateway_job_is_added_only_when_asked() -> None:
+    assert [j["job_name"] for j in config()["scrape_configs"]] == ["vllm", "dcgm-exporter"]
+    assert [j["job_name"] for j in gateway_config()["scrape_configs"]] == ["vllm", "dcgm-exporter", "gateway"]
+
+
+def test_gateway_pods_are_scraped_once_on_the_metrics_port_with_their_namespace(
+    vllm_pod: dict[str, Any],
+) -> None:
+    production = make_production()
+    (gateway_job,) = [j for j in gateway_config()["scrape_configs"] if j["job_name"] == "gateway"]
+    pod = gateway_pod(production)
+    assert scraped(gateway_job, [pod, vllm_pod]) == [{"namespace": SERVING_NS, "pod": "gateway-5d9f-x2"}]
+    [target] = [t for t in pod_targets(pod) if relabel(t, gateway_job["relabel_configs"]) is not None]
+    assert target["__address__"].endswith(f":{demand.METRICS_PORT}")
+    assert scraped(gateway_job, [pod], phase="Pending") == []
+
+
+def test_gateway_job_keeps_only_the_demand_counter() -> None:
+    (gateway_job,) = [j for j in gateway_config()["scrape_configs"] if j["job_name"] == "gateway"]
+    (rule,) = gateway_job["metric_relabel_configs"]
+    assert rule["action"] == "keep" and rule["source_labels"] == ["__name__"]
+    assert re.fullmatch(rule["regex"], "gpufarm_gateway_requests_total")
+    for other in (
+        "gpufarm_gateway_requests_created",
+        "litellm_proxy_total_requests_metric_total",
+        "process_cpu_seconds_total",
+    ):
+        assert not re.fullmatch(rule["regex"], other)
+
+
+def test_gateway_namespace_must_be_a_namespace_name() -> None:
+    with pytest.raises(
+        ValueError,
+        match=r"^'gateway_namespace' must be a Kubernetes namespace name \(a DNS label\), got 'Serving'$",
+    ):
+        scrape_configuration(
+            scrape_interval_seconds=30,
+            serving_namespace=SERVING_NS,
+            dcgm_namespace=DCGM_NS,
+            gateway_namespace="Serving",
+        )

@@ -559,6 +559,29 @@ def _mounted_config(
             yield from found.get("data", {}).values()
 
 
+def _mounted_yaml(
+    manifest: dict[str, Any],
+    pod: dict[str, Any],
+    container: dict[str, Any],
+    maps: dict[tuple[str, str], dict[str, Any]],
+) -> Iterator[str]:
+    """The YAML files (keys ending in .yaml or .yml) of every ConfigMap a container mounts.
+
+    The gateway's ConfigMap also carries a Python callback module (gpufarm/k8s/demand.py), which
+    the end-to-end test loads in the real proxy instead.
+    """
+    volumes = {v["name"]: v["configMap"]["name"] for v in pod.get("volumes", []) if "configMap" in v}
+    for mount in container.get("volumeMounts", []):
+        if mount["name"] in volumes:
+            found = maps.get((manifest["metadata"].get("namespace", ""), volumes[mount["name"]]))
+            assert found is not None, (
+                f"{manifest['metadata']['name']} mounts a ConfigMap the stack does not create"
+            )
+            yield from (
+                text for key, text in found.get("data", {}).items() if key.endswith((".yaml", ".yml"))
+            )
+
+
 def manifest_issues(
     manifests: list[dict[str, Any]], helm: list[tuple[str, str, dict[str, Any]]], template_text: str = ""
 ) -> list[str]:
@@ -625,7 +648,7 @@ def _container_issues(
             issues += [f"{where}: {i}" for i in flag_issues(args, data["cli_flags"], f"litellm {version}")]
         except MissingDataError as missing:
             issues.append(f"{where}: {missing}")
-        for text in _mounted_config(manifest, pod, container, maps):
+        for text in _mounted_yaml(manifest, pod, container, maps):
             issues += [f"{where}: {i}" for i in litellm_config_issues(yaml.safe_load(text), version)]
     elif repository in PICKER_DATA:
         data_file = PICKER_DATA[repository].format(tag=tag)

@@ -30,6 +30,7 @@ from gpufarm.config.vllm_flags import (
     vllm_flags_version,
 )
 from gpufarm.core.autoscaling import ScalingProblem, prefill_scaling_problems, scaling_problems
+from gpufarm.core.demand import scales_to_zero
 from gpufarm.core.names import leader_service_name, router_name, workload_name
 from gpufarm.core.placement import placement_of
 from gpufarm.core.prefill_decode import (
@@ -363,6 +364,12 @@ def _model_autoscaling(cfg: TierConfig, where: str, model: ModelConfig) -> Itera
     if model.autoscaling is not None:
         problems = scaling_problems(model.autoscaling, critical=model.critical)
         yield from _scaling(cfg, f"{where}.autoscaling", problems)
+        if scales_to_zero(model) and not cfg.fallback.enabled:
+            yield ConfigIssue(
+                path=f"{where}.autoscaling.min_replicas",
+                message="must be at least 1 while fallback.enabled is false (a model parked at zero "
+                "wakes on the requests the gateway counts), got 0",
+            )
 
 
 def _scaling(cfg: TierConfig, path: str, problems: list[ScalingProblem]) -> Iterator[ConfigIssue]:
