@@ -24,6 +24,7 @@ from gpufarm.config.names import is_dns_1123_label
 from gpufarm.constructs._util import acknowledge, pod_identity_role
 from gpufarm.constructs.cluster import manifest_on
 from gpufarm.constructs.serving import secret_arn
+from gpufarm.core.endpoints import GatewayRoute, gateway_route
 from gpufarm.k8s import gateway as k8s_gateway
 
 INVOKE_ACTIONS = ("bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream")
@@ -134,6 +135,16 @@ class FallbackGateway(Construct):
     `bedrock-<model>`). A tier whose models name no Bedrock target still gets a gateway that
     fronts vLLM. Default `after`: none. On an :class:`~gpufarm.constructs.InferenceCluster`'s
     cluster the manifest waits for its system nodes (:meth:`InferenceCluster.add_manifest`).
+
+    `load_balancer_url` (`http://<load balancer>:<gateway listener port>`, from
+    :meth:`InferenceAlb.add_gateway_listener`), for a tier whose gateway calls the models
+    through the load balancer (:func:`gpufarm.core.endpoints.gateway_route`: an internal ALB
+    without WAF), makes each model's `api_base` its route there, set in the pods' environment,
+    so the load balancer picks the replica (:attr:`route` is then `LOAD_BALANCER`). Without it,
+    or for another tier, the gateway calls the models' Services. Pass it whenever
+    `gateway_route(tier)` says `LOAD_BALANCER`, as the tier stack does:
+    :class:`ServingNetworkPolicies` lets the gateway reach the load balancer's listener then,
+    not the pods. Default: none.
     """
 
     def __init__(
@@ -145,10 +156,14 @@ class FallbackGateway(Construct):
         tier: TierConfig,
         namespace: str,
         after: Construct | None = None,
+        load_balancer_url: str | None = None,
     ) -> None:
         super().__init__(scope, id)
         stack = cdk.Stack.of(self)
         _validate(tier, namespace, stack.region)
+        load_balanced = load_balancer_url is not None and gateway_route(tier) is GatewayRoute.LOAD_BALANCER
+        self.route = GatewayRoute.LOAD_BALANCER if load_balanced else GatewayRoute.SERVICE
+        """How the gateway reaches the models' replicas."""
         fb = tier.fallback
         region = tier.environment.region
         self.tier = tier
@@ -243,7 +258,9 @@ class FallbackGateway(Construct):
         )
 
         self.config: dict[str, Any] = k8s_gateway.litellm_config(
-            tier, guardrail=k8s_gateway.guardrail_env_refs() if guardrail_values else None
+            tier,
+            guardrail=k8s_gateway.guardrail_env_refs() if guardrail_values else None,
+            load_balanced=load_balanced,
         )
         self.manifest = manifest_on(
             cluster,
@@ -256,6 +273,7 @@ class FallbackGateway(Construct):
                 region=region,
                 master_key_secret_arn=fb.master_key_secret,
                 guardrail=guardrail_values,
+                load_balancer_url=load_balancer_url if load_balanced else None,
             ),
             overwrite=True,
         )

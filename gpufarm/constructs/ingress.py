@@ -220,6 +220,10 @@ class InferenceAlb(InferenceLoadBalancer):
         """Model -> its target group, for models without weights."""
         self.weighted_target_groups: dict[str, dict[str, elbv2.CfnTargetGroup]] = {}
         """Model -> group -> target group, for models with weights."""
+        self._forwards: dict[str, tuple[int, elbv2.CfnListenerRule.ActionProperty]] = {}
+        """Model -> (rule priority, forward action): what :meth:`add_gateway_listener` repeats."""
+        self.gateway_listener: elbv2.CfnListener | None = None
+        """The listener the gateway calls the models on, once :meth:`add_gateway_listener` was called."""
         for name in model_names:
             self._model_route(priorities.get(name, default_route_priority(name)), name, weights.get(name))
 
@@ -283,6 +287,60 @@ class InferenceAlb(InferenceLoadBalancer):
     def base_url_default(self) -> str:
         """The OpenAI `base_url` of the default route (the gateway): `<scheme>://<alb>/v1`."""
         return f"{self.scheme}://{self.dns_name}/v1"
+
+    def add_gateway_listener(self, *, port: int, callers: ec2.ISecurityGroup) -> str:
+        """A listener the gateway calls the models on; returns its URL, `http://<alb>:<port>`.
+
+        HTTP on `port`, open to `callers` (the pods' security group) only. It has the client
+        listener's model rules (`/<model>/*`, prefix stripped, same priorities) forwarding to the
+        same target groups, so a request from the gateway gets least outstanding requests, the
+        Target Optimizer's cap and a share's weight like any client's, and counts in the model's
+        target-group metrics. No authentication: the client authenticated on the default route
+        before the gateway got the request. Its default action is the client listener's 404.
+        Only on an internal load balancer, whose DNS name resolves to private addresses (an
+        internet-facing one resolves to public ones: the gateway's requests would leave the VPC).
+        See docs/decisions/0045-gwbalance-gateway-route-balancing.md.
+        """
+        if self.config.scheme is not LoadBalancerScheme.INTERNAL:
+            raise ValueError(
+                "add_gateway_listener() needs an internal load balancer (an internet-facing one "
+                f"resolves to public addresses), got scheme {self.config.scheme.value!r}"
+            )
+        if self.gateway_listener is not None:
+            raise ValueError("add_gateway_listener() was already called: the gateway has one listener")
+        if port == self.listener_port:
+            raise ValueError(
+                f"'port' must differ from the client listener's port {self.listener_port}, got {port}"
+            )
+        scope = Construct(self, "Gateway-Route")
+        self.gateway_listener = elbv2.CfnListener(
+            scope,
+            "Listener",
+            load_balancer_arn=self.load_balancer.load_balancer_arn,
+            port=port,
+            protocol="HTTP",
+            default_actions=[
+                elbv2.CfnListener.ActionProperty(
+                    type="fixed-response",
+                    fixed_response_config=elbv2.CfnListener.FixedResponseConfigProperty(
+                        status_code="404", content_type="application/json", message_body=_NOT_FOUND
+                    ),
+                )
+            ],
+        )
+        for name, (priority, forward_action) in self._forwards.items():
+            prefix = route_prefix(name)
+            elbv2.CfnListenerRule(
+                scope,
+                f"Rule{construct_id(name)}",
+                listener_arn=self.gateway_listener.ref,
+                priority=priority,
+                conditions=[_path_condition(prefix)],
+                transforms=[_strip_prefix(prefix)],
+                actions=[forward_action],
+            )
+        self.security_group.add_ingress_rule(callers, ec2.Port.tcp(port), "Gateway pods to the model routes")
+        return f"http://{self.dns_name}:{port}"
 
     def private_link(
         self,
@@ -396,17 +454,7 @@ class InferenceAlb(InferenceLoadBalancer):
 
     def _listener(self) -> elbv2.ApplicationListener:
         not_found = elbv2.ListenerAction.fixed_response(
-            404,
-            content_type="application/json",
-            message_body=json.dumps(
-                {
-                    "error": {
-                        "message": "Unknown route. Call /<model>/v1/... (set the OpenAI client's "
-                        "base_url to <scheme>://<host>/<model>/v1).",
-                        "type": "not_found",
-                    }
-                }
-            ),
+            404, content_type="application/json", message_body=_NOT_FOUND
         )
         if self.https:
             return self.load_balancer.add_listener(
@@ -488,7 +536,9 @@ class InferenceAlb(InferenceLoadBalancer):
                 for group in sorted(weights)
             }
             self.weighted_target_groups[name] = groups
-            actions = self._actions(weighted=[(groups[g], weights[g]) for g in sorted(weights)])
+            weighted = [(groups[g], weights[g]) for g in sorted(weights)]
+            self._forwards[name] = (priority, forward(None, weighted, order=None))
+            actions = self._actions(weighted=weighted)
         else:
             # A target group's port is fixed at creation: routing through a router is a new group.
             revision = "Routed" if router is not None else self._revision
@@ -501,6 +551,7 @@ class InferenceAlb(InferenceLoadBalancer):
                 target_control_port=self.control_port,
             )
             self.target_groups[name] = target_group
+            self._forwards[name] = (priority, forward(target_group, (), order=None))
             actions = self._actions(target_group)
         prefix = route_prefix(name)
         elbv2.CfnListenerRule(
@@ -508,26 +559,8 @@ class InferenceAlb(InferenceLoadBalancer):
             "Rule",
             listener_arn=self.listener.listener_arn,
             priority=priority,
-            conditions=[
-                elbv2.CfnListenerRule.RuleConditionProperty(
-                    field="path-pattern",
-                    path_pattern_config=elbv2.CfnListenerRule.PathPatternConfigProperty(
-                        values=[f"{prefix}/*"]
-                    ),
-                )
-            ],
-            transforms=[
-                elbv2.CfnListenerRule.TransformProperty(
-                    type="url-rewrite",
-                    url_rewrite_config=elbv2.CfnListenerRule.RewriteConfigObjectProperty(
-                        rewrites=[
-                            elbv2.CfnListenerRule.RewriteConfigProperty(
-                                regex=f"^{prefix}/(.*)$", replace="/$1"
-                            )
-                        ]
-                    ),
-                )
-            ],
+            conditions=[_path_condition(prefix)],
+            transforms=[_strip_prefix(prefix)],
             actions=actions,
         )
 
@@ -549,6 +582,36 @@ class InferenceAlb(InferenceLoadBalancer):
         else:
             return [forward(target_group, weighted, order=None)]
         return [auth, forward(target_group, weighted, order=2)]
+
+
+_NOT_FOUND = json.dumps(
+    {
+        "error": {
+            "message": "Unknown route. Call /<model>/v1/... (set the OpenAI client's "
+            "base_url to <scheme>://<host>/<model>/v1).",
+            "type": "not_found",
+        }
+    }
+)
+"""The body of the listeners' 404 for a path no model route takes."""
+
+
+def _path_condition(prefix: str) -> elbv2.CfnListenerRule.RuleConditionProperty:
+    """A rule condition matching `<prefix>/*`."""
+    return elbv2.CfnListenerRule.RuleConditionProperty(
+        field="path-pattern",
+        path_pattern_config=elbv2.CfnListenerRule.PathPatternConfigProperty(values=[f"{prefix}/*"]),
+    )
+
+
+def _strip_prefix(prefix: str) -> elbv2.CfnListenerRule.TransformProperty:
+    """A rule transform rewriting `<prefix>/<rest>` to `/<rest>`."""
+    return elbv2.CfnListenerRule.TransformProperty(
+        type="url-rewrite",
+        url_rewrite_config=elbv2.CfnListenerRule.RewriteConfigObjectProperty(
+            rewrites=[elbv2.CfnListenerRule.RewriteConfigProperty(regex=f"^{prefix}/(.*)$", replace="/$1")]
+        ),
+    )
 
 
 def _validate(config: IngressConfig, target_port: int) -> None:

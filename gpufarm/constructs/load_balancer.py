@@ -96,6 +96,11 @@ class LoadBalancer(Protocol):
         """The TargetGroupBinding name of a Service."""
         ...
 
+    def add_gateway_listener(self, *, port: int, callers: ec2.ISecurityGroup) -> str:
+        """A listener on `port`, open to `callers` only, on which the gateway calls each model's
+        route (balanced as a client's request is); returns its base URL. ALB only."""
+        ...
+
     def route_default_to(self, *, port: int, health_check_path: str) -> elbv2.CfnTargetGroup:
         """Send what no model route takes to one IP target group (the gateway)."""
         ...

@@ -225,6 +225,15 @@ class InferenceNlb(InferenceLoadBalancer):
         """The OpenAI `base_url` of the default listener (the gateway): `<scheme>://<nlb>/v1`."""
         return self._url(self.default_listener_port)
 
+    def add_gateway_listener(self, *, port: int, callers: ec2.ISecurityGroup) -> str:
+        """Refused: an NLB balances connections, not outstanding requests, and has no Target
+        Optimizer, so the gateway keeps calling the models' Services (see
+        `gpufarm.core.endpoints.gateway_route`)."""
+        raise ValueError(
+            "add_gateway_listener() needs an Application Load Balancer (an NLB balances "
+            "connections, not outstanding requests), got kind 'nlb'"
+        )
+
     def private_link(
         self,
         scope: Construct,

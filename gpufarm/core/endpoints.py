@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 
-from gpufarm.config.model import ModelConfig, ServingConfig, TierConfig
+from gpufarm.config.model import LoadBalancerKind, LoadBalancerScheme, ModelConfig, ServingConfig, TierConfig
 from gpufarm.core.names import leader_service_name, router_name, workload_name
 
 HEALTH_PATH = "/health"
@@ -42,6 +43,44 @@ ROUTER_READY_PATH = "/ready"
 def route_prefix(model_name: str) -> str:
     """The ALB path prefix that reaches a model: '/<model>'."""
     return f"/{model_name}"
+
+
+GATEWAY_LISTENER_PORT = 8088
+"""The ALB listener (HTTP, open to the cluster's security group only) the gateway calls models on.
+
+It carries the same `/<model>/*` rules as the client listener, forwarding to the same target
+groups, without authentication: see docs/decisions/0045-gwbalance-gateway-route-balancing.md."""
+
+
+class GatewayRoute(StrEnum):
+    """How the gateway reaches a model's replicas."""
+
+    LOAD_BALANCER = "load-balancer"
+    """Through the model's route on the tier's ALB: least outstanding requests, and the Target
+    Optimizer's per-replica cap when it is on (the listener :data:`GATEWAY_LISTENER_PORT`)."""
+    SERVICE = "service"
+    """Straight to the model's Kubernetes Service: kube-proxy picks a ready pod at random."""
+
+
+def gateway_route(config: TierConfig) -> GatewayRoute:
+    """How the tier's gateway reaches its models: one answer for the config, the network policies
+    and the stack.
+
+    Through the load balancer when it is an internal ALB without AWS WAF: its DNS name resolves
+    to private addresses in the VPC, so the gateway's hop stays in the VPC. An internet-facing
+    ALB resolves to public addresses only (the hop would leave through NAT, be seen by the load
+    balancer as the NAT gateways' addresses and need them admitted); a WAF web ACL rate-limits per
+    client IP, and the gateway pods would be those clients; an NLB does not balance by outstanding
+    requests and has no Target Optimizer. Those keep the Service route.
+    """
+    ingress = config.ingress
+    if (
+        ingress.kind is LoadBalancerKind.ALB
+        and ingress.scheme is LoadBalancerScheme.INTERNAL
+        and not ingress.waf.enabled
+    ):
+        return GatewayRoute.LOAD_BALANCER
+    return GatewayRoute.SERVICE
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,7 @@ import yaml
 
 from gpufarm.config.bedrock import call_region
 from gpufarm.config.model import FallbackConfig, ModelConfig, TierConfig
-from gpufarm.core.endpoints import Endpoint, model_endpoints
+from gpufarm.core.endpoints import Endpoint, model_endpoints, route_prefix
 from gpufarm.core.gateway_sizing import GatewaySizing, gateway_sizing
 from gpufarm.core.names import BEDROCK_SUFFIX
 from gpufarm.k8s import demand
@@ -137,6 +137,39 @@ def vllm_api_base(endpoint: Endpoint) -> str:
     return endpoint.url
 
 
+ROUTE_ENV_PREFIX = "GPUFARM_ROUTE_"
+"""Prefix of the pod environment variables holding each model's load-balanced base URL."""
+
+
+def route_env_name(model: ModelConfig) -> str:
+    """The pod environment variable holding `model`'s base URL on the load balancer.
+
+    'GPUFARM_ROUTE_<NAME>', the model's name upper-cased with '-' as '_' (names are DNS labels,
+    so distinct names give distinct variables).
+    """
+    return ROUTE_ENV_PREFIX + model.name.upper().replace("-", "_")
+
+
+def route_api_base(model: ModelConfig, load_balancer_url: str) -> str:
+    """The base URL of `model`'s route on the load balancer: '<load_balancer_url>/<model>/v1'.
+
+    The listener's rule for '/<model>/*' strips the prefix, so vLLM (or the model's router) sees
+    '/v1/...' as from any client of the route.
+    """
+    return f"{load_balancer_url.rstrip('/')}{route_prefix(model.name)}/v1"
+
+
+def route_env(tier: TierConfig, load_balancer_url: str) -> list[dict[str, str]]:
+    """The pod environment that :func:`litellm_config` with `load_balanced=True` reads its
+    `api_base`s from: one variable per model (:func:`route_env_name`), in config order.
+
+    `load_balancer_url` is `http://<load balancer DNS name>:<gateway listener port>`; the DNS
+    name exists only once the load balancer is deployed, so the construct passes it here (a
+    CloudFormation reference) while the config, and its hash, keep only the variable names.
+    """
+    return [{"name": route_env_name(m), "value": route_api_base(m, load_balancer_url)} for m in tier.models]
+
+
 def guardrail_env_refs() -> tuple[str, str]:
     """`(identifier, version)` that make the proxy read the guardrail from its environment.
 
@@ -186,6 +219,30 @@ def _vllm_entries(model: ModelConfig, tier: TierConfig) -> list[dict[str, Any]]:
     return entries
 
 
+def _load_balanced_entry(model: ModelConfig, tier: TierConfig) -> dict[str, Any]:
+    """The model's one vLLM deployment when the gateway calls the model's route on the load balancer.
+
+    The load balancer picks the replica (least outstanding requests, never one at the Target
+    Optimizer's cap) and, for a model split into shares, the share by its weight; so the model is
+    one deployment, whatever its shares. Its `api_base` is read from the pod environment
+    (:func:`route_env`).
+    """
+    fb = tier.fallback
+    return {
+        "model_name": client_model_name(model),
+        "litellm_params": {
+            "model": f"hosted_vllm/{model.api_model_name}",
+            "api_base": f"os.environ/{route_env_name(model)}",
+            "timeout": fb.request_timeout_seconds,
+            "stream_timeout": fb.stream_timeout_seconds,
+        },
+        "model_info": {
+            "id": vllm_deployment_id(model),
+            "allowed_fails_policy": dict.fromkeys(ALLOWED_FAILS_POLICY_FIELDS, fb.allowed_fails),
+        },
+    }
+
+
 def _bedrock_entry(model: ModelConfig, tier: TierConfig, guardrail: tuple[str, str] | None) -> dict[str, Any]:
     target = model.bedrock_target
     assert target is not None
@@ -218,7 +275,9 @@ def _router_settings(fb: FallbackConfig, fallbacks: list[dict[str, list[str]]]) 
     }
 
 
-def litellm_config(tier: TierConfig, *, guardrail: tuple[str, str] | None = None) -> dict[str, Any]:
+def litellm_config(
+    tier: TierConfig, *, guardrail: tuple[str, str] | None = None, load_balanced: bool = False
+) -> dict[str, Any]:
     """The LiteLLM proxy config for a tier: vLLM first, Bedrock when vLLM cannot answer.
 
     Per model: a deployment named by the model's client-facing name (`hosted_vllm/...` at the
@@ -234,6 +293,12 @@ def litellm_config(tier: TierConfig, *, guardrail: tuple[str, str] | None = None
     'vllm-<model>-<share>' and the share's `weight` as LiteLLM's `weight`, so the proxy picks a
     share in the load balancer's ratio. A share at weight 0 is picked only while every other
     share is in cooldown. The fallback to Bedrock applies to the group, after its retries.
+
+    `load_balanced` (what `gpufarm.core.endpoints.gateway_route` decides for the tier, passed by
+    the construct) makes each model one vLLM deployment at the model's route on the tier's load
+    balancer instead, its `api_base` read from the pod environment (:func:`route_env`): the load
+    balancer then picks the replica by least outstanding requests, never one at the Target
+    Optimizer's cap, and a share by its weight. Default: the Services.
 
     `tier.fallback` sets the retries, timeouts and cooldown. A vLLM deployment goes into
     cooldown (skipped: requests go straight to Bedrock) for `cooldown_seconds` after more than
@@ -253,7 +318,10 @@ def litellm_config(tier: TierConfig, *, guardrail: tuple[str, str] | None = None
     model_list: list[dict[str, Any]] = []
     fallbacks: list[dict[str, list[str]]] = []
     for model in models:
-        model_list.extend(_vllm_entries(model, tier))
+        if load_balanced:
+            model_list.append(_load_balanced_entry(model, tier))
+        else:
+            model_list.extend(_vllm_entries(model, tier))
         if model.bedrock_target is not None:
             model_list.append(_bedrock_entry(model, tier, guardrail))
             fallbacks.append({client_model_name(model): [bedrock_model_name(model)]})
@@ -413,6 +481,7 @@ def gateway_deployment(
     region: str,
     master_key_secret_arn: str | None,
     guardrail: tuple[str, str] | None = None,
+    load_balancer_url: str | None = None,
 ) -> dict[str, Any]:
     """The gateway Deployment: `tier.fallback.replicas` LiteLLM proxies on CPU nodes (with an HPA:
     no count of its own, the HPA's from `tier.fallback.replicas` up; see :func:`gateway_autoscaler`).
@@ -430,7 +499,9 @@ def gateway_deployment(
     `master_key_secret_arn` (a Secrets Manager name or ARN) adds an init container that reads
     the key through Pod Identity into a memory-backed volume; the proxy's shell exports it as
     `LITELLM_MASTER_KEY` before it execs the proxy. `guardrail` `(identifier, version)` sets the
-    environment that :func:`guardrail_env_refs` points the config at. Defaults: no key, no guardrail.
+    environment that :func:`guardrail_env_refs` points the config at. `load_balancer_url` adds
+    the environment (:func:`route_env`) that a `load_balanced` config reads its `api_base`s from.
+    Defaults: no key, no guardrail, no load-balanced routes.
     When a model scales to zero, the proxy also serves its demand counter from a separate
     metrics process on port `metrics` (9090; :mod:`gpufarm.k8s.demand`).
     """
@@ -469,7 +540,8 @@ def gateway_deployment(
             {"name": "http", "containerPort": fb.port, "protocol": "TCP"},
             *demand.container_ports(tier),
         ],
-        "env": _env(tier, region, guardrail),
+        "env": _env(tier, region, guardrail)
+        + (route_env(tier, load_balancer_url) if load_balancer_url is not None else []),
         "resources": {"requests": {"cpu": f"{fb.cpu:g}", "memory": memory}, "limits": {"memory": memory}},
         "startupProbe": http_probe(
             LIVENESS_PATH,
@@ -618,12 +690,13 @@ def gateway_manifests(
     region: str,
     master_key_secret_arn: str | None,
     guardrail: tuple[str, str] | None = None,
+    load_balancer_url: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every gateway object in apply order: ServiceAccount, ConfigMap, Deployment, (HPA,) PDB, Service.
 
     `config` is the proxy config (:func:`litellm_config`); see :func:`gateway_deployment` for
-    `master_key_secret_arn` and `guardrail`. The HorizontalPodAutoscaler is there when the
-    sizing's bounds differ (:func:`gpufarm.core.gateway_sizing.gateway_sizing`).
+    `master_key_secret_arn`, `guardrail` and `load_balancer_url`. The HorizontalPodAutoscaler is
+    there when the sizing's bounds differ (:func:`gpufarm.core.gateway_sizing.gateway_sizing`).
     """
     sizing = gateway_sizing(tier)
     autoscaler = (
@@ -641,6 +714,7 @@ def gateway_manifests(
             region=region,
             master_key_secret_arn=master_key_secret_arn,
             guardrail=guardrail,
+            load_balancer_url=load_balancer_url,
         ),
         *autoscaler,
         pod_disruption_budget(tier, namespace),

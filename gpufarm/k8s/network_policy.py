@@ -20,6 +20,7 @@ from typing import Any
 from gpufarm.config.bedrock import call_region
 from gpufarm.config.model import InterfaceEndpoint, ModelConfig, Provisioning, TierConfig
 from gpufarm.core.demand import METRICS_PORT, counts_demand
+from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, GatewayRoute, gateway_route
 from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT
 from gpufarm.k8s import gateway as gw
 from gpufarm.k8s import prefill_decode
@@ -244,7 +245,7 @@ def _serving_ingress(tier: TierConfig) -> list[dict[str, Any]]:
     port = tier.serving.port
     rules: list[dict[str, Any]] = []
     callers = list(_clients(tier))
-    if tier.fallback.enabled:
+    if _gateway_calls_pods(tier):
         callers.insert(0, _pods(gw.SELECTOR))
     if callers:
         rules.append({"from": callers, "ports": _tcp(port)})
@@ -327,6 +328,11 @@ def multi_node_policies(tier: TierConfig, model: ModelConfig) -> list[dict[str, 
     return policies
 
 
+def _gateway_calls_pods(tier: TierConfig) -> bool:
+    """Whether the tier's gateway calls the models' pods (their Services), not the load balancer."""
+    return tier.fallback.enabled and gateway_route(tier) is GatewayRoute.SERVICE
+
+
 def _backend(tier: TierConfig, model: ModelConfig) -> tuple[dict[str, str], int]:
     """The pods and port the gateway (or an in-cluster client) calls for a model."""
     if model.routed:
@@ -346,7 +352,7 @@ def router_policy(tier: TierConfig, model: ModelConfig) -> dict[str, Any]:
     """
     ns = tier.serving.namespace
     callers = list(_clients(tier))
-    if tier.fallback.enabled:
+    if _gateway_calls_pods(tier):
         callers.insert(0, _pods(gw.SELECTOR))
     ingress: list[dict[str, Any]] = []
     if callers:
@@ -376,9 +382,12 @@ def gateway_policy(tier: TierConfig) -> dict[str, Any]:
     When it counts demand for models that scale to zero, the managed scraper also reaches its
     metrics port.
 
-    It calls each model where its Service points (the router, the leaders or the pods), Amazon
-    Bedrock (through the VPC's endpoint unless a model's fallback calls another region), Secrets
-    Manager for its master key, and the Pod Identity agent for credentials.
+    It calls each model where its Service points (the router, the leaders or the pods), or, when
+    it calls the models' routes on the load balancer (`gateway_route`), the load balancer's
+    gateway listener (:data:`GATEWAY_LISTENER_PORT`, on the load balancer's private addresses in
+    the VPC's subnets) and no pod; Amazon Bedrock (through the VPC's endpoint unless a model's
+    fallback calls another region), Secrets Manager for its master key, and the Pod Identity
+    agent for credentials.
     """
     ns = tier.serving.namespace
     ingress: list[dict[str, Any]] = []
@@ -389,9 +398,12 @@ def gateway_policy(tier: TierConfig) -> dict[str, Any]:
         # The managed scraper reads the demand counter that wakes parked models.
         ingress.append({"from": scraper, "ports": _tcp(METRICS_PORT)})
     egress: list[dict[str, Any]] = []
-    for model in tier.models:
-        selector, port = _backend(tier, model)
-        egress.append({"to": [_pods(selector)], "ports": _tcp(port)})
+    if _gateway_calls_pods(tier):
+        for model in tier.models:
+            selector, port = _backend(tier, model)
+            egress.append({"to": [_pods(selector)], "ports": _tcp(port)})
+    else:
+        egress.append({"to": [_cidr(tier.network.cidr)], "ports": _tcp(GATEWAY_LISTENER_PORT)})
     services = {InterfaceEndpoint.BEDROCK_RUNTIME}
     if tier.fallback.master_key_secret:
         services.add(InterfaceEndpoint.SECRETS_MANAGER)

@@ -50,7 +50,7 @@ from gpufarm.constructs.grafana_dashboards import GatewayTargets, tier_dashboard
 from gpufarm.constructs.load_balancer import GATEWAY_TARGET_GROUP, LoadBalancer
 from gpufarm.constructs.placeholders import refuse_placeholders
 from gpufarm.core.demand import counts_demand
-from gpufarm.core.endpoints import Endpoint, endpoints_of
+from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, Endpoint, GatewayRoute, endpoints_of, gateway_route
 from gpufarm.core.placement import (
     efa_node_groups,
     node_selectors,
@@ -148,6 +148,9 @@ class GpuFarmStack(cdk.Stack):
         )
         self._node_pools()
         self._serving()
+        # The load balancer before the gateway: a gateway that calls the models' routes needs
+        # its address (gpufarm.core.endpoints.gateway_route).
+        self._load_balancer()
         self._gateway()
         # Default deny in the serving namespace, then the flows the workloads above need.
         self.network_policies = ServingNetworkPolicies(
@@ -319,6 +322,11 @@ class GpuFarmStack(cdk.Stack):
         self.gateway: FallbackGateway | None = None
         if not cfg.fallback.enabled:
             return
+        load_balancer_url: str | None = None
+        if gateway_route(cfg) is GatewayRoute.LOAD_BALANCER:
+            load_balancer_url = self.ingress.add_gateway_listener(
+                port=GATEWAY_LISTENER_PORT, callers=self.cluster.pod_security_group
+            )
         self.gateway = FallbackGateway(
             self,
             "Gateway",
@@ -326,13 +334,14 @@ class GpuFarmStack(cdk.Stack):
             tier=cfg,
             namespace=cfg.serving.namespace,
             after=self.serving.namespace_manifest,
+            load_balancer_url=load_balancer_url,
         )
         # Fallback traffic to Bedrock stays in the VPC; only the nodes may use the endpoint.
         self.network.add_interface_endpoint(
             InterfaceEndpoint.BEDROCK_RUNTIME, allow_from=[self.cluster.cluster_security_group]
         )
 
-    def _ingress(self) -> None:
+    def _load_balancer(self) -> None:
         cfg = self.config
         self.endpoints: list[Endpoint] = endpoints_of(cfg)
         """The Service in front of each model (each share's, a router's): what the load balancer binds."""
@@ -363,6 +372,9 @@ class GpuFarmStack(cdk.Stack):
                 removal_policy=self.removal,
                 deletion_protection=cfg.termination_protection,
             )
+
+    def _ingress(self) -> None:
+        cfg = self.config
         if self.gateway is not None:
             self.ingress.route_default_to(port=self.gateway.port, health_check_path=READINESS_PATH)
         self.ingress.allow_targets_in(self.cluster.pod_security_group)

@@ -332,7 +332,9 @@ def to_loopback(
     out = copy.deepcopy(config)
     for entry in out["model_list"]:
         params = entry["litellm_params"]
-        if "api_base" in params:
+        # A load-balanced api_base is read from the pod environment ('os.environ/...'), whose
+        # loopback value the Gateway's `load_balancer_url` sets.
+        if "api_base" in params and not params["api_base"].startswith("os.environ/"):
             url = urlsplit(params["api_base"])
             target = (services or {}).get((url.hostname or "").split(".")[0], vllm)
             params["api_base"] = url._replace(scheme="http", netloc=urlsplit(target).netloc).geturl()
@@ -344,7 +346,10 @@ class Gateway(Process):
 
     `guardrail` `(identifier, version)`: the config reads it from the pod's environment
     (`guardrail_env_refs()`), as the construct wires it. `vllm_services` sends named Services to
-    stand-ins of their own (see :func:`to_loopback`). Default: no guardrail, one vLLM stand-in.
+    stand-ins of their own (see :func:`to_loopback`). `load_balancer_url` builds the config the
+    construct builds for a tier whose gateway calls the load balancer (`load_balanced=True`) and
+    sets the pod environment it reads each model's route from to that (loopback) URL. Default: no
+    guardrail, one vLLM stand-in, the Services' route.
     """
 
     def __init__(
@@ -357,9 +362,14 @@ class Gateway(Process):
         bedrock_url: str,
         guardrail: tuple[str, str] | None = None,
         vllm_services: Mapping[str, str] | None = None,
+        load_balancer_url: str | None = None,
     ) -> None:
         self.tier = tier
-        self.config = litellm_config(tier, guardrail=guardrail_env_refs() if guardrail else None)
+        self.config = litellm_config(
+            tier,
+            guardrail=guardrail_env_refs() if guardrail else None,
+            load_balanced=load_balancer_url is not None,
+        )
         self.loopback_config = to_loopback(self.config, vllm_url, vllm_services)
         config_file = workdir / "config.yaml"
         config_file.write_text(config_yaml(self.loopback_config), encoding="utf-8")
@@ -373,6 +383,7 @@ class Gateway(Process):
             region=tier.environment.region,
             master_key_secret_arn=None,
             guardrail=guardrail,
+            load_balancer_url=load_balancer_url,
         )
         container = pod["spec"]["template"]["spec"]["containers"][0]
         self.port = free_port()

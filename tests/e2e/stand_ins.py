@@ -16,6 +16,12 @@ so the stand-ins run under any Python 3.11, each in its own process the test can
 
     python tests/e2e/stand_ins.py vllm --port=0 [--model=qwen3-8b] [--delay-ms=0] [--stream-chunks=0]
     python tests/e2e/stand_ins.py bedrock --port=0
+    python tests/e2e/stand_ins.py alb --port=0 --model=qwen3-8b --target=http://127.0.0.1:8001@4 ...
+
+* `alb`: one model route of the tier's Application Load Balancer (`/<model>/*`, prefix stripped)
+  with least outstanding requests and the Target Optimizer's per-target cap, forwarding to
+  vLLM stand-ins; with every target at its cap it answers 503 at once (see `AlbHandler`).
+  Its stats list each target's requests served, peak concurrency and the rejections.
 
 On start each prints one line `ready <port>` to stdout once its socket accepts connections.
 `--stream-chunks=N` (N > 0) makes the vLLM stand-in stream N content chunks of one token each
@@ -25,6 +31,7 @@ On start each prints one line `ready <port>` to stdout once its socket accepts c
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import struct
 import sys
@@ -111,6 +118,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "counts": dict(self.server.counts),
                 "models": dict(self.server.models),
                 "active": self.server.active,
+                "max_active": self.server.max_active,
                 "last": self.server.last,
             }
         self._send_json(200, body)
@@ -140,6 +148,8 @@ class _StandInServer(ThreadingHTTPServer):
         self.fail_status: int | None = None
         self.active = 0
         """Completions being answered right now (accepted, not yet fully sent)."""
+        self.max_active = 0
+        """The most completions ever answered at once (a replica's peak concurrency)."""
         self.last: dict[str, Any] | None = None
         """The last Converse request: operation, model ID and body."""
 
@@ -183,6 +193,7 @@ class VllmHandler(_Handler):
         with self.server.lock:
             self.server.models[model] += 1
             self.server.active += 1
+            self.server.max_active = max(self.server.max_active, self.server.active)
         try:
             self._answer(request, model)
         finally:
@@ -324,7 +335,120 @@ class BedrockHandler(_Handler):
         self._end_chunked()
 
 
-HANDLERS: dict[str, type[_Handler]] = {"vllm": VllmHandler, "bedrock": BedrockHandler}
+class _AlbServer(_StandInServer):
+    """The stand-in ALB's state: one model route, its targets and how busy each is."""
+
+    def __init__(self, port: int, *, route: str, targets: list[tuple[str, int]]) -> None:
+        super().__init__(port, AlbHandler, models=[route], delay_ms=0)
+        self.route = route
+        self.targets = [
+            {"url": url, "cap": cap, "active": 0, "max_active": 0, "served": 0} for url, cap in targets
+        ]
+        self.next_tie = 0
+
+    def pick(self) -> dict[str, Any] | None:
+        """The target with the fewest outstanding requests among those below their cap (None: all full)."""
+        with self.lock:
+            free = [t for t in self.targets if t["active"] < t["cap"]]
+            if not free:
+                self.counts["rejected"] += 1
+                return None
+            fewest = min(t["active"] for t in free)
+            tied = [t for t in free if t["active"] == fewest]
+            # Among equally idle targets, take turns (the ALB documents no tie rule).
+            target = tied[self.next_tie % len(tied)]
+            self.next_tie += 1
+            target["active"] += 1
+            target["max_active"] = max(target["max_active"], target["active"])
+            target["served"] += 1
+            return target
+
+    def release(self, target: dict[str, Any]) -> None:
+        with self.lock:
+            target["active"] -= 1
+
+
+class AlbHandler(_Handler):
+    """An ALB listener rule `/<model>/*` with the path rewrite, least outstanding requests and the
+    Target Optimizer's per-target cap, forwarding to vLLM stand-ins (the part that stands in for AWS).
+
+    What it implements, as AWS documents it:
+
+    * the rule strips the route's prefix (`^/<model>/(.*)$` -> `/$1`, gpufarm's listener rules);
+    * least outstanding requests: the request goes to the target with the fewest requests in
+      progress (ALB user guide, target group attributes, routing algorithm:
+      https://docs.aws.amazon.com/elasticloadbalancing/latest/application/edit-target-group-attributes.html);
+    * Target Optimizer: only targets whose agent has room below its maximum concurrency are
+      candidates; with none, the load balancer rejects the request at once with HTTP 503 and
+      counts it in `TargetControlRequestRejectCount` (ALB user guide, "Target optimizer",
+      https://docs.aws.amazon.com/elasticloadbalancing/latest/application/load-balancer-target-groups.html#target-optimizer;
+      AWS Networking blog, "Drive application performance with Application Load Balancer Target
+      Optimizer", https://aws.amazon.com/blogs/networking-and-content-delivery/drive-application-performance-with-application-load-balancer-target-optimizer/).
+
+    Not modelled: health checks (every target is healthy), several load balancer nodes (one
+    node sees every request, so its counts are exact), connection reuse to targets.
+    """
+
+    server: _AlbServer
+
+    def do_GET(self) -> None:
+        if self.path == STATS_PATH:
+            with self.server.lock:
+                body = {"counts": dict(self.server.counts), "targets": [dict(t) for t in self.server.targets]}
+            self._send_json(200, body)
+            return
+        self._forward("GET")
+
+    def do_POST(self) -> None:
+        self._forward("POST")
+
+    def _forward(self, method: str) -> None:
+        prefix = f"/{self.server.route}/"
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        if not self.path.startswith(prefix):
+            self._send_json(404, {"error": {"message": f"Unknown route {self.path}", "type": "not_found"}})
+            return
+        target = self.server.pick()
+        if target is None:
+            page = b"<html><body><center><h1>503 Service Temporarily Unavailable</h1></center></body></html>"
+            self.send_response(503)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+            return
+        self._count("forwarded")
+        host, _, port = target["url"].removeprefix("http://").partition(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=600)
+        try:
+            headers = {"Content-Type": self.headers.get("Content-Type", "application/json")}
+            conn.request(method, "/" + self.path[len(prefix) :], body, headers)
+            resp = conn.getresponse()
+            content_type = resp.getheader("Content-Type", "application/json")
+            if resp.getheader("Transfer-Encoding", "").lower() == "chunked":
+                self.send_response(resp.status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                while data := resp.read1(65536):
+                    self._chunk(data)
+                self._end_chunked()
+            else:
+                payload = resp.read()
+                self.send_response(resp.status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+        except OSError:
+            self._send_json(502, {"message": "502 Bad Gateway"})
+        finally:
+            conn.close()
+            self.server.release(target)
+
+
+HANDLERS: dict[str, type[_Handler]] = {"vllm": VllmHandler, "bedrock": BedrockHandler, "alb": AlbHandler}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -335,16 +459,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", action="append", default=[], help="model name for /v1/models")
     parser.add_argument("--delay-ms", type=int, default=0, help="added latency per answer, ms")
     parser.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        help="alb: a target as <url>@<max concurrency> (its Target Optimizer agent's cap)",
+    )
+    parser.add_argument(
         "--stream-chunks", type=int, default=0, help="vLLM: content chunks per stream (0: VLLM_TEXT's three)"
     )
     args = parser.parse_args(argv)
-    server = _StandInServer(
-        args.port,
-        HANDLERS[args.kind],
-        models=args.model,
-        delay_ms=args.delay_ms,
-        stream_chunks=args.stream_chunks,
-    )
+    server: _StandInServer
+    if args.kind == "alb":
+        targets = [(url, int(cap)) for url, _, cap in (t.rpartition("@") for t in args.target)]
+        server = _AlbServer(args.port, route=args.model[0], targets=targets)
+    else:
+        server = _StandInServer(
+            args.port,
+            HANDLERS[args.kind],
+            models=args.model,
+            delay_ms=args.delay_ms,
+            stream_chunks=args.stream_chunks,
+        )
     print(f"ready {server.server_address[1]}", flush=True)
     server.serve_forever()
     return 0

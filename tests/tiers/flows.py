@@ -278,6 +278,19 @@ def _derive_needed(
             if not base:
                 bedrock_entries.append(entry)
                 continue
+            if base.startswith("os.environ/"):
+                # The model's route on the load balancer's gateway listener (ADR 0045): the URL
+                # is in the gateway pods' environment; the load balancer's private addresses
+                # are in the VPC.
+                name = base.removeprefix("os.environ/")
+                for gateway in gateway_pods:
+                    (url,) = [
+                        e["value"] for c in gateway.containers for e in c.get("env", []) if e["name"] == name
+                    ]
+                    lb_port = re.match(r"http://<GetAtt:[^>]+\.DNSName>:(\d+)/", url)
+                    assert lb_port, url
+                    tier.need(gateway.id, "vpc-host", int(lb_port[1]))
+                continue
             match = re.match(r"http://([^.]+)\.[^:]+:(\d+)/", base)
             assert match, base
             service, port = services[match[1]], int(match[2])

@@ -68,14 +68,40 @@ def stateful_logical_ids(template: dict[str, Any]) -> dict[str, list[str]]:
     return {t: sorted(resources(template, t)) for t in STATEFUL_TYPES if resources(template, t)}
 
 
+def client_listener(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The tier's own ALB listener that clients call: not a PrivateLink NLB's in front of it, and
+    not the gateway's listener (`Ingress/Gateway-Route`, ADR 0045), which has only model rules."""
+    (found,) = [
+        (k, v)
+        for k, v in resources(template, "AWS::ElasticLoadBalancingV2::Listener").items()
+        if k.startswith("Ingress") and not k.startswith("IngressGatewayRoute")
+    ]
+    return found
+
+
+def gateway_listener(template: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The listener the gateway calls the models on (`Ingress/Gateway-Route`), if the tier has one."""
+    found = [
+        (k, v)
+        for k, v in resources(template, "AWS::ElasticLoadBalancingV2::Listener").items()
+        if k.startswith("IngressGatewayRoute")
+    ]
+    assert len(found) <= 1, found
+    return found[0] if found else None
+
+
+def rules_of(template: dict[str, Any], listener_id: str) -> list[dict[str, Any]]:
+    """The listener rules of one listener, in template order."""
+    return [
+        r
+        for r in resources(template, "AWS::ElasticLoadBalancingV2::ListenerRule").values()
+        if r["Properties"]["ListenerArn"] == {"Ref": listener_id}
+    ]
+
+
 def default_target_group(template: dict[str, Any]) -> str | None:
     """Logical ID of the target group the listener's default action forwards to (the gateway's)."""
-    # The tier's own ALB listener (a PrivateLink NLB in front of it has listeners of its own).
-    (listener,) = [
-        v
-        for k, v in resources(template, "AWS::ElasticLoadBalancingV2::Listener").items()
-        if k.startswith("Ingress")
-    ]
+    _, listener = client_listener(template)
     forwards = [a for a in listener["Properties"]["DefaultActions"] if a["Type"] == "forward"]
     return forwards[0]["TargetGroupArn"]["Ref"] if forwards else None
 
@@ -99,6 +125,9 @@ TOKEN_VALUES: dict[tuple[str, str], str] = {
     ("AWS::SQS::Queue", "QueueName"): "gpufarm-interruption",
     ("AWS::ElasticLoadBalancingV2::TargetGroup", ""): (
         "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/vllm/0123456789abcdef"
+    ),
+    ("AWS::ElasticLoadBalancingV2::LoadBalancer", "DNSName"): (
+        "internal-gpufarm-1234567890.us-east-1.elb.amazonaws.com"
     ),
     ("AWS::FSx::FileSystem", ""): "fs-0123456789abcdef0",
     ("AWS::FSx::FileSystem", "DNSName"): "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",

@@ -12,7 +12,7 @@ from gpufarm.config.bedrock import destination_regions, foundation_model_id
 from gpufarm.core.gateway_sizing import gateway_sizing
 from gpufarm.k8s.gateway import BACKEND_HEADER, bedrock_model_name
 from gpufarm.k8s.labels import POOL_LABEL
-from tests.tiers.helpers import flatten, manifest_of, manifests, only, resources
+from tests.tiers.helpers import client_listener, flatten, manifest_of, manifests, only, resources, rules_of
 
 TIERS = ["poc", "production"]
 
@@ -34,7 +34,7 @@ def _gateway_config(template: dict[str, Any]) -> dict[str, Any]:
 
 def test_unmatched_paths_go_to_the_gateway(tier: tuple[TierConfig, dict[str, Any]]) -> None:
     cfg, template = tier
-    _, listener = only(template, "AWS::ElasticLoadBalancingV2::Listener")
+    listener_id, listener = client_listener(template)
     forward = listener["Properties"]["DefaultActions"][-1]
     assert forward["Type"] == "forward"
     group = template["Resources"][forward["TargetGroupArn"]["Ref"]]["Properties"]
@@ -42,12 +42,12 @@ def test_unmatched_paths_go_to_the_gateway(tier: tuple[TierConfig, dict[str, Any
     assert group["HealthCheckPath"] == "/health/readiness"
     assert "TargetControlPort" not in group
     # The per-model routes stay for clients that opt out of fallback.
-    assert len(resources(template, "AWS::ElasticLoadBalancingV2::ListenerRule")) == len(cfg.models)
+    assert len(rules_of(template, listener_id)) == len(cfg.models)
 
 
 def test_gateway_pods_join_the_default_target_group(tier: tuple[TierConfig, dict[str, Any]]) -> None:
     _, template = tier
-    _, listener = only(template, "AWS::ElasticLoadBalancingV2::Listener")
+    _, listener = client_listener(template)
     group_id = listener["Properties"]["DefaultActions"][-1]["TargetGroupArn"]["Ref"]
     bindings = [m for m in manifests(template) if m["kind"] == "TargetGroupBinding"]
     (gateway,) = [b for b in bindings if b["spec"]["serviceRef"]["name"] == "gateway"]

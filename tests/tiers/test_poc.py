@@ -8,14 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from gpufarm.config import load_preset
+from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT
+from gpufarm.k8s.gateway import route_env_name
 from tests.conftest import PLACEHOLDER_ANNOTATION, cfn_lint_errors
 from tests.tiers.helpers import (
+    client_listener,
     default_target_group,
+    gateway_listener,
     manifest_of,
     manifests,
     model_target_groups,
     only,
     resources,
+    rules_of,
     stateful_logical_ids,
 )
 
@@ -189,7 +194,7 @@ def test_alb_is_internal_with_long_idle_timeout_and_access_logs(poc_template: di
 
 
 def test_internal_alb_listens_on_http_only(poc_template: dict[str, Any]) -> None:
-    _, listener = only(poc_template, "AWS::ElasticLoadBalancingV2::Listener")
+    _, listener = client_listener(poc_template)
     assert (listener["Properties"]["Protocol"], listener["Properties"]["Port"]) == ("HTTP", 80)
     # Paths that name no model go to the fallback gateway.
     assert listener["Properties"]["DefaultActions"] == [
@@ -218,7 +223,7 @@ def test_target_group_per_model_routes_least_outstanding(poc_template: dict[str,
 
 def test_listener_rule_reaches_each_model_by_path(poc_template: dict[str, Any]) -> None:
     (group_id,) = model_target_groups(poc_template)
-    (rule,) = resources(poc_template, "AWS::ElasticLoadBalancingV2::ListenerRule").values()
+    (rule,) = rules_of(poc_template, client_listener(poc_template)[0])
     props = rule["Properties"]
     name = POC.models[0].name
     assert props["Conditions"] == [{"Field": "path-pattern", "PathPatternConfig": {"Values": [f"/{name}/*"]}}]
@@ -229,6 +234,47 @@ def test_listener_rule_reaches_each_model_by_path(poc_template: dict[str, Any]) 
         }
     ]
     assert props["Actions"] == [{"Type": "forward", "TargetGroupArn": _ref(group_id)}]
+
+
+def test_the_gateway_calls_the_model_route_on_its_own_listener(poc_template: dict[str, Any]) -> None:
+    """ADR 0045: an internal ALB without WAF gives the gateway the model routes (LOR and all)."""
+    found = gateway_listener(poc_template)
+    assert found is not None
+    listener_id, listener = found
+    props = listener["Properties"]
+    assert (props["Protocol"], props["Port"]) == ("HTTP", GATEWAY_LISTENER_PORT)
+    assert props["DefaultActions"][0]["Type"] == "fixed-response"
+    # The same rule as the client listener's: same path, rewrite, priority and target group.
+    (client_rule,) = rules_of(poc_template, client_listener(poc_template)[0])
+    (gateway_rule,) = rules_of(poc_template, listener_id)
+    same = ("Conditions", "Transforms", "Actions", "Priority")
+    assert {k: gateway_rule["Properties"][k] for k in same} == {k: client_rule["Properties"][k] for k in same}
+    # Only the cluster security group (the pods') reaches that port.
+    alb_sg = only(poc_template, "AWS::ElasticLoadBalancingV2::LoadBalancer")[1]["Properties"][
+        "SecurityGroups"
+    ][0]
+    to_port = [
+        r["Properties"]
+        for r in resources(poc_template, "AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"]["GroupId"] == alb_sg and r["Properties"]["FromPort"] == GATEWAY_LISTENER_PORT
+    ]
+    assert [(r["ToPort"], r["SourceSecurityGroupId"]) for r in to_port] == [
+        (
+            GATEWAY_LISTENER_PORT,
+            {"Fn::GetAtt": [only(poc_template, "AWS::EKS::Cluster")[0], "ClusterSecurityGroupId"]},
+        )
+    ]
+    # The gateway pods read each model's route on it from their environment.
+    model = POC.models[0]
+    container = manifest_of(poc_template, "Deployment", "gateway")["spec"]["template"]["spec"]["containers"][
+        0
+    ]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    lb_id = only(poc_template, "AWS::ElasticLoadBalancingV2::LoadBalancer")[0]
+    assert (
+        env[route_env_name(model)]
+        == f"http://<GetAtt:{lb_id}.DNSName>:{GATEWAY_LISTENER_PORT}/{model.name}/v1"
+    )
 
 
 def test_pods_join_target_groups_through_auto_mode_bindings(poc_template: dict[str, Any]) -> None:
