@@ -299,7 +299,7 @@ class InferenceAlb(InferenceLoadBalancer):
         before the gateway got the request. Its default action is the client listener's 404.
         Only on an internal load balancer, whose DNS name resolves to private addresses (an
         internet-facing one resolves to public ones: the gateway's requests would leave the VPC).
-        See docs/decisions/0045-gwbalance-gateway-route-balancing.md.
+        See docs/decisions/0050-gateway-route-balancing.md.
         """
         if self.config.scheme is not LoadBalancerScheme.INTERNAL:
             raise ValueError(

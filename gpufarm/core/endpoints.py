@@ -49,7 +49,7 @@ GATEWAY_LISTENER_PORT = 8088
 """The ALB listener (HTTP, open to the cluster's security group only) the gateway calls models on.
 
 It carries the same `/<model>/*` rules as the client listener, forwarding to the same target
-groups, without authentication: see docs/decisions/0045-gwbalance-gateway-route-balancing.md."""
+groups, without authentication: see docs/decisions/0050-gateway-route-balancing.md."""
 
 
 class GatewayRoute(StrEnum):

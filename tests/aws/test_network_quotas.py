@@ -242,7 +242,7 @@ def test_poc_template_counts_follow_the_preset(poc_template: dict[str, Any]) -> 
     models = len(list(tier.model_parts()))
     # One EIP per NAT gateway; the configured endpoints plus bedrock-runtime for the gateway; a
     # target group per model plus the gateway's default route, a path rule per model on the client
-    # listener and another on the gateway's listener (ADR 0045: the poc gateway calls the routes).
+    # listener and another on the gateway's listener (ADR 0050: the poc gateway calls the routes).
     assert (network_demand.elastic_ips(poc_template), network_demand.vpcs(poc_template)) == (
         tier.network.nat_gateways,
         1,

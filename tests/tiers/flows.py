@@ -279,7 +279,7 @@ def _derive_needed(
                 bedrock_entries.append(entry)
                 continue
             if base.startswith("os.environ/"):
-                # The model's route on the load balancer's gateway listener (ADR 0045): the URL
+                # The model's route on the load balancer's gateway listener (ADR 0050): the URL
                 # is in the gateway pods' environment; the load balancer's private addresses
                 # are in the VPC.
                 name = base.removeprefix("os.environ/")

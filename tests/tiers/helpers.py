@@ -70,7 +70,7 @@ def stateful_logical_ids(template: dict[str, Any]) -> dict[str, list[str]]:
 
 def client_listener(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The tier's own ALB listener that clients call: not a PrivateLink NLB's in front of it, and
-    not the gateway's listener (`Ingress/Gateway-Route`, ADR 0045), which has only model rules."""
+    not the gateway's listener (`Ingress/Gateway-Route`, ADR 0050), which has only model rules."""
     (found,) = [
         (k, v)
         for k, v in resources(template, "AWS::ElasticLoadBalancingV2::Listener").items()

@@ -237,7 +237,7 @@ def test_listener_rule_reaches_each_model_by_path(poc_template: dict[str, Any]) 
 
 
 def test_the_gateway_calls_the_model_route_on_its_own_listener(poc_template: dict[str, Any]) -> None:
-    """ADR 0045: an internal ALB without WAF gives the gateway the model routes (LOR and all)."""
+    """ADR 0050: an internal ALB without WAF gives the gateway the model routes (LOR and all)."""
     found = gateway_listener(poc_template)
     assert found is not None
     listener_id, listener = found
