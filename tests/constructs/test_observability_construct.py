@@ -471,14 +471,20 @@ def _alarms(built: Built) -> dict[str, dict[str, Any]]:
     return {name: _props(built, alarm) for name, alarm in built.alarms.alarms.items()}
 
 
-def test_alarm_set_is_5xx_then_latency_and_health_per_model_then_rejects(
+def test_alarm_set_is_5xx_count_and_rate_then_latency_and_health_per_model_then_rejects(
     full: Built, customer_key: Built
 ) -> None:
     assert sorted(full.alarms.alarms) == sorted(
-        ["5xx", "target-control-rejects"] + [f"{kind}:{m}" for m in MODELS for kind in ("p99", "unhealthy")]
+        ["5xx", "error-rate", "target-control-rejects"]
+        + [f"{kind}:{m}" for m in MODELS for kind in ("p99", "unhealthy")]
     )
-    assert sorted(customer_key.alarms.alarms) == ["5xx", f"p99:{MODELS[0]}", f"unhealthy:{MODELS[0]}"]
-    full.template.resource_count_is(ALARM, 6)
+    assert sorted(customer_key.alarms.alarms) == [
+        "5xx",
+        "error-rate",
+        f"p99:{MODELS[0]}",
+        f"unhealthy:{MODELS[0]}",
+    ]
+    full.template.resource_count_is(ALARM, 7)
 
 
 @pytest.mark.parametrize("which", ["full", "customer_key"])
