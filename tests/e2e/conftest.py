@@ -171,6 +171,21 @@ class Process:
         text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
 
+    def wait_until_ready(self, port: int, path: str, timeout_seconds: float) -> None:
+        """Poll `GET path` on loopback until it answers 200; stop and fail with the log if it does not."""
+        deadline = time.monotonic() + timeout_seconds
+        while time.monotonic() < deadline:
+            if not self.alive:
+                raise AssertionError(f"{self.name} exited at start:\n{self.log_tail()}")
+            try:
+                if get(port, path, timeout=2)[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise AssertionError(f"{self.name} was not ready in {timeout_seconds:.0f} s:\n{self.log_tail()}")
+
 
 class StandIn(Process):
     """A stand-in from stand_ins.py under this interpreter; `port` is known once it is ready."""
@@ -414,20 +429,7 @@ class Gateway(Process):
     def start(self) -> None:
         """Start the proxy and wait until `/health/readiness` answers 200."""
         super().start()
-        deadline = time.monotonic() + GATEWAY_START_TIMEOUT
-        while time.monotonic() < deadline:
-            if not self.alive:
-                raise AssertionError(f"the gateway exited at start:\n{self.log_tail()}")
-            try:
-                if get(self.port, "/health/readiness", timeout=2)[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise AssertionError(
-            f"the gateway was not ready in {GATEWAY_START_TIMEOUT:.0f} s:\n{self.log_tail()}"
-        )
+        self.wait_until_ready(self.port, "/health/readiness", GATEWAY_START_TIMEOUT)
 
 
 # --------------------------------------------------------------------------- fixtures

@@ -41,7 +41,6 @@ from tests.e2e.conftest import (
     StandIn,
     chat,
     free_port,
-    get,
 )
 
 PROMETHEUS = Path("/usr/bin/prometheus")
@@ -143,20 +142,7 @@ class Prometheus(Process):
     def start(self) -> None:
         """Start and wait until `/-/ready` answers 200."""
         super().start()
-        deadline = time.monotonic() + PROMETHEUS_START_TIMEOUT
-        while time.monotonic() < deadline:
-            if not self.alive:
-                raise AssertionError(f"prometheus exited at start:\n{self.log_tail()}")
-            try:
-                if get(self.port, "/-/ready", timeout=2)[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise AssertionError(
-            f"prometheus was not ready in {PROMETHEUS_START_TIMEOUT:.0f} s:\n{self.log_tail()}"
-        )
+        self.wait_until_ready(self.port, "/-/ready", PROMETHEUS_START_TIMEOUT)
 
     def query(self, expression: str) -> list[dict[str, Any]]:
         """The instant vector `expression` evaluates to now (`/api/v1/query`, as KEDA calls it)."""
