@@ -316,14 +316,7 @@ def _cw(
     hide: bool = False,
 ) -> cw.CloudWatchMetricsQuery:
     return (
-        cw.CloudWatchMetricsQuery()
-        .datasource(_CLOUDWATCH)
-        .ref_id(ref)
-        .id(ref.lower())
-        .query_mode(cwm.CloudWatchQueryMode.METRICS)
-        .metric_query_type(cwm.MetricQueryType.SEARCH)
-        .metric_editor_mode(cwm.MetricEditorMode.BUILDER)
-        .region(region)
+        _cw_query(ref, region, cwm.MetricEditorMode.BUILDER)
         .namespace(namespace)
         .metric_name(metric)
         .statistic(stat)
@@ -335,7 +328,8 @@ def _cw(
     )
 
 
-def _cw_math(ref: str, region: str, expression: str, label: str) -> cw.CloudWatchMetricsQuery:
+def _cw_query(ref: str, region: str, mode: cwm.MetricEditorMode) -> cw.CloudWatchMetricsQuery:
+    """A CloudWatch metrics query on the CloudWatch data source, by reference `ref`, in `region`."""
     return (
         cw.CloudWatchMetricsQuery()
         .datasource(_CLOUDWATCH)
@@ -343,11 +337,13 @@ def _cw_math(ref: str, region: str, expression: str, label: str) -> cw.CloudWatc
         .id(ref.lower())
         .query_mode(cwm.CloudWatchQueryMode.METRICS)
         .metric_query_type(cwm.MetricQueryType.SEARCH)
-        .metric_editor_mode(cwm.MetricEditorMode.CODE)
+        .metric_editor_mode(mode)
         .region(region)
-        .expression(expression)
-        .label(label)
     )
+
+
+def _cw_math(ref: str, region: str, expression: str, label: str) -> cw.CloudWatchMetricsQuery:
+    return _cw_query(ref, region, cwm.MetricEditorMode.CODE).expression(expression).label(label)
 
 
 def bedrock_model_ids(tier: TierConfig) -> list[str]:
