@@ -173,7 +173,16 @@ LiteLLM calls `async_pre_call_hook` of each callback in `litellm_settings.callba
 key check and before routing (litellm 1.102.1 `litellm/proxy/utils.py` `ProxyLogging.pre_call_hook`).
 With `--prometheus_metrics_port` the proxy sets PROMETHEUS_MULTIPROC_DIR, so the counter's samples
 go to files there that the metrics server aggregates over every worker
-(litellm 1.102.1 `litellm/proxy/proxy_cli.py` `_maybe_setup_prometheus_multiproc_dir`)."""
+(litellm 1.102.1 `litellm/proxy/proxy_cli.py` `_maybe_setup_prometheus_multiproc_dir`).
+
+LiteLLM calls `async_log_success_event(kwargs, response_obj, start_time, end_time)` of each
+callback once per answered request, a stream once at its end with the assembled response
+(litellm 1.102.1 `litellm/litellm_core_utils/litellm_logging.py` `Logging.async_success_handler`).
+`kwargs["standard_logging_object"]` is the `StandardLoggingPayload` (`litellm/types/utils.py`):
+its `model_id` is the answering deployment's `model_info.id` and its `prompt_tokens` and
+`completion_tokens` the response's usage (`get_standard_logging_object_payload` in the same
+logging module). A request that fails on every deployment gets no success event, so the answers
+count only answers; a fallback's answer carries the Bedrock deployment's id."""
 
 
 def callbacks(tier: TierConfig) -> list[str]:
