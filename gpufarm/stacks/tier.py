@@ -57,7 +57,7 @@ from gpufarm.core.placement import (
     placement_of,
     prefill_decode_efa_devices,
 )
-from gpufarm.k8s.alerting import ModelObjective
+from gpufarm.k8s.alerting import ModelObjective, gateway_objective
 from gpufarm.k8s.binding import binding_api, readiness_gates, rollout_min_ready_seconds
 from gpufarm.k8s.gateway import READINESS_PATH
 from gpufarm.k8s.security import level_for
@@ -479,6 +479,7 @@ class GpuFarmStack(cdk.Stack):
                 key=self.alarms.key,
                 models=[ModelObjective(name=m.name, ttft_p99_seconds=m.ttft_p99_seconds) for m in cfg.models],
                 error_rate_percent=obs.alarms.error_rate_percent,
+                gateway=gateway_objective(cfg),
             )
         if obs.dashboard:
             InferenceDashboard(

@@ -386,6 +386,21 @@ INVALID: list[Any] = [
         ],
         id="gateway-port-on-metrics-port",
     ),
+    pytest.param(
+        {"observability": {"prometheus": {"fallback_rate_percent": 0}}},
+        ["observability.prometheus.fallback_rate_percent: must be > 0.0, got 0"],
+        id="fallback-rate-zero",
+    ),
+    pytest.param(
+        {"observability": {"prometheus": {"fallback_rate_percent": 101}}},
+        ["observability.prometheus.fallback_rate_percent: must be <= 100.0, got 101"],
+        id="fallback-rate-above-100",
+    ),
+    pytest.param(
+        {"observability": {"prometheus": {"bedrock_spend_per_hour": 0}}},
+        ["observability.prometheus.bedrock_spend_per_hour: must be > 0.0, got 0"],
+        id="bedrock-spend-zero",
+    ),
 ]
 
 
