@@ -16,6 +16,13 @@ scales to zero: Prometheus' `increase()` needs a sample before the first request
 (https://prometheus.io/docs/practices/instrumentation/#avoid-missing-metrics), and a name the
 client made up never becomes a series (the label set is bounded by the config).
 
+The same callback counts, for every model the gateway serves, the answers by the backend that
+gave them (:data:`RESPONSES_METRIC`, `backend` vllm or bedrock) and the tokens of Bedrock's
+answers (:data:`BEDROCK_TOKENS_METRIC`), read by the fallback-rate and Bedrock-spend alerts
+(`gpufarm.k8s.alerting`); so the metrics server runs whenever Prometheus scrapes the gateway
+(:func:`gpufarm.core.demand.exports_metrics`). Their series, too, are created at 0, one per
+configured deployment (docs/fallback.md, "How to watch it").
+
 Everything here is a pure function of the tier config.
 """
 
@@ -243,7 +250,7 @@ def _meta_label(label: str) -> str:
 def gateway_scrape_job(namespace: str, selector: dict[str, str]) -> dict[str, Any]:
     """The managed scraper's job for the gateway pods in `namespace` (`selector`: their labels).
 
-    Scrapes each running gateway pod's metrics port and keeps only gpufarm's demand series, with
+    Scrapes each running gateway pod's metrics port and keeps only gpufarm's series (:data:`METRICS`), with
     the pod's `namespace` and `pod` (the wake query selects on `namespace`).
     """
     keep_pods = [
