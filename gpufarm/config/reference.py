@@ -371,7 +371,8 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ),
     (
         "fallback.port",
-        "not 9090 while a model scales to zero (the gateway's metrics port, which wakes it).",
+        "not 9090 while `observability.prometheus.enabled` or a model scales to zero (the gateway's "
+        "metrics port: the fallback rate, Bedrock's tokens and the wake counter).",
     ),
     (
         "fallback.guardrail.enabled",

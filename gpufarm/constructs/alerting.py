@@ -18,6 +18,7 @@ from constructs import Construct
 
 from gpufarm.k8s.alerting import (
     RULES_NAMESPACE,
+    GatewayObjective,
     ModelObjective,
     alert_manager_definition,
     alert_rule_groups,
@@ -52,11 +53,12 @@ class PrometheusAlerts(Construct):
         topic: sns.ITopic,
         models: Sequence[ModelObjective],
         error_rate_percent: float,
+        gateway: GatewayObjective | None = None,
         key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, id)
         stack = cdk.Stack.of(self)
-        self.groups = alert_rule_groups(models, error_rate_percent=error_rate_percent)
+        self.groups = alert_rule_groups(models, error_rate_percent=error_rate_percent, gateway=gateway)
         self.rules = aps.CfnRuleGroupsNamespace(
             self,
             "Rules",

@@ -38,7 +38,8 @@ class PrometheusMonitoring(Construct):
     cluster endpoint on 443 and the pods on the vLLM port and 9400 (the cluster security group
     does when nodes use it). The cluster endpoint must have private access. `gateway_namespace`
     (default: none) also scrapes the gateway pods there on their metrics port (9090,
-    :data:`gpufarm.k8s.demand.METRICS_PORT`): the demand counter that wakes models parked at zero.
+    :data:`gpufarm.k8s.demand.METRICS_PORT`): the demand counter that wakes models parked at zero,
+    the answers by backend and Bedrock's tokens (the fallback-rate and spend alerts).
 
     Cluster access: with EKS access entries (authentication mode `API` or
     `API_AND_CONFIG_MAP`, the aws_eks_v2 default) AMP creates the scraper's access entry

@@ -29,3 +29,12 @@ def demand_models(tier: TierConfig) -> list[ModelConfig]:
 def counts_demand(tier: TierConfig) -> bool:
     """Whether the gateway exports the demand counter: it runs, and some model scales to zero."""
     return tier.fallback.enabled and bool(demand_models(tier))
+
+
+def exports_metrics(tier: TierConfig) -> bool:
+    """Whether the gateway runs its metrics server (:data:`METRICS_PORT`) and gpufarm's callback.
+
+    When the gateway runs and either Amazon Managed Prometheus scrapes it (the fallback rate and
+    Bedrock's tokens, for every model) or some model scales to zero (the demand counter).
+    """
+    return tier.fallback.enabled and (tier.observability.prometheus.enabled or bool(demand_models(tier)))

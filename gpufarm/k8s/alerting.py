@@ -6,10 +6,12 @@ namespace's `Data`), and :func:`alert_manager_definition` builds the workspace's
 `AlertManagerDefinition`, which routes every alert to one Amazon SNS topic.
 
 The series read are those the managed scraper keeps (:mod:`gpufarm.k8s.observability`): vLLM's
-`vllm:*` series, labelled `model` (the pod's `gpufarm.io/model`) and `pod`, and the DCGM
-exporter's, labelled `node` by the scrape job. Names are vLLM 0.31.0's and the DCGM exporter
-4.6.0's default counters (`../shared/upstream-ref/vllm@0.31.0.json`,
-`dcgm-exporter@4.6.0-metrics.json`); a test checks every name against them.
+`vllm:*` series, labelled `model` (the pod's `gpufarm.io/model`) and `pod`, the DCGM
+exporter's, labelled `node` by the scrape job, and the gateway's own counters (answers by
+backend, Bedrock's tokens; :mod:`gpufarm.k8s.demand`), labelled `model_name`. The vLLM and
+DCGM names are vLLM 0.31.0's and the DCGM exporter 4.6.0's default counters
+(`../shared/upstream-ref/vllm@0.31.0.json`, `dcgm-exporter@4.6.0-metrics.json`); a test checks
+every name against them.
 
 What each alert means and what to do is in docs/operations.md ("On call").
 """
@@ -21,6 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+
+from gpufarm.config.model import TierConfig
+from gpufarm.core.bedrock_prices import bedrock_token_price
+from gpufarm.core.demand import exports_metrics
 
 RULES_NAMESPACE = "gpufarm-slo"
 """Name of the rule groups namespace (one per workspace)."""
@@ -65,6 +71,113 @@ catalog, with each code's resolution, is https://docs.nvidia.com/deploy/xid-erro
 # always answered 500. Aborts are the client's doing (a closed connection) and do not count.
 _FINISHED = 'vllm:request_success_total{finished_reason!="abort"}'
 _FAILED = 'vllm:request_success_total{finished_reason="error"}'
+
+
+FALLBACK_WINDOW = "15m"
+"""Window of the fallback rate, and how long it must stay above its threshold."""
+
+_RESPONSES = "gpufarm_gateway_responses_total"
+_BEDROCK_TOKENS = "gpufarm_gateway_bedrock_tokens_total"
+"""The gateway callback's counters (gpufarm/k8s/demand.py, RESPONSES_METRIC, BEDROCK_TOKENS_METRIC)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BedrockSpend:
+    """One model's Bedrock fallback: its client name (`model_name`) and its $ per 1,000 tokens."""
+
+    model_name: str
+    input_per_1k: float
+    output_per_1k: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatewayObjective:
+    """The gateway's alerts: fallback rate (percent of answers) and Bedrock spend ($ per hour).
+
+    `spend` lists the models with a Bedrock fallback and a known price (none: no spend alert).
+    """
+
+    fallback_rate_percent: float
+    bedrock_spend_per_hour: float
+    spend: tuple[BedrockSpend, ...] = ()
+
+
+def gateway_objective(tier: TierConfig) -> GatewayObjective | None:
+    """The tier's gateway alerts, when its gateway exports its counters to Prometheus; else None.
+
+    Each model with a Bedrock fallback whose model is in the shipped price table counts toward
+    the spend (:func:`gpufarm.core.bedrock_prices.bedrock_token_price`); a model without a listed
+    price still counts in the fallback rate.
+    """
+    if not (exports_metrics(tier) and tier.observability.prometheus.enabled):
+        return None
+    spend = []
+    for model in tier.models:
+        target = model.bedrock_target
+        price = bedrock_token_price(target.model_id) if target is not None else None
+        if price is not None:
+            spend.append(
+                BedrockSpend(
+                    model_name=model.api_model_name,
+                    input_per_1k=price.input_per_1k,
+                    output_per_1k=price.output_per_1k,
+                )
+            )
+    prometheus = tier.observability.prometheus
+    return GatewayObjective(
+        fallback_rate_percent=prometheus.fallback_rate_percent,
+        bedrock_spend_per_hour=prometheus.bedrock_spend_per_hour,
+        spend=tuple(spend),
+    )
+
+
+def _spend_expression(spend: Sequence[BedrockSpend]) -> str:
+    """Bedrock's $ over the last hour: each model's token increase x its price, summed.
+
+    The terms are joined with `or` (their label sets differ), so a model with no series yet
+    leaves the others' sum standing instead of emptying it.
+    """
+    terms = []
+    for model in sorted(spend, key=lambda m: m.model_name):
+        for direction, price in (("input", model.input_per_1k), ("output", model.output_per_1k)):
+            selector = f'{_BEDROCK_TOKENS}{{model_name="{model.model_name}",direction="{direction}"}}'
+            terms.append(f"increase({selector}[1h]) / 1000 * {price:g}")
+    return f"sum({' or '.join(terms)})"
+
+
+def _gateway_rules(objective: GatewayObjective) -> list[dict[str, Any]]:
+    rate = objective.fallback_rate_percent
+    window = FALLBACK_WINDOW
+    rules = [
+        _alert(
+            "FallbackRateHigh",
+            f'100 * sum by (model_name) (rate({_RESPONSES}{{backend="bedrock"}}[{window}])) '
+            f"/ sum by (model_name) (rate({_RESPONSES}[{window}])) > {rate:g}",
+            for_=window,
+            severity="ticket",
+            summary=f"{{{{ $labels.model_name }}}}: Bedrock answers more than {rate:g}% of requests",
+            description=(
+                '{{ $labels.model_name }}: Amazon Bedrock answered {{ $value | printf "%.1f" }}% of its '
+                f"requests over {window}, for {window}: vLLM is down, saturated or failing."
+            ),
+        )
+    ]
+    if objective.spend:
+        limit = objective.bedrock_spend_per_hour
+        rules.append(
+            _alert(
+                "BedrockSpendHigh",
+                f"{_spend_expression(objective.spend)} > {limit:g}",
+                for_="15m",
+                severity="ticket",
+                summary=f"Bedrock fallback spend above ${limit:g} per hour",
+                description=(
+                    'The gateway\'s Bedrock answers cost ${{ $value | printf "%.2f" }} over the last '
+                    f"hour (on-demand list prices), above ${limit:g}, for 15 minutes."
+                ),
+            )
+        )
+    return rules
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,18 +239,27 @@ def _ttft_rules(models: Sequence[ModelObjective]) -> list[dict[str, Any]]:
     return rules
 
 
-def alert_rule_groups(models: Iterable[ModelObjective], *, error_rate_percent: float) -> list[dict[str, Any]]:
+def alert_rule_groups(
+    models: Iterable[ModelObjective], *, error_rate_percent: float, gateway: GatewayObjective | None = None
+) -> list[dict[str, Any]]:
     """The rule groups of the workspace: serving KPIs, availability burn rates, GPU health.
 
     `models` gives each model's time-to-first-token objective (one alert each);
     `error_rate_percent` is the error percentage of finished requests that alerts (the same
-    threshold as the load balancer's CloudWatch alarm).
+    threshold as the load balancer's CloudWatch alarm). `gateway` (when the gateway runs and
+    exports its counters) adds the fallback-rate and Bedrock-spend alerts.
     """
     objectives = sorted(models, key=lambda m: m.name)
     if not objectives:
         raise ValueError("'models' must name at least one model, got none")
     if not 0 < error_rate_percent <= 100:
         raise ValueError(f"'error_rate_percent' must be above 0 and at most 100, got {error_rate_percent}")
+    if gateway is not None and not 0 < gateway.fallback_rate_percent <= 100:
+        raise ValueError(
+            f"'fallback_rate_percent' must be above 0 and at most 100, got {gateway.fallback_rate_percent}"
+        )
+    if gateway is not None and not gateway.bedrock_spend_per_hour > 0:
+        raise ValueError(f"'bedrock_spend_per_hour' must be above 0, got {gateway.bedrock_spend_per_hour}")
     budget = 1 - AVAILABILITY_OBJECTIVE
     windows = sorted({w for _, long, short, _, _ in BURN_RATES for w in (long, short)}, key=_seconds)
     records = [{"record": _ratio_record(w), "expr": _error_ratio(w)} for w in windows]
@@ -259,6 +381,7 @@ def alert_rule_groups(models: Iterable[ModelObjective], *, error_rate_percent: f
         {"name": "gpufarm-availability", "rules": [*records, *burn_alerts]},
         {"name": "gpufarm-serving", "rules": serving},
         {"name": "gpufarm-gpu", "rules": gpus},
+        *([{"name": "gpufarm-gateway", "rules": _gateway_rules(gateway)}] if gateway is not None else []),
     ]
 
 

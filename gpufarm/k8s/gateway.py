@@ -127,6 +127,23 @@ def bedrock_deployment_id(model: ModelConfig) -> str:
     return f"bedrock-{model.name}"
 
 
+def served_deployments(tier: TierConfig) -> dict[str, tuple[str, str]]:
+    """Every deployment id the gateway's config can hold, with its model's client name and backend.
+
+    Both the per-share ids and the model's own vLLM id (what a load-balanced route uses), so the
+    map holds whichever :func:`litellm_config` writes.
+    """
+    served: dict[str, tuple[str, str]] = {}
+    for model in tier.models:
+        name = client_model_name(model)
+        served[vllm_deployment_id(model)] = (name, demand.VLLM_BACKEND)
+        for endpoint in model_endpoints(model, tier.serving):
+            served[vllm_deployment_id(model, endpoint.share)] = (name, demand.VLLM_BACKEND)
+        if model.bedrock_target is not None:
+            served[bedrock_deployment_id(model)] = (name, demand.BEDROCK_BACKEND)
+    return served
+
+
 def vllm_api_base(endpoint: Endpoint) -> str:
     """The OpenAI-compatible base URL of a model's (or one share's) endpoint, by its cluster DNS name.
 
@@ -466,7 +483,7 @@ def _env(tier: TierConfig, region: str, guardrail: tuple[str, str] | None) -> li
         # On SIGTERM the proxy waits this long for in-flight requests (streams included).
         "GRACEFUL_SHUTDOWN_TIMEOUT": str(tier.fallback.request_timeout_seconds),
         "HOME": TMP_DIR,
-        **demand.env(tier),
+        **demand.env(tier, served_deployments(tier)),
     }
     if guardrail is not None:
         values[GUARDRAIL_IDENTIFIER_ENV], values[GUARDRAIL_VERSION_ENV] = guardrail

@@ -19,7 +19,7 @@ from typing import Any
 
 from gpufarm.config.bedrock import call_region
 from gpufarm.config.model import InterfaceEndpoint, ModelConfig, Provisioning, TierConfig
-from gpufarm.core.demand import METRICS_PORT, counts_demand
+from gpufarm.core.demand import METRICS_PORT, exports_metrics
 from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, GatewayRoute, gateway_route
 from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT
 from gpufarm.k8s import gateway as gw
@@ -394,7 +394,7 @@ def gateway_policy(tier: TierConfig) -> dict[str, Any]:
     if clients := _clients(tier):
         ingress.append({"from": clients, "ports": _tcp(tier.fallback.port)})
     ingress.append({"from": _load_balancer_peers(tier), "ports": _tcp(tier.fallback.port)})
-    if counts_demand(tier) and (scraper := _scraper_peers(tier)):
+    if exports_metrics(tier) and (scraper := _scraper_peers(tier)):
         # The managed scraper reads the demand counter that wakes parked models.
         ingress.append({"from": scraper, "ports": _tcp(METRICS_PORT)})
     egress: list[dict[str, Any]] = []

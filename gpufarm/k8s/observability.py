@@ -93,8 +93,9 @@ def scrape_configuration(
     `scrape_interval_seconds` must be 30-300 (30 is the managed scraper's minimum). The text is
     what `AWS::APS::Scraper` `ScrapeConfiguration.ConfigurationBlob` takes in CloudFormation:
     the YAML itself (see docs/decisions/0016-managed-scraper.md). `gateway_namespace` adds the
-    `gateway` job: the gateway pods' demand counter, which wakes models parked at zero
-    (:func:`gpufarm.k8s.demand.gateway_scrape_job`). Default: no gateway job.
+    `gateway` job: the gateway pods' counters (the demand counter that wakes models parked at
+    zero, answers by backend, Bedrock's tokens; :func:`gpufarm.k8s.demand.gateway_scrape_job`).
+    Default: no gateway job.
     """
     if not MIN_SCRAPE_INTERVAL_SECONDS <= scrape_interval_seconds <= MAX_SCRAPE_INTERVAL_SECONDS:
         raise ValueError(

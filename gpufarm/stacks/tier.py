@@ -49,7 +49,7 @@ from gpufarm.constructs.grafana import ManagedGrafana
 from gpufarm.constructs.grafana_dashboards import GatewayTargets, tier_dashboards
 from gpufarm.constructs.load_balancer import GATEWAY_TARGET_GROUP, LoadBalancer
 from gpufarm.constructs.placeholders import refuse_placeholders
-from gpufarm.core.demand import counts_demand
+from gpufarm.core.demand import exports_metrics
 from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, Endpoint, GatewayRoute, endpoints_of, gateway_route
 from gpufarm.core.placement import (
     efa_node_groups,
@@ -57,7 +57,7 @@ from gpufarm.core.placement import (
     placement_of,
     prefill_decode_efa_devices,
 )
-from gpufarm.k8s.alerting import ModelObjective
+from gpufarm.k8s.alerting import ModelObjective, gateway_objective
 from gpufarm.k8s.binding import binding_api, readiness_gates, rollout_min_ready_seconds
 from gpufarm.k8s.gateway import READINESS_PATH
 from gpufarm.k8s.security import level_for
@@ -426,7 +426,7 @@ class GpuFarmStack(cdk.Stack):
                 subnets=private_subnets(self.network.vpc),
                 security_groups=[self.cluster.cluster_security_group],
                 serving_namespace=cfg.serving.namespace,
-                gateway_namespace=cfg.serving.namespace if counts_demand(cfg) else None,
+                gateway_namespace=cfg.serving.namespace if exports_metrics(cfg) else None,
                 removal_policy=self.removal,
             )
         autoscaled = [
@@ -479,6 +479,7 @@ class GpuFarmStack(cdk.Stack):
                 key=self.alarms.key,
                 models=[ModelObjective(name=m.name, ttft_p99_seconds=m.ttft_p99_seconds) for m in cfg.models],
                 error_rate_percent=obs.alarms.error_rate_percent,
+                gateway=gateway_objective(cfg),
             )
         if obs.dashboard:
             InferenceDashboard(

@@ -27,6 +27,10 @@ DCGM = "4.6.0"
 SERIES_FROM_OTHER_SOURCES: dict[str, str] = {
     demand.METRIC: "gpufarm/k8s/demand.py CALLBACK_SOURCE: the gateway's request counter for models that "
     "scale to zero (the KEDA wake trigger; docs/decisions/0049-wake-scale-from-zero.md)",
+    demand.RESPONSES_METRIC: "gpufarm/k8s/demand.py CALLBACK_SOURCE: the gateway's answers by model and "
+    "backend (the fallback-rate alert; docs/fallback.md, Metrics)",
+    demand.BEDROCK_TOKENS_METRIC: "gpufarm/k8s/demand.py CALLBACK_SOURCE: the tokens of Bedrock's answers "
+    "by model and direction (the Bedrock-spend alert; docs/fallback.md, Metrics)",
 }
 """Metric name -> where it is defined (repository@ref and path), for series that come from neither
 vLLM nor the DCGM exporter (a gateway's own metrics, say). A query reading such a series must add

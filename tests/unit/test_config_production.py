@@ -10,7 +10,7 @@ from gpufarm.config import ConfigError, TierConfig, load_preset
 from gpufarm.config.fsx_capacity import fsx_capacity_step, fsx_storage_capacity_gib, is_valid_fsx_capacity
 from gpufarm.config.model import ModelStoreKind, PoolPurpose, Provisioning
 
-from .factories import make_production, overrides, production_model, production_pool
+from .factories import make_production, make_tier, overrides, production_model, production_pool
 
 OIDC = {
     "issuer": "https://idp.example.com",
@@ -381,10 +381,25 @@ INVALID: list[Any] = [
     pytest.param(
         {"fallback": {"port": 9090}},
         [
-            "fallback.port: must not be 9090 while a model scales to zero (the gateway serves the "
-            "request counter that wakes it on 9090), got 9090"
+            "fallback.port: must not be 9090 while the gateway serves its metrics (Prometheus is "
+            "enabled or a model scales to zero; they are on 9090), got 9090"
         ],
         id="gateway-port-on-metrics-port",
+    ),
+    pytest.param(
+        {"observability": {"prometheus": {"fallback_rate_percent": 0}}},
+        ["observability.prometheus.fallback_rate_percent: must be > 0.0, got 0"],
+        id="fallback-rate-zero",
+    ),
+    pytest.param(
+        {"observability": {"prometheus": {"fallback_rate_percent": 101}}},
+        ["observability.prometheus.fallback_rate_percent: must be <= 100.0, got 101"],
+        id="fallback-rate-above-100",
+    ),
+    pytest.param(
+        {"observability": {"prometheus": {"bedrock_spend_per_hour": 0}}},
+        ["observability.prometheus.bedrock_spend_per_hour: must be > 0.0, got 0"],
+        id="bedrock-spend-zero",
     ),
 ]
 
@@ -392,6 +407,19 @@ INVALID: list[Any] = [
 @pytest.mark.parametrize(("override", "expected"), INVALID)
 def test_invalid_production_input(override: dict[str, Any], expected: list[str]) -> None:
     assert issues_of(override) == expected
+
+
+def test_the_gateway_port_is_not_9090_while_prometheus_scrapes_it_without_a_parked_model() -> None:
+    # No model parks at zero, but Prometheus scrapes the fallback rate from the metrics port.
+    assert issues_of(production_model(1, autoscaling={"min_replicas": 1}), {"fallback": {"port": 9090}}) == [
+        "fallback.port: must not be 9090 while the gateway serves its metrics (Prometheus is "
+        "enabled or a model scales to zero; they are on 9090), got 9090"
+    ]
+
+
+def test_the_gateway_may_listen_on_9090_without_its_metrics_server() -> None:
+    # poc: no Prometheus and no model parked at zero, so the gateway serves no metrics; 9090 is free.
+    assert make_tier({"fallback": {"port": 9090}}).fallback.port == 9090
 
 
 VALID: list[Any] = [
@@ -418,10 +446,6 @@ VALID: list[Any] = [
     pytest.param(
         overrides({"fallback": {"enabled": False}}, production_model(1, autoscaling={"min_replicas": 1})),
         id="no-gateway-no-scale-to-zero",
-    ),
-    pytest.param(
-        overrides({"fallback": {"port": 9090}}, production_model(1, autoscaling={"min_replicas": 1})),
-        id="gateway-on-9090-without-parked-models",
     ),
     pytest.param(
         {

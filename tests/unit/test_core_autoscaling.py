@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpufarm.config.model import ModelAutoscalingConfig
 from gpufarm.config.validate import validate_tier
 from gpufarm.core.autoscaling import ScalingProblem, prefill_scaling_problems, scaling_problems
-from gpufarm.core.demand import counts_demand, demand_models
+from gpufarm.core.demand import counts_demand, demand_models, exports_metrics
 from gpufarm.k8s.autoscaling import model_autoscaling_issues
 
 from .factories import make_production, make_tier, production_model
@@ -78,3 +78,10 @@ def test_the_gateway_counts_demand_for_models_that_scale_to_zero_while_it_runs()
     assert counts_demand(production)
     assert not counts_demand(make_production(production_model(1, autoscaling={"min_replicas": 1})))
     assert not counts_demand(make_tier())  # poc: fixed replicas
+
+
+def test_the_gateway_serves_its_metrics_while_prometheus_scrapes_it() -> None:
+    assert exports_metrics(make_production())
+    # No model parks at zero: the fallback rate is still exported for Prometheus.
+    assert exports_metrics(make_production(production_model(1, autoscaling={"min_replicas": 1})))
+    assert not exports_metrics(make_tier())  # poc: no Prometheus, no parked model

@@ -12,13 +12,17 @@ import yaml
 from gpufarm.k8s.alerting import (
     BURN_RATES,
     XID_DRAIN,
+    BedrockSpend,
+    GatewayObjective,
     ModelObjective,
     alert_manager_definition,
     alert_rule_groups,
+    gateway_objective,
     rules_document,
 )
 from gpufarm.k8s.promql import Expression, metric_names, rules_expressions, template_expressions
 from tests.promtool import check_rules, test_rules
+from tests.unit.factories import make_production, make_tier
 
 MODELS = [
     ModelObjective(name="chat", ttft_p99_seconds=2.0),
@@ -284,3 +288,190 @@ def test_the_collector_reads_rules_scaled_objects_and_dashboards() -> None:
         Expression("Dash: Body", "avg(DCGM_FI_DEV_GPU_UTIL)"),
     ]
     assert list(rules_expressions("x", rules)) == [Expression("x: g/r", "up")]
+
+
+GATEWAY = GatewayObjective(
+    fallback_rate_percent=5,
+    bedrock_spend_per_hour=20,
+    spend=(
+        BedrockSpend(
+            model_name="meta-llama/Llama-3.3-70B-Instruct", input_per_1k=0.00072, output_per_1k=0.00072
+        ),
+        BedrockSpend(model_name="chat-small", input_per_1k=0.00022, output_per_1k=0.00022),
+    ),
+)
+"""Two models with a Bedrock fallback at the shipped Llama 3.3 70B and 3.1 8B prices ($ per 1k tokens)."""
+LLAMA = "meta-llama/Llama-3.3-70B-Instruct"
+TOKENS = "gpufarm_gateway_bedrock_tokens_total"
+
+
+def _evaluate_gateway(
+    tmp_path: Path,
+    series: list[dict[str, str]],
+    alerts: list[dict[str, Any]],
+    gateway: GatewayObjective = GATEWAY,
+) -> None:
+    rules = tmp_path / "rules.yml"
+    rules.write_text(
+        rules_document(alert_rule_groups(MODELS, error_rate_percent=5, gateway=gateway)), encoding="utf-8"
+    )
+    tests = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "alert_rule_test": alerts}],
+    }
+    path = tmp_path / "test.yml"
+    path.write_text(yaml.safe_dump(tests), encoding="utf-8")
+    result = test_rules(path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_gateway_group_exists_only_with_a_gateway_objective() -> None:
+    assert "gpufarm-gateway" not in {g["name"] for g in alert_rule_groups(MODELS, error_rate_percent=5)}
+    groups = alert_rule_groups(MODELS, error_rate_percent=5, gateway=GATEWAY)
+    (gateway,) = [g for g in groups if g["name"] == "gpufarm-gateway"]
+    assert [r["alert"] for r in gateway["rules"]] == ["FallbackRateHigh", "BedrockSpendHigh"]
+    # No priced Bedrock model: the fallback rate only.
+    unpriced = GatewayObjective(fallback_rate_percent=5, bedrock_spend_per_hour=20)
+    (gateway,) = [
+        g
+        for g in alert_rule_groups(MODELS, error_rate_percent=5, gateway=unpriced)
+        if g["name"] == "gpufarm-gateway"
+    ]
+    assert [r["alert"] for r in gateway["rules"]] == ["FallbackRateHigh"]
+
+
+@pytest.mark.parametrize(
+    ("gateway", "message"),
+    [
+        (
+            GatewayObjective(fallback_rate_percent=0, bedrock_spend_per_hour=20),
+            "'fallback_rate_percent' must be above 0 and at most 100, got 0",
+        ),
+        (
+            GatewayObjective(fallback_rate_percent=101, bedrock_spend_per_hour=20),
+            "'fallback_rate_percent' must be above 0 and at most 100, got 101",
+        ),
+        (
+            GatewayObjective(fallback_rate_percent=5, bedrock_spend_per_hour=0),
+            "'bedrock_spend_per_hour' must be above 0, got 0",
+        ),
+    ],
+)
+def test_invalid_gateway_objective(gateway: GatewayObjective, message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        alert_rule_groups(MODELS, error_rate_percent=5, gateway=gateway)
+    assert str(caught.value) == message
+
+
+def test_promtool_accepts_the_rules_file_with_the_gateway_alerts(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yml"
+    path.write_text(
+        rules_document(alert_rule_groups(MODELS, error_rate_percent=5, gateway=GATEWAY)), encoding="utf-8"
+    )
+    result = check_rules(path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 21 rules found" in result.stdout + result.stderr
+
+
+def test_fallback_rate_alerts_per_model_when_bedrock_answers_above_the_threshold(tmp_path: Path) -> None:
+    series = [
+        # LLAMA: 90 vLLM and 10 Bedrock answers a minute (10% fallback), on two gateway pods.
+        {
+            "series": f'gpufarm_gateway_responses_total{{model_name="{LLAMA}",backend="vllm",pod="gw-a"}}',
+            "values": "0+45x40",
+        },
+        {
+            "series": f'gpufarm_gateway_responses_total{{model_name="{LLAMA}",backend="vllm",pod="gw-b"}}',
+            "values": "0+45x40",
+        },
+        {
+            "series": f'gpufarm_gateway_responses_total{{model_name="{LLAMA}",backend="bedrock",pod="gw-a"}}',
+            "values": "0+5x40",
+        },
+        {
+            "series": f'gpufarm_gateway_responses_total{{model_name="{LLAMA}",backend="bedrock",pod="gw-b"}}',
+            "values": "0+5x40",
+        },
+        # chat-small: 98 vLLM and 2 Bedrock answers a minute (2%): below 5%, no alert.
+        {
+            "series": 'gpufarm_gateway_responses_total{model_name="chat-small",backend="vllm",pod="gw-a"}',
+            "values": "0+98x40",
+        },
+        {
+            "series": 'gpufarm_gateway_responses_total{model_name="chat-small",backend="bedrock",pod="gw-a"}',
+            "values": "0+2x40",
+        },
+    ]
+    firing = {
+        "exp_labels": {"severity": "ticket", "model_name": LLAMA},
+        "exp_annotations": {
+            "summary": f"{LLAMA}: Bedrock answers more than 5% of requests",
+            "description": f"{LLAMA}: Amazon Bedrock answered 10.0% of its requests over 15m, for 15m: "
+            "vLLM is down, saturated or failing.",
+        },
+    }
+    _evaluate_gateway(
+        tmp_path,
+        series,
+        [
+            # Above the threshold from the first minutes, but not yet for 15 minutes.
+            {"eval_time": "10m", "alertname": "FallbackRateHigh", "exp_alerts": []},
+            {"eval_time": "30m", "alertname": "FallbackRateHigh", "exp_alerts": [firing]},
+        ],
+    )
+
+
+def test_bedrock_spend_alerts_above_the_dollars_per_hour(tmp_path: Path) -> None:
+    # LLAMA: 500,000 input tokens a minute = 30 M an hour x $0.00072 per 1k = $21.60 an hour;
+    # chat-small: 100,000 output tokens a minute = 6 M an hour x $0.00022 per 1k = $1.32. Total $22.92.
+    series = [
+        {
+            "series": f'{TOKENS}{{model_name="{LLAMA}",direction="input",pod="gw-a"}}',
+            "values": "0+500000x120",
+        },
+        {
+            "series": f'{TOKENS}{{model_name="{LLAMA}",direction="output",pod="gw-a"}}',
+            "values": "0x120",
+        },
+        {
+            "series": f'{TOKENS}{{model_name="chat-small",direction="output",pod="gw-a"}}',
+            "values": "0+100000x120",
+        },
+    ]
+    firing = {
+        "exp_labels": {"severity": "ticket"},
+        "exp_annotations": {
+            "summary": "Bedrock fallback spend above $20 per hour",
+            "description": "The gateway's Bedrock answers cost $22.92 over the last hour (on-demand list "
+            "prices), above $20, for 15 minutes.",
+        },
+    }
+    _evaluate_gateway(
+        tmp_path,
+        series,
+        [
+            {"eval_time": "90m", "alertname": "BedrockSpendHigh", "exp_alerts": [firing]},
+        ],
+    )
+    # The same traffic under a $25 limit does not alert.
+    below = GatewayObjective(fallback_rate_percent=5, bedrock_spend_per_hour=25, spend=GATEWAY.spend)
+    _evaluate_gateway(
+        tmp_path,
+        series,
+        [{"eval_time": "90m", "alertname": "BedrockSpendHigh", "exp_alerts": []}],
+        gateway=below,
+    )
+
+
+def test_the_tiers_gateway_objective_prices_each_bedrock_fallback_from_the_shipped_table() -> None:
+    production = make_production({"observability": {"prometheus": {"bedrock_spend_per_hour": 7.5}}})
+    objective = gateway_objective(production)
+    assert objective is not None
+    assert (objective.fallback_rate_percent, objective.bedrock_spend_per_hour) == (5, 7.5)
+    # The preset's 70B model falls back to Llama 3.3 70B: $0.72 per million tokens each way
+    # (gpufarm/data/prices.yaml); the batch model has no Bedrock fallback.
+    assert [(s.model_name, round(s.input_per_1k, 8), round(s.output_per_1k, 8)) for s in objective.spend] == [
+        ("meta-llama/Llama-3.3-70B-Instruct", 0.00072, 0.00072)
+    ]
+    assert gateway_objective(make_tier()) is None  # poc: no Prometheus

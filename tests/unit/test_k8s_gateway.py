@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import pytest
@@ -13,7 +14,16 @@ from gpufarm.k8s import demand
 from gpufarm.k8s import gateway as gw
 from gpufarm.k8s.labels import GPU_RESOURCE, POOL_LABEL, common_labels
 
-from .factories import make_production, make_tier, model_override, overrides, poc_document
+from .factories import (
+    make_enterprise,
+    make_production,
+    make_tier,
+    model_override,
+    overrides,
+    poc_document,
+    production_model,
+    split,
+)
 from .k8s_schema import validate_core
 
 REGION = "us-east-1"
@@ -601,7 +611,7 @@ def test_production_overrides_reach_the_manifests() -> None:
     assert deployment(pinned)["spec"]["replicas"] == 5
 
 
-def test_the_demand_counter_is_wired_only_when_a_model_scales_to_zero(
+def test_the_metrics_callback_is_wired_only_when_prometheus_scrapes_the_gateway(
     poc: TierConfig, production: TierConfig
 ) -> None:
     poc_container = deployment(poc)["spec"]["template"]["spec"]["containers"][0]
@@ -618,6 +628,44 @@ def test_the_demand_counter_is_wired_only_when_a_model_scales_to_zero(
     assert env[demand.MODELS_ENV] == '["Qwen/Qwen3-32B"]'
     assert env["PROMETHEUS_MULTIPROC_DIR"] == "/tmp/prometheus-multiproc"
     assert gw.litellm_config(production)["litellm_settings"]["callbacks"] == ["gpufarm_demand.handler"]
+    # Every model's deployments, by the ids the config gives them, name the model and the backend.
+    assert json.loads(env[demand.DEPLOYMENTS_ENV]) == {
+        "bedrock-llama-3-3-70b": ["meta-llama/Llama-3.3-70B-Instruct", "bedrock"],
+        "vllm-llama-3-3-70b": ["meta-llama/Llama-3.3-70B-Instruct", "vllm"],
+        "vllm-qwen3-32b-batch": ["Qwen/Qwen3-32B", "vllm"],
+    }
+    ids = {d["model_info"]["id"] for d in gw.litellm_config(production)["model_list"]}
+    assert ids == set(json.loads(env[demand.DEPLOYMENTS_ENV]))
+
+
+def test_the_metrics_callback_runs_without_a_parked_model_while_prometheus_is_on() -> None:
+    always_up = make_production(production_model(1, autoscaling={"min_replicas": 1}))
+    container = deployment(always_up)["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][-2:] == ["--prometheus_metrics_port", "9090"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env[demand.MODELS_ENV] == "[]"  # nothing to wake; the answers are still counted
+    assert set(json.loads(env[demand.DEPLOYMENTS_ENV])) == {
+        "bedrock-llama-3-3-70b",
+        "vllm-llama-3-3-70b",
+        "vllm-qwen3-32b-batch",
+    }
+    assert gw.litellm_config(always_up)["litellm_settings"]["callbacks"] == ["gpufarm_demand.handler"]
+
+
+def test_a_split_model_maps_each_shares_deployment_and_the_routes_one() -> None:
+    tier = make_enterprise(split())
+    served = gw.served_deployments(tier)
+    name = tier.models[1].api_model_name
+    by_share = {d["model_info"]["id"] for d in gw.litellm_config(tier)["model_list"]}
+    routed = {d["model_info"]["id"] for d in gw.litellm_config(tier, load_balanced=True)["model_list"]}
+    assert by_share | routed <= set(served)
+    split_model = tier.models[1].name
+    assert {k for k, (model, _) in served.items() if model == name} >= {
+        f"vllm-{split_model}-h100",
+        f"vllm-{split_model}-l40s",
+        f"vllm-{split_model}",
+    }
+    assert served[f"vllm-{split_model}-l40s"] == (name, "vllm")
 
 
 def test_the_callback_module_is_python_the_proxy_can_import() -> None:

@@ -164,12 +164,13 @@ def test_every_pod_selector_of_the_tier_is_isolated() -> None:
     assert not allowed(policies, stray, INTERNET, 443)
 
 
-def test_the_scraper_reaches_the_gateways_metrics_port_only_when_it_counts_demand() -> None:
+def test_the_scraper_reaches_the_gateways_metrics_port_only_when_it_serves_metrics() -> None:
     scraper = Endpoint(ip="10.0.2.40")  # the managed scraper's interface in a private subnet
     outside = Endpoint(ip="198.51.100.7")
     production = network_policies(make_production())  # a model parks at zero, Prometheus on
     assert allowed(production, scraper, GATEWAY, METRICS_PORT)
     assert not allowed(production, outside, GATEWAY, METRICS_PORT)
-    always_up = make_production(production_model(1, autoscaling={"min_replicas": 1}))
-    assert not allowed(network_policies(always_up), scraper, GATEWAY, METRICS_PORT)
+    always_up = production_model(1, autoscaling={"min_replicas": 1})
+    # Prometheus on: the fallback rate is scraped though no model parks at zero.
+    assert allowed(network_policies(make_production(always_up)), scraper, GATEWAY, METRICS_PORT)
     assert not allowed(network_policies(make_tier()), scraper, GATEWAY, METRICS_PORT)  # poc: no Prometheus

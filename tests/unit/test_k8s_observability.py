@@ -524,13 +524,20 @@ def test_gateway_pods_are_scraped_once_on_the_metrics_port_with_their_namespace(
     assert scraped(gateway_job, [pod], phase="Pending") == []
 
 
-def test_gateway_job_keeps_only_the_demand_counter() -> None:
+def test_gateway_job_keeps_only_gpufarms_counters() -> None:
     (gateway_job,) = [j for j in gateway_config()["scrape_configs"] if j["job_name"] == "gateway"]
     (rule,) = gateway_job["metric_relabel_configs"]
     assert rule["action"] == "keep" and rule["source_labels"] == ["__name__"]
-    assert re.fullmatch(rule["regex"], "gpufarm_gateway_requests_total")
+    for kept in (
+        "gpufarm_gateway_requests_total",
+        "gpufarm_gateway_responses_total",
+        "gpufarm_gateway_bedrock_tokens_total",
+    ):
+        assert re.fullmatch(rule["regex"], kept)
     for other in (
         "gpufarm_gateway_requests_created",
+        "gpufarm_gateway_responses_created",
+        "gpufarm_gateway_bedrock_tokens_created",
         "litellm_proxy_total_requests_metric_total",
         "process_cpu_seconds_total",
     ):

@@ -15,7 +15,7 @@ from gpufarm.config.bedrock import (
 from gpufarm.config.checks.common import _quoted
 from gpufarm.config.errors import ConfigIssue
 from gpufarm.config.model import BEDROCK_MODEL_ID, BedrockTargetConfig, InterfaceEndpoint, TierConfig
-from gpufarm.core.demand import METRICS_PORT, counts_demand
+from gpufarm.core.demand import METRICS_PORT, exports_metrics
 from gpufarm.core.gateway_sizing import resource_metrics_available
 
 RESERVED_MODEL_NAMES = ("v1", "health", "metrics", "gateway")
@@ -44,11 +44,11 @@ def _fallback(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 f"ingress.idle_timeout_seconds ({cfg.ingress.idle_timeout_seconds}), got "
                 f"{cfg.fallback.request_timeout_seconds}",
             )
-        if counts_demand(cfg) and cfg.fallback.port == METRICS_PORT:
+        if exports_metrics(cfg) and cfg.fallback.port == METRICS_PORT:
             yield ConfigIssue(
                 path="fallback.port",
-                message=f"must not be {METRICS_PORT} while a model scales to zero (the gateway serves "
-                f"the request counter that wakes it on {METRICS_PORT}), got {METRICS_PORT}",
+                message=f"must not be {METRICS_PORT} while the gateway serves its metrics (Prometheus "
+                f"is enabled or a model scales to zero; they are on {METRICS_PORT}), got {METRICS_PORT}",
             )
         if InterfaceEndpoint.BEDROCK_RUNTIME in cfg.network.interface_endpoints:
             yield ConfigIssue(

@@ -24,6 +24,19 @@ class PrometheusConfig(_Model):
         description="Alerting rules on the workspace (TTFT, queue, GPU use, KV cache, errors, "
         "availability burn rate, XID) and an alert manager sending to the alarm topic.",
     )
+    fallback_rate_percent: float = Field(
+        5,
+        gt=0,
+        le=100,
+        description="Bedrock answers as a percentage of a model's gateway answers (over 15 minutes, "
+        "for 15 minutes) that alert.",
+    )
+    bedrock_spend_per_hour: float = Field(
+        20,
+        gt=0,
+        description="Dollars of Bedrock fallback tokens over the last hour (on-demand list prices) "
+        "that alert.",
+    )
 
 
 class AlarmsConfig(_Model):
