@@ -41,6 +41,7 @@ from gpufarm.k8s.gateway import (
     gateway_deployment,
     guardrail_env_refs,
     litellm_config,
+    vllm_deployment_id,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -481,3 +482,34 @@ def gateway(litellm: Path, workdir: Path, vllm: StandIn, bedrock: StandIn) -> It
         yield proxy
     finally:
         proxy.stop()
+
+
+def service_host(config: dict[str, Any], deployment_id: str) -> str:
+    """The Service name (first host label) of a vLLM deployment's `api_base` in the gateway config."""
+    (entry,) = [e for e in config["model_list"] if e["model_info"]["id"] == deployment_id]
+    host = urlsplit(entry["litellm_params"]["api_base"]).hostname or ""
+    return host.split(".")[0]
+
+
+def gateway_with_refusing_models(
+    tier: TierConfig,
+    workdir: Path,
+    *,
+    litellm: Path,
+    vllm: StandIn,
+    bedrock: StandIn,
+    refusing: list[str],
+    refusing_url: str,
+) -> Gateway:
+    """The real proxy with `tier`'s config; the `refusing` models' Services point at `refusing_url`."""
+    config = litellm_config(tier)
+    by_name = {m.name: m for m in tier.models}
+    services = {service_host(config, vllm_deployment_id(by_name[name])): refusing_url for name in refusing}
+    return Gateway(
+        tier,
+        workdir,
+        litellm=litellm,
+        vllm_url=vllm.base_url,
+        bedrock_url=bedrock.base_url,
+        vllm_services=services,
+    )

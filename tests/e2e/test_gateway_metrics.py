@@ -27,7 +27,15 @@ from gpufarm.config.model import ModelConfig
 from gpufarm.k8s import demand
 from gpufarm.k8s import gateway as k8s_gateway
 from gpufarm.k8s.observability import scrape_configuration
-from tests.e2e.conftest import COOLDOWN_SECONDS, LOOPBACK, Gateway, StandIn, chat, free_port
+from tests.e2e.conftest import (
+    COOLDOWN_SECONDS,
+    LOOPBACK,
+    Gateway,
+    StandIn,
+    chat,
+    free_port,
+    gateway_with_refusing_models,
+)
 
 FALLS_BACK = "llama-3-3-70b"
 """The preset's model with a Bedrock fallback; its vLLM Service has no endpoints here."""
@@ -91,13 +99,6 @@ def key(name: str, **labels: str) -> tuple[str, frozenset[tuple[str, str]]]:
     return name, frozenset(labels.items())
 
 
-def service_host(config: dict[str, Any], deployment_id: str) -> str:
-    """The Service name (first host label) of a vLLM deployment's `api_base` in the gateway config."""
-    (entry,) = [e for e in config["model_list"] if e["model_info"]["id"] == deployment_id]
-    host = urllib.parse.urlsplit(entry["litellm_params"]["api_base"]).hostname or ""
-    return host.split(".")[0]
-
-
 @pytest.fixture(scope="module")
 def tier() -> TierConfig:
     return metrics_tier()
@@ -108,16 +109,14 @@ def metrics_gateway(
     litellm: Path, workdir: Path, vllm: StandIn, bedrock: StandIn, tier: TierConfig
 ) -> Iterator[Gateway]:
     """The real proxy with the production tier's config; the 70B model's Service refuses connections."""
-    config = k8s_gateway.litellm_config(tier)
-    empty = f"http://{LOOPBACK}:{free_port()}"
-    services = {service_host(config, k8s_gateway.vllm_deployment_id(model(tier, FALLS_BACK))): empty}
-    proxy = Gateway(
+    proxy = gateway_with_refusing_models(
         tier,
         workdir,
         litellm=litellm,
-        vllm_url=vllm.base_url,
-        bedrock_url=bedrock.base_url,
-        vllm_services=services,
+        vllm=vllm,
+        bedrock=bedrock,
+        refusing=[FALLS_BACK],
+        refusing_url=f"http://{LOOPBACK}:{free_port()}",
     )
     assert proxy.metrics_port is not None, "the gateway of a tier with Prometheus must serve metrics"
     proxy.start()

@@ -41,6 +41,7 @@ from tests.e2e.conftest import (
     StandIn,
     chat,
     free_port,
+    gateway_with_refusing_models,
 )
 
 PROMETHEUS = Path("/usr/bin/prometheus")
@@ -88,13 +89,6 @@ def wake_trigger(tier: TierConfig, name: str) -> dict[str, Any]:
     )
     (trigger,) = [t for t in scaled["spec"]["triggers"] if t["name"] == "wake"]
     return trigger
-
-
-def service_host(config: dict[str, Any], deployment_id: str) -> str:
-    """The Service name (first host label) of a vLLM deployment's `api_base` in the gateway config."""
-    (entry,) = [e for e in config["model_list"] if e["model_info"]["id"] == deployment_id]
-    host = urllib.parse.urlsplit(entry["litellm_params"]["api_base"]).hostname or ""
-    return host.split(".")[0]
 
 
 class Prometheus(Process):
@@ -200,19 +194,14 @@ def wake_gateway(
     litellm: Path, workdir: Path, vllm: StandIn, bedrock: StandIn, tier: TierConfig, parked_port: int
 ) -> Iterator[Gateway]:
     """The real proxy with the production tier's config; the parked models' Services refuse connections."""
-    config = k8s_gateway.litellm_config(tier)
-    parked = f"http://{LOOPBACK}:{parked_port}"
-    services = {
-        service_host(config, k8s_gateway.vllm_deployment_id(model(tier, name))): parked
-        for name in (BATCH, BURST)
-    }
-    proxy = Gateway(
+    proxy = gateway_with_refusing_models(
         tier,
         workdir,
         litellm=litellm,
-        vllm_url=vllm.base_url,
-        bedrock_url=bedrock.base_url,
-        vllm_services=services,
+        vllm=vllm,
+        bedrock=bedrock,
+        refusing=[BATCH, BURST],
+        refusing_url=f"http://{LOOPBACK}:{parked_port}",
     )
     assert proxy.metrics_port is not None, "the gateway of a tier with a parked model must serve metrics"
     proxy.start()
