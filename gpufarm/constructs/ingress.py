@@ -43,6 +43,7 @@ from gpufarm.constructs._util import (
 )
 from gpufarm.constructs.alb_actions import action_json, cognito_config, forward, oidc_config
 from gpufarm.constructs.alb_actions import secret_reference as secret_reference  # re-exported
+from gpufarm.constructs.gateway_nlb import GatewayNlb
 from gpufarm.constructs.load_balancer import InferenceLoadBalancer, no_dicts_with_endpoints, routes_of
 from gpufarm.constructs.private_link import InferencePrivateLink
 from gpufarm.constructs.waf import InferenceWaf
@@ -224,6 +225,11 @@ class InferenceAlb(InferenceLoadBalancer):
         """Model -> (rule priority, forward action): what :meth:`add_gateway_listener` repeats."""
         self.gateway_listener: elbv2.CfnListener | None = None
         """The listener the gateway calls the models on, once :meth:`add_gateway_listener` was called."""
+        self.gateway_nlb: GatewayNlb | None = None
+        """The internal NLB in front of :attr:`gateway_listener` on an internet-facing load balancer."""
+        self._vpc = vpc
+        self._vpc_cidr = vpc_cidr or vpc.vpc_cidr_block
+        self._deletion_protection = deletion_protection
         for name in model_names:
             self._model_route(priorities.get(name, default_route_priority(name)), name, weights.get(name))
 
@@ -289,23 +295,24 @@ class InferenceAlb(InferenceLoadBalancer):
         return f"{self.scheme}://{self.dns_name}/v1"
 
     def add_gateway_listener(self, *, port: int, callers: ec2.ISecurityGroup) -> str:
-        """A listener the gateway calls the models on; returns its URL, `http://<alb>:<port>`.
+        """A listener the gateway calls the models on; returns the URL the gateway calls.
 
-        HTTP on `port`, open to `callers` (the pods' security group) only. It has the client
-        listener's model rules (`/<model>/*`, prefix stripped, same priorities) forwarding to the
-        same target groups, so a request from the gateway gets least outstanding requests, the
-        Target Optimizer's cap and a share's weight like any client's, and counts in the model's
-        target-group metrics. No authentication: the client authenticated on the default route
-        before the gateway got the request. Its default action is the client listener's 404.
-        Only on an internal load balancer, whose DNS name resolves to private addresses (an
-        internet-facing one resolves to public ones: the gateway's requests would leave the VPC).
-        See docs/decisions/0050-gateway-route-balancing.md.
+        HTTP on `port`, with the client listener's model rules (`/<model>/*`, prefix stripped,
+        same priorities) forwarding to the same target groups, so a request from the gateway gets
+        least outstanding requests, the Target Optimizer's cap and a share's weight like any
+        client's, and counts in the model's target-group metrics. No authentication: the client
+        authenticated on the default route before the gateway got the request. Its default action
+        is the client listener's 404.
+
+        On an internal load balancer, whose DNS name resolves to private addresses, the listener
+        is open to `callers` (the pods' security group) and the URL is `http://<alb>:<port>`. On
+        an internet-facing one, whose name resolves to public addresses, an internal
+        :class:`GatewayNlb` (:attr:`gateway_nlb`) in the private subnets forwards `port` to the
+        ALB: only the NLB's security group reaches the listener, `callers` reach the NLB, and the
+        URL is `http://<nlb>:<port>`. With a web ACL, its per-IP rate rule stops counting the
+        VPC's addresses (:meth:`InferenceWaf.exempt_from_rate_limit`): the gateway's few pods carry
+        every client's requests. See docs/decisions/0050-gateway-route-balancing.md.
         """
-        if self.config.scheme is not LoadBalancerScheme.INTERNAL:
-            raise ValueError(
-                "add_gateway_listener() needs an internal load balancer (an internet-facing one "
-                f"resolves to public addresses), got scheme {self.config.scheme.value!r}"
-            )
         if self.gateway_listener is not None:
             raise ValueError("add_gateway_listener() was already called: the gateway has one listener")
         if port == self.listener_port:
@@ -339,8 +346,25 @@ class InferenceAlb(InferenceLoadBalancer):
                 transforms=[_strip_prefix(prefix)],
                 actions=[forward_action],
             )
-        self.security_group.add_ingress_rule(callers, ec2.Port.tcp(port), "Gateway pods to the model routes")
-        return f"http://{self.dns_name}:{port}"
+        if self.waf is not None:
+            # The gateway's calls come from the VPC (its pods' addresses, kept through the NLB):
+            # a per-IP rate limit would count every client's requests against a few addresses.
+            self.waf.exempt_from_rate_limit([self._vpc_cidr])
+        if self.config.scheme is LoadBalancerScheme.INTERNAL:
+            self.security_group.add_ingress_rule(callers, ec2.Port.tcp(port), "Gateway pods to the model routes")
+            return f"http://{self.dns_name}:{port}"
+        # The ALB must listen on the port before the NLB's target group registers it there.
+        self.gateway_nlb = GatewayNlb(
+            scope,
+            "Nlb",
+            vpc=self._vpc,
+            alb=self.load_balancer,
+            port=port,
+            callers=callers,
+            after=[self.gateway_listener],
+            deletion_protection=self._deletion_protection,
+        )
+        return self.gateway_nlb.url
 
     def private_link(
         self,

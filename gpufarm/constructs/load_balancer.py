@@ -98,7 +98,8 @@ class LoadBalancer(Protocol):
 
     def add_gateway_listener(self, *, port: int, callers: ec2.ISecurityGroup) -> str:
         """A listener on `port`, open to `callers` only, on which the gateway calls each model's
-        route (balanced as a client's request is); returns its base URL. ALB only."""
+        route (balanced as a client's request is); returns its base URL. ALB only (through an
+        internal NLB when the ALB is internet-facing)."""
         ...
 
     def route_default_to(self, *, port: int, health_check_path: str) -> elbv2.CfnTargetGroup:

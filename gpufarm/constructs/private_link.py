@@ -19,10 +19,8 @@ from constructs import Construct, IDependable
 
 from gpufarm.config.model import PrivateLinkConfig
 from gpufarm.constructs._util import acknowledge, private_subnets
+from gpufarm.constructs.gateway_nlb import alb_target_group, tcp_listener
 
-ALB_HEALTH_CHECK_PATH = "/"
-ALB_HEALTHY_CODES = "200-499"
-"""Any answer from the ALB itself (its 404 for unknown routes, 401 when authentication is on)."""
 
 
 class InferencePrivateLink(Construct):
@@ -138,41 +136,17 @@ class InferencePrivateLink(Construct):
             list(alb.listeners) if isinstance(alb, elbv2.ApplicationLoadBalancer) else [alb]
         )
         for port in sorted(ports):
-            https = ports[port] is elbv2.ApplicationProtocol.HTTPS
             scope = Construct(self, f"Port{port}")
-            target_group = elbv2.CfnTargetGroup(
+            target_group = alb_target_group(
                 scope,
                 "TargetGroup",
-                target_type="alb",
-                protocol="TCP",
+                vpc=vpc,
+                alb_arn=alb.load_balancer_arn,
                 port=port,
-                vpc_id=vpc.vpc_id,
-                targets=[elbv2.CfnTargetGroup.TargetDescriptionProperty(id=alb.load_balancer_arn, port=port)],
-                health_check_enabled=True,
-                health_check_protocol="HTTPS" if https else "HTTP",
-                health_check_path=ALB_HEALTH_CHECK_PATH,
-                health_check_port="traffic-port",
-                matcher=elbv2.CfnTargetGroup.MatcherProperty(http_code=ALB_HEALTHY_CODES),
+                https=ports[port] is elbv2.ApplicationProtocol.HTTPS,
+                after=listeners,
             )
-            # The ALB must have its listener before it can be registered on the listener's port.
-            target_group.node.add_dependency(*listeners)
-            listener = elbv2.CfnListener(
-                scope,
-                "Listener",
-                load_balancer_arn=nlb.load_balancer_arn,
-                port=port,
-                protocol="TCP",
-                default_actions=[
-                    elbv2.CfnListener.ActionProperty(type="forward", target_group_arn=target_group.ref)
-                ],
-            )
-            acknowledge(
-                listener,
-                "NIST.800.53.R5-ELBv2ACMCertificateRequired",
-                "A target group of type 'alb' takes TCP only, so this listener passes the bytes "
-                "through unchanged: TLS, when the tier has a certificate, ends at the ALB's HTTPS "
-                "listener with that ACM certificate.",
-            )
+            tcp_listener(scope, "Listener", nlb=nlb, port=port, target_group=target_group)
             nlb.connections.allow_to(alb, ec2.Port.tcp(port), "PrivateLink load balancer to the ALB")
             self.target_groups[port] = target_group
         return nlb

@@ -9,6 +9,7 @@ traffic; it only counts here (docs/decisions/0014-waf-body-size.md).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import aws_cdk as cdk
@@ -70,6 +71,8 @@ class InferenceWaf(Construct):
         _validate(config, name, log_retention_days)
         self.config = config
         self.metric_prefix = name or cdk.Names.unique_id(self)
+        self.exempt_ip_set: wafv2.CfnIPSet | None = None
+        """The addresses the rate rule does not count, once :meth:`exempt_from_rate_limit` was called."""
         properties: dict[str, Any] = {
             "Scope": "REGIONAL",
             "Description": "Inference load balancer: per-IP rate limit and AWS managed rules",
@@ -90,6 +93,31 @@ class InferenceWaf(Construct):
         if logging:
             self.log_group = self._logging(log_retention_days, logs_key, removal_policy)
 
+    def exempt_from_rate_limit(self, cidrs: Sequence[str]) -> wafv2.CfnIPSet:
+        """Scope the rate rule down to requests from outside `cidrs` (IPv4 CIDRs, at least one).
+
+        The load balancer's own gateway calls it from the VPC: the gateway pods are a handful of
+        source addresses carrying every client's requests, and a per-IP rate limit would block
+        them. The rule's `ScopeDownStatement` is a `NotStatement` over an
+        `IPSetReferenceStatement` naming an `AWS::WAFv2::IPSet` (`ExemptFromRateLimit`) of
+        `cidrs`; the managed rule groups still inspect those requests. See
+        docs/decisions/0050-gateway-route-balancing.md.
+        """
+        if self.exempt_ip_set is not None:
+            raise ValueError("exempt_from_rate_limit() was already called: the rate rule has one exemption")
+        if not cidrs:
+            raise ValueError("'cidrs' must name at least one IPv4 CIDR to exempt, got none")
+        self.exempt_ip_set = wafv2.CfnIPSet(
+            self,
+            "ExemptFromRateLimit",
+            scope="REGIONAL",
+            ip_address_version="IPV4",
+            addresses=list(cidrs),
+            description="Sources the per-IP rate limit does not count: the VPC, where the gateway calls from",
+        )
+        self.web_acl.add_property_override("Rules", self._rules())
+        return self.exempt_ip_set
+
     # ----------------------------------------------------------------------- internals
 
     def _visibility(self, metric: str) -> dict[str, Any]:
@@ -108,19 +136,19 @@ class InferenceWaf(Construct):
 
     def _rules(self) -> list[dict[str, Any]]:
         cfg = self.config
-        rules = [
-            self._rule(
-                RATE_LIMIT_RULE,
-                {
-                    "RateBasedStatement": {
-                        "Limit": cfg.rate_limit_per_5_minutes,
-                        "AggregateKeyType": "IP",
-                        "EvaluationWindowSec": RATE_WINDOW_SECONDS,
-                    }
-                },
-                managed=False,
-            )
-        ]
+        rate: dict[str, Any] = {
+            "Limit": cfg.rate_limit_per_5_minutes,
+            "AggregateKeyType": "IP",
+            "EvaluationWindowSec": RATE_WINDOW_SECONDS,
+        }
+        if self.exempt_ip_set is not None:
+            # Only requests the scope-down statement matches are counted: those not from the set.
+            rate["ScopeDownStatement"] = {
+                "NotStatement": {
+                    "Statement": {"IPSetReferenceStatement": {"Arn": self.exempt_ip_set.attr_arn}}
+                }
+            }
+        rules = [self._rule(RATE_LIMIT_RULE, {"RateBasedStatement": rate}, managed=False)]
         if cfg.common_rule_set:
             rules.append(
                 self._rule(

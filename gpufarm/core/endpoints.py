@@ -46,10 +46,12 @@ def route_prefix(model_name: str) -> str:
 
 
 GATEWAY_LISTENER_PORT = 8088
-"""The ALB listener (HTTP, open to the cluster's security group only) the gateway calls models on.
+"""The ALB listener (HTTP, open to the gateway's callers only) the gateway calls models on.
 
 It carries the same `/<model>/*` rules as the client listener, forwarding to the same target
-groups, without authentication: see docs/decisions/0050-gateway-route-balancing.md."""
+groups, without authentication. On an internet-facing ALB the gateway reaches it through an
+internal NLB listening on the same port (:func:`gateway_through_nlb`): see
+docs/decisions/0050-gateway-route-balancing.md."""
 
 
 class GatewayRoute(StrEnum):
@@ -66,21 +68,31 @@ def gateway_route(config: TierConfig) -> GatewayRoute:
     """How the tier's gateway reaches its models: one answer for the config, the network policies
     and the stack.
 
-    Through the load balancer when it is an internal ALB without AWS WAF: its DNS name resolves
-    to private addresses in the VPC, so the gateway's hop stays in the VPC. An internet-facing
-    ALB resolves to public addresses only (the hop would leave through NAT, be seen by the load
-    balancer as the NAT gateways' addresses and need them admitted); a WAF web ACL rate-limits per
-    client IP, and the gateway pods would be those clients; an NLB does not balance by outstanding
-    requests and has no Target Optimizer. Those keep the Service route.
+    Through the load balancer on every ALB tier, internal or internet-facing, with or without
+    AWS WAF: the ALB balances by least outstanding requests and holds the Target Optimizer's cap.
+    An internet-facing ALB's DNS name resolves to public addresses, so there the gateway calls an
+    internal NLB in front of the ALB (:func:`gateway_through_nlb`); the web ACL's rate rule
+    exempts the VPC's own addresses. An NLB tier keeps the Service route: an NLB balances
+    connections, not requests, and has no Target Optimizer.
     """
-    ingress = config.ingress
-    if (
-        ingress.kind is LoadBalancerKind.ALB
-        and ingress.scheme is LoadBalancerScheme.INTERNAL
-        and not ingress.waf.enabled
-    ):
+    if config.ingress.kind is LoadBalancerKind.ALB:
         return GatewayRoute.LOAD_BALANCER
     return GatewayRoute.SERVICE
+
+
+def gateway_through_nlb(config: TierConfig) -> bool:
+    """Whether the gateway reaches the ALB's gateway listener through an internal NLB.
+
+    True for an internet-facing ALB: its DNS name resolves to the public addresses of its nodes,
+    and a call to them from the private subnets would leave through NAT. An internal NLB in the
+    private subnets, whose target group of type `alb` registers the ALB on
+    :data:`GATEWAY_LISTENER_PORT`, keeps the hop inside the VPC.
+    """
+    ingress = config.ingress
+    return (
+        gateway_route(config) is GatewayRoute.LOAD_BALANCER
+        and ingress.scheme is LoadBalancerScheme.INTERNET_FACING
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
