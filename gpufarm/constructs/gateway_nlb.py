@@ -72,7 +72,12 @@ def alb_target_group(
 
 
 def tcp_listener(
-    scope: Construct, id: str, *, nlb: elbv2.INetworkLoadBalancer, port: int, target_group: elbv2.CfnTargetGroup
+    scope: Construct,
+    id: str,
+    *,
+    nlb: elbv2.INetworkLoadBalancer,
+    port: int,
+    target_group: elbv2.CfnTargetGroup,
 ) -> elbv2.CfnListener:
     """A TCP listener on `port` forwarding to an `alb` target group (only TCP listeners may)."""
     listener = elbv2.CfnListener(
@@ -165,4 +170,3 @@ class GatewayNlb(Construct):
     def url(self) -> str:
         """`http://<nlb>:<port>`: what the gateway calls instead of the ALB."""
         return f"http://{self.dns_name}:{self.port}"
-

@@ -36,6 +36,7 @@ from gpufarm.config.validate import HEALTH_CHECK_TIMEOUT_SECONDS
 from gpufarm.constructs._util import (
     ALB_TLS_POLICY,
     access_logs_bucket,
+    acknowledge_all,
     acknowledge_open_ingress,
     construct_id,
     private_subnets,
@@ -335,6 +336,29 @@ class InferenceAlb(InferenceLoadBalancer):
                 )
             ],
         )
+        plain_http = (
+            "The gateway's listener: plain HTTP inside the VPC, open only to "
+            + (
+                "the gateway pods' security group"
+                if self.config.scheme is LoadBalancerScheme.INTERNAL
+                else "the security group of the internal NLB the gateway pods call"
+            )
+            + ". A certificate names the tier's domain, not the load balancer's *.elb.amazonaws.com "
+            "name the gateway calls, and a redirect to HTTPS would send the gateway to the client "
+            "listener, which authenticates. The client's own request reached the gateway on the "
+            "HTTPS listener."
+        )
+        acknowledge_all(
+            self.gateway_listener,
+            dict.fromkeys(
+                (
+                    "NIST.800.53.R5-ALBHttpToHttpsRedirection",
+                    "NIST.800.53.R5-ELBv2ACMCertificateRequired",
+                    "ControlTower::CT.ELASTICLOADBALANCING.PR.1",
+                ),
+                plain_http,
+            ),
+        )
         for name, (priority, forward_action) in self._forwards.items():
             prefix = route_prefix(name)
             elbv2.CfnListenerRule(
@@ -351,7 +375,9 @@ class InferenceAlb(InferenceLoadBalancer):
             # a per-IP rate limit would count every client's requests against a few addresses.
             self.waf.exempt_from_rate_limit([self._vpc_cidr])
         if self.config.scheme is LoadBalancerScheme.INTERNAL:
-            self.security_group.add_ingress_rule(callers, ec2.Port.tcp(port), "Gateway pods to the model routes")
+            self.security_group.add_ingress_rule(
+                callers, ec2.Port.tcp(port), "Gateway pods to the model routes"
+            )
             return f"http://{self.dns_name}:{port}"
         # The ALB must listen on the port before the NLB's target group registers it there.
         self.gateway_nlb = GatewayNlb(

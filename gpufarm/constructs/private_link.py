@@ -22,7 +22,6 @@ from gpufarm.constructs._util import acknowledge, private_subnets
 from gpufarm.constructs.gateway_nlb import alb_target_group, tcp_listener
 
 
-
 class InferencePrivateLink(Construct):
     """An `AWS::EC2::VPCEndpointService` on a Network Load Balancer, with allowed principals.
 

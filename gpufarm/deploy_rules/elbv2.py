@@ -198,6 +198,250 @@ def _lb_not_internal(resource: Resource, _: Template) -> Iterator[str]:
         yield f"Name {name!r}: a load balancer name must not begin with 'internal-'"
 
 
+# An Application Load Balancer as the target of a Network Load Balancer (a target group of type
+# `alb`): the rules of the NLB guide's "Use an Application Load Balancer as a target of a Network
+# Load Balancer", each quoted where it is checked.
+_ALB_TARGET_DOC = (
+    "https://docs.aws.amazon.com/elasticloadbalancing/latest/network/application-load-balancer-target.html"
+)
+ALB_TARGET_NLBS_MAX = 2
+"""'You can associate an Application Load Balancer as a target of up to two Network Load Balancers.'"""
+
+
+def _is_alb_group(resource: Resource) -> bool:
+    return resource.type == TARGET_GROUP and literal_str(resource.prop("TargetType")) == "alb"
+
+
+def _alb_targets(resource: Resource) -> list[Any]:
+    return [t for t in items(resource.prop("Targets")) if isinstance(t, dict)]
+
+
+def _registered_alb(resource: Resource, template: Template) -> Resource | None:
+    """The load balancer an `alb` target group registers, when it is in the template."""
+    targets = _alb_targets(resource)
+    if len(targets) != 1:
+        return None
+    alb = template.get(ref_target(targets[0].get("Id")))
+    return alb if alb is not None and alb.type == LOAD_BALANCER else None
+
+
+def _target_port(resource: Resource) -> int | None:
+    targets = _alb_targets(resource)
+    port = literal_int(targets[0].get("Port")) if len(targets) == 1 else None
+    return port if port is not None else literal_int(resource.prop("Port"))
+
+
+def _listeners_of(load_balancer: str, template: Template) -> list[Resource]:
+    return [r for r in template.of_type(LISTENER) if ref_target(r.prop("LoadBalancerArn")) == load_balancer]
+
+
+def _forwarded_groups(resource: Resource) -> list[str]:
+    """Logical IDs of the target groups a listener's default actions forward to."""
+    groups: list[str] = []
+    for action in items(resource.prop("DefaultActions")):
+        if not isinstance(action, dict):
+            continue
+        if (group := ref_target(action.get("TargetGroupArn"))) is not None:
+            groups.append(group)
+        config = action.get("ForwardConfig")
+        for tuple_ in items(config.get("TargetGroups")) if isinstance(config, dict) else []:
+            if isinstance(tuple_, dict) and (group := ref_target(tuple_.get("TargetGroupArn"))) is not None:
+                groups.append(group)
+    return groups
+
+
+def _alb_group_protocol(resource: Resource, _: Template) -> Iterator[str]:
+    # "For Protocol, only TCP is allowed." / "The protocol must be TCP".
+    protocol = literal_str(resource.prop("Protocol"))
+    if _is_alb_group(resource) and protocol is not None and protocol != "TCP":
+        yield f"TargetType alb with Protocol {protocol}: a target group of type alb takes TCP only"
+
+
+def _alb_group_one_target(resource: Resource, _: Template) -> Iterator[str]:
+    # "You can only register one Application Load Balancer per target group."
+    count = len(_alb_targets(resource))
+    if _is_alb_group(resource) and count > 1:
+        yield f"{count} targets in a target group of type alb; it registers one Application Load Balancer"
+
+
+def _alb_group_attributes(resource: Resource, _: Template) -> Iterator[str]:
+    # "When the target group type is alb, you can't modify the target group attributes."
+    keys = sorted(key_values(resource.prop("TargetGroupAttributes")))
+    if _is_alb_group(resource) and keys:
+        yield f"TargetGroupAttributes {', '.join(keys)} on a target group of type alb, whose attributes keep their defaults"
+
+
+def _alb_group_health_check(resource: Resource, _: Template) -> Iterator[str]:
+    # "For Health checks, choose HTTP or HTTPS as the Health check protocol." Without one, a TCP
+    # group's health checks are TCP.
+    if not _is_alb_group(resource):
+        return
+    value = resource.prop("HealthCheckProtocol")
+    protocol = literal_str(value)
+    if value is None or (protocol is not None and protocol not in {"HTTP", "HTTPS"}):
+        yield f"HealthCheckProtocol {protocol or 'TCP (the default for a TCP group)'}: a target group of type alb checks HTTP or HTTPS"
+
+
+def _alb_group_listener(resource: Resource, template: Template) -> Iterator[str]:
+    # "The port for this target group must match the listener port of the Application Load
+    # Balancer." Health checks go to "a listener with a port and protocol that matches the health
+    # check port and protocol."
+    if not _is_alb_group(resource):
+        return
+    alb, port = _registered_alb(resource, template), _target_port(resource)
+    if alb is None or port is None:
+        return
+    listeners = {literal_int(r.prop("Port")): r for r in _listeners_of(alb.logical_id, template)}
+    if port not in listeners:
+        known = ", ".join(str(p) for p in sorted(p for p in listeners if p is not None)) or "none"
+        yield f"{alb.logical_id} has no listener on port {port} (its listeners: {known})"
+        return
+    hc_port_value = literal_str(resource.prop("HealthCheckPort")) or "traffic-port"
+    hc_port = port if hc_port_value == "traffic-port" else literal_int(hc_port_value)
+    hc_protocol = literal_str(resource.prop("HealthCheckProtocol"))
+    if hc_port is None or hc_protocol not in {"HTTP", "HTTPS"}:
+        return
+    checked = listeners.get(hc_port)
+    listener_protocol = literal_str(checked.prop("Protocol")) if checked is not None else None
+    if checked is None:
+        yield f"health checks on port {hc_port}, where {alb.logical_id} has no listener"
+    elif listener_protocol is not None and listener_protocol != hc_protocol:
+        yield (
+            f"health checks in {hc_protocol} on port {hc_port}, where {alb.logical_id}'s listener "
+            f"is {listener_protocol}"
+        )
+
+
+def _alb_group_after_listener(resource: Resource, template: Template) -> Iterator[str]:
+    # The ALB "must have a listener on the same port as the target group" when it is registered:
+    # a group created before that listener fails (the CDK's AlbTarget is deprecated for lacking
+    # this dependency).
+    if not _is_alb_group(resource):
+        return
+    alb, port = _registered_alb(resource, template), _target_port(resource)
+    if alb is None or port is None:
+        return
+    on_port = [
+        r.logical_id for r in _listeners_of(alb.logical_id, template) if literal_int(r.prop("Port")) == port
+    ]
+    if on_port and not set(on_port) & set(resource.depends_on):
+        yield f"no DependsOn on {on_port[0]}, the listener of {alb.logical_id} on port {port} it registers"
+
+
+def _alb_group_same_vpc(resource: Resource, template: Template) -> Iterator[str]:
+    # "the load balancers must be in the same VPC within the same account."
+    if not _is_alb_group(resource):
+        return
+    alb = _registered_alb(resource, template)
+    group_vpc = ref_target(resource.prop("VpcId")) or literal_str(resource.prop("VpcId"))
+    if alb is None or group_vpc is None:
+        return
+    subnets = [template.get(ref_target(s)) for s in items(alb.prop("Subnets"))]
+    vpcs = {ref_target(s.prop("VpcId")) or literal_str(s.prop("VpcId")) for s in subnets if s is not None}
+    vpcs.discard(None)
+    if vpcs and group_vpc not in vpcs:
+        yield f"VpcId {group_vpc}, but {alb.logical_id} is in {', '.join(sorted(str(v) for v in vpcs))}"
+
+
+def _listener_to_alb_group(resource: Resource, template: Template) -> Iterator[str]:
+    # "Only TCP listeners can forward traffic to an Application Load Balancer target group."
+    protocol = literal_str(resource.prop("Protocol"))
+    if protocol is None or protocol == "TCP":
+        return
+    for group in _forwarded_groups(resource):
+        target_group = template.get(group)
+        if target_group is not None and _is_alb_group(target_group):
+            yield f"a {protocol} listener forwards to {group}, a target group of type alb: only TCP listeners may"
+
+
+def _alb_network_load_balancers(resource: Resource, template: Template) -> Iterator[str]:
+    # "You can associate an Application Load Balancer as a target of up to two Network Load
+    # Balancers."
+    if (literal_str(resource.prop("Type")) or "application") != "application":
+        return
+    groups = {
+        g.logical_id
+        for g in template.of_type(TARGET_GROUP)
+        if _is_alb_group(g) and any(ref_target(t.get("Id")) == resource.logical_id for t in _alb_targets(g))
+    }
+    nlbs = sorted(
+        {
+            nlb
+            for listener in template.of_type(LISTENER)
+            if set(_forwarded_groups(listener)) & groups
+            and (nlb := ref_target(listener.prop("LoadBalancerArn"))) is not None
+        }
+    )
+    if len(nlbs) > ALB_TARGET_NLBS_MAX:
+        yield (
+            f"the target of {len(nlbs)} Network Load Balancers ({', '.join(nlbs)}); an Application "
+            f"Load Balancer may be the target of at most {ALB_TARGET_NLBS_MAX}"
+        )
+
+
+def _alb_target_template(
+    *,
+    group: dict[str, Any] | None = None,
+    listener: dict[str, Any] | None = None,
+    nlbs: int = 1,
+    alb_listeners: tuple[tuple[int, str], ...] = ((8088, "HTTP"),),
+    depends: bool = True,
+    vpc: str = "Vpc",
+) -> dict[str, Any]:
+    """An ALB with listeners on `alb_listeners`, and `nlbs` NLBs each forwarding port 8088 to it."""
+    resources: dict[str, Any] = {
+        "Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.0.0.0/16"}},
+        "Other": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.1.0.0/16"}},
+        "SubnetA": {
+            "Type": "AWS::EC2::Subnet",
+            "Properties": {"VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.0.0.0/24"},
+        },
+        "SubnetB": {
+            "Type": "AWS::EC2::Subnet",
+            "Properties": {"VpcId": {"Ref": "Vpc"}, "CidrBlock": "10.0.1.0/24"},
+        },
+        "Alb": _lb(Subnets=[{"Ref": "SubnetA"}, {"Ref": "SubnetB"}]),
+    }
+    for port, protocol in alb_listeners:
+        resources[f"AlbListener{port}"] = {
+            "Type": LISTENER,
+            "Properties": {
+                "LoadBalancerArn": {"Ref": "Alb"},
+                "Port": port,
+                "Protocol": protocol,
+                "DefaultActions": [{"Type": "fixed-response", "FixedResponseConfig": {"StatusCode": "404"}}],
+            },
+        }
+    for index in range(nlbs):
+        group_props: dict[str, Any] = {
+            "TargetType": "alb",
+            "Protocol": "TCP",
+            "Port": 8088,
+            "VpcId": {"Ref": vpc},
+            "Targets": [{"Id": {"Ref": "Alb"}, "Port": 8088}],
+            "HealthCheckProtocol": "HTTP",
+            **(group or {}),
+        }
+        body: dict[str, Any] = {"Type": TARGET_GROUP, "Properties": group_props}
+        if depends and 8088 in dict(alb_listeners):
+            body["DependsOn"] = ["AlbListener8088"]
+        resources[f"AlbGroup{index}"] = body
+        resources[f"Nlb{index}"] = _lb(
+            Type="network", Scheme="internal", Subnets=[{"Ref": "SubnetA"}, {"Ref": "SubnetB"}]
+        )
+        resources[f"NlbListener{index}"] = {
+            "Type": LISTENER,
+            "Properties": {
+                "LoadBalancerArn": {"Ref": f"Nlb{index}"},
+                "Port": 8088,
+                "Protocol": "TCP",
+                "DefaultActions": [{"Type": "forward", "TargetGroupArn": {"Ref": f"AlbGroup{index}"}}],
+                **(listener or {}),
+            },
+        }
+    return resources
+
+
 def _tg(attributes: dict[str, str] | None = None, **props: Any) -> dict[str, object]:
     properties: dict[str, Any] = {
         "Port": 8000,
@@ -450,5 +694,95 @@ RULES: tuple[Rule, ...] = (
         # cfn-lint caps one condition at 5 values (E3032); the quota counts all conditions.
         bad={"Rule": _rule(paths=("/a/*", "/b/*", "/c/*"), Conditions=_two_conditions(3))},
         good={"Rule": _rule(paths=("/a/*", "/b/*", "/c/*"), Conditions=_two_conditions(2))},
+    ),
+    Rule(
+        id="ELBV2-TG-ALB-TCP",
+        resource_type=TARGET_GROUP,
+        title="A target group of type alb takes the TCP protocol only",
+        doc_url=_ALB_TARGET_DOC,
+        check=_alb_group_protocol,
+        bad=_alb_target_template(group={"Protocol": "TLS"}),
+        good=_alb_target_template(),
+    ),
+    Rule(
+        id="ELBV2-TG-ALB-ONE-TARGET",
+        resource_type=TARGET_GROUP,
+        title="A target group of type alb registers one Application Load Balancer",
+        doc_url=_ALB_TARGET_DOC,
+        check=_alb_group_one_target,
+        bad=_alb_target_template(
+            group={"Targets": [{"Id": {"Ref": "Alb"}, "Port": 8088}, {"Id": {"Ref": "Alb"}, "Port": 8088}]}
+        ),
+        good=_alb_target_template(),
+    ),
+    Rule(
+        id="ELBV2-TG-ALB-ATTRIBUTES",
+        resource_type=TARGET_GROUP,
+        title="A target group of type alb keeps its attributes' defaults",
+        doc_url=_ALB_TARGET_DOC,
+        check=_alb_group_attributes,
+        bad=_alb_target_template(
+            group={"TargetGroupAttributes": [{"Key": "preserve_client_ip.enabled", "Value": "false"}]}
+        ),
+        good=_alb_target_template(),
+    ),
+    Rule(
+        id="ELBV2-TG-ALB-HEALTH-CHECK",
+        resource_type=TARGET_GROUP,
+        title="A target group of type alb health-checks in HTTP or HTTPS",
+        doc_url=_ALB_TARGET_DOC,
+        check=_alb_group_health_check,
+        bad=_alb_target_template(group={"HealthCheckProtocol": "TCP"}),
+        good=_alb_target_template(),
+    ),
+    Rule(
+        id="ELBV2-TG-ALB-LISTENER",
+        resource_type=TARGET_GROUP,
+        title="A target group of type alb uses a port, and a health-check port and protocol, the ALB listens on",
+        doc_url=_ALB_TARGET_DOC,
+        check=_alb_group_listener,
+        bad=_alb_target_template(alb_listeners=((80, "HTTP"),)),
+        good=_alb_target_template(alb_listeners=((80, "HTTP"), (8088, "HTTP"))),
+    ),
+    Rule(
+        id="ELBV2-TG-ALB-AFTER-LISTENER",
+        resource_type=TARGET_GROUP,
+        title="A target group of type alb is created after the ALB's listener on its port",
+        doc_url=_ALB_TARGET_DOC,
+        check=_alb_group_after_listener,
+        bad=_alb_target_template(depends=False),
+        good=_alb_target_template(),
+    ),
+    Rule(
+        id="ELBV2-TG-ALB-SAME-VPC",
+        resource_type=TARGET_GROUP,
+        title="A target group of type alb is in the VPC of the ALB it registers",
+        doc_url=_ALB_TARGET_DOC,
+        check=_alb_group_same_vpc,
+        bad=_alb_target_template(vpc="Other"),
+        good=_alb_target_template(),
+    ),
+    Rule(
+        id="ELBV2-LISTENER-ALB-TARGET-TCP",
+        resource_type=LISTENER,
+        title="Only a TCP listener forwards to a target group of type alb",
+        doc_url=_ALB_TARGET_DOC,
+        check=_listener_to_alb_group,
+        bad=_alb_target_template(
+            listener={
+                "Protocol": "TLS",
+                "Certificates": [{"CertificateArn": "arn:aws:acm:us-east-1:111122223333:certificate/1"}],
+            }
+        ),
+        good=_alb_target_template(),
+    ),
+    Rule(
+        id="ELBV2-LB-ALB-TARGET-OF-TWO-NLBS",
+        resource_type=LOAD_BALANCER,
+        title="An Application Load Balancer is the target of at most two Network Load Balancers",
+        doc_url=_ALB_TARGET_DOC,
+        check=_alb_network_load_balancers,
+        bad=_alb_target_template(nlbs=3),
+        good=_alb_target_template(nlbs=2),
     ),
 )

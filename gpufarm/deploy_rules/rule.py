@@ -81,6 +81,8 @@ class Resource:
     logical_id: str
     type: str
     properties: Mapping[str, Any]
+    depends_on: tuple[str, ...] = ()
+    """The logical IDs in the resource's `DependsOn`."""
 
     def prop(self, name: str, default: Any = None) -> Any:
         """A top-level property, or `default` when the template leaves it out."""
@@ -103,6 +105,7 @@ class Template:
                     logical_id=lid,
                     type=str(body.get("Type", "")),
                     properties=body.get("Properties", {}) or {},
+                    depends_on=_depends_on(body.get("DependsOn")),
                 )
                 for lid, body in raw.items()
                 if isinstance(body, Mapping)
@@ -116,6 +119,14 @@ class Template:
     def get(self, logical_id: str | None) -> Resource | None:
         """The resource with this logical ID, if the template has it."""
         return self.resources.get(logical_id) if logical_id else None
+
+
+def _depends_on(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list):
+        return tuple(v for v in value if isinstance(v, str))
+    return ()
 
 
 Check = Callable[[Resource, Template], Iterator[str]]
