@@ -8,6 +8,7 @@ traffic; it only counts here (docs/decisions/0014-waf-body-size.md).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -107,6 +108,15 @@ class InferenceWaf(Construct):
             raise ValueError("exempt_from_rate_limit() was already called: the rate rule has one exemption")
         if not cidrs:
             raise ValueError("'cidrs' must name at least one IPv4 CIDR to exempt, got none")
+        for cidr in cidrs:
+            if cdk.Token.is_unresolved(cidr):
+                continue
+            try:
+                ipaddress.IPv4Network(cidr)
+            except ValueError:
+                raise ValueError(
+                    f"'cidrs' must be IPv4 networks such as 10.0.0.0/16 (an IPV4 IP set), got {cidr!r}"
+                ) from None
         self.exempt_ip_set = wafv2.CfnIPSet(
             self,
             "ExemptFromRateLimit",

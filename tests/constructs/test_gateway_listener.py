@@ -122,32 +122,101 @@ def test_only_the_callers_security_group_reaches_the_listener_port(built: Any) -
 @pytest.mark.parametrize(
     ("case", "message"),
     [
-        (
-            "internet-facing",
-            "add_gateway_listener() needs an internal load balancer (an internet-facing one resolves to "
-            "public addresses), got scheme 'internet-facing'",
-        ),
         ("client-port", "'port' must differ from the client listener's port 80, got 80"),
         ("twice", "add_gateway_listener() was already called: the gateway has one listener"),
     ],
 )
 def test_invalid_use_is_refused_with_an_exact_message(case: str, message: str) -> None:
-    if case == "internet-facing":
-        config = IngressConfig(
-            scheme=LoadBalancerScheme.INTERNET_FACING,
-            certificate_arn=CERTIFICATE,
-            allowed_cidrs=["192.0.2.0/24"],
-            access_logs=AccessLogsConfig(enabled=False),
-            waf=WafConfig(enabled=False),
-        )
-    else:
-        config = IngressConfig(access_logs=AccessLogsConfig(enabled=False))
+    config = IngressConfig(access_logs=AccessLogsConfig(enabled=False))
     alb, pods = _alb(f"Refused{case.title().replace('-', '')}", config)
     if case == "twice":
         alb.add_gateway_listener(port=PORT, callers=pods)
     with pytest.raises(ValueError) as excinfo:
         alb.add_gateway_listener(port=80 if case == "client-port" else PORT, callers=pods)
     assert str(excinfo.value) == message
+
+
+def _vpc(alb: InferenceAlb) -> ec2.IVpc:
+    vpc = alb.load_balancer.vpc
+    assert vpc is not None
+    return vpc
+
+
+@pytest.fixture(scope="module")
+def internet_facing() -> tuple[InferenceAlb, ec2.SecurityGroup, str, Template]:
+    """Internet-facing behind WAF, as production: the gateway reaches the listener through an NLB."""
+    config = IngressConfig(
+        scheme=LoadBalancerScheme.INTERNET_FACING,
+        certificate_arn=CERTIFICATE,
+        allowed_cidrs=["192.0.2.0/24"],
+        access_logs=AccessLogsConfig(enabled=False),
+        waf=WafConfig(enabled=True),
+    )
+    alb, pods = _alb("GatewayListenerPublic", config)
+    url = alb.add_gateway_listener(port=PORT, callers=pods)
+    return alb, pods, url, Template.from_stack(alb.load_balancer.stack)
+
+
+def test_an_internet_facing_alb_is_called_through_an_internal_nlb(internet_facing: Any) -> None:
+    alb, pods, url, template = internet_facing
+    nlb = alb.gateway_nlb
+    assert nlb is not None
+    assert url == f"http://{nlb.dns_name}:{PORT}"
+    resolved = alb.load_balancer.stack.resolve(url)
+    assert resolved == {
+        "Fn::Join": ["", ["http://", {"Fn::GetAtt": [logical_id(nlb.load_balancer), "DNSName"]}, f":{PORT}"]]
+    }
+    props = template.to_json()["Resources"][logical_id(nlb.load_balancer)]["Properties"]
+    assert (props["Type"], props["Scheme"]) == ("network", "internal")
+    assert {s["Ref"] for s in props["Subnets"]} == {
+        alb.load_balancer.stack.resolve(s.subnet_id)["Ref"] for s in _vpc(alb).private_subnets
+    }
+    nlb_listener = template.to_json()["Resources"][logical_id(nlb.listener)]["Properties"]
+    assert (nlb_listener["Protocol"], nlb_listener["Port"]) == ("TCP", PORT)
+    assert nlb_listener["DefaultActions"] == [{"Type": "forward", "TargetGroupArn": ref(nlb.target_group)}]
+    group = template.to_json()["Resources"][logical_id(nlb.target_group)]
+    assert group["Properties"]["TargetType"] == "alb"
+    assert group["Properties"]["Targets"] == [{"Id": ref(alb.load_balancer), "Port": PORT}]
+    assert group["DependsOn"] == [logical_id(alb.gateway_listener)]
+
+
+def test_on_an_internet_facing_alb_only_the_nlb_reaches_the_listener_and_only_the_pods_reach_the_nlb(
+    internet_facing: Any,
+) -> None:
+    alb, pods, _, template = internet_facing
+    assert alb.gateway_nlb is not None
+
+    def sources(group: ec2.SecurityGroup) -> list[Any]:
+        gid = {"Fn::GetAtt": [logical_id(group), "GroupId"]}
+        return [
+            r["Properties"]["SourceSecurityGroupId"]
+            for r in resources(template, "AWS::EC2::SecurityGroupIngress").values()
+            if r["Properties"]["GroupId"] == gid and r["Properties"]["FromPort"] == PORT
+        ]
+
+    nlb_sg = alb.gateway_nlb.security_group
+    assert sources(alb.security_group) == [{"Fn::GetAtt": [logical_id(nlb_sg), "GroupId"]}]
+    assert sources(nlb_sg) == [{"Fn::GetAtt": [logical_id(pods), "GroupId"]}]
+
+
+def test_a_web_acl_stops_counting_the_vpc_once_the_gateway_calls_the_alb(internet_facing: Any) -> None:
+    alb, _, _, template = internet_facing
+    assert alb.waf is not None and alb.waf.exempt_ip_set is not None
+    (ip_set,) = resources(template, "AWS::WAFv2::IPSet").values()
+    assert ip_set["Properties"]["Addresses"] == [alb.load_balancer.stack.resolve(_vpc(alb).vpc_cidr_block)]
+    (acl,) = resources(template, "AWS::WAFv2::WebACL").values()
+    (rate,) = [r for r in acl["Properties"]["Rules"] if r["Name"] == "RateLimitPerIp"]
+    assert "ScopeDownStatement" in rate["Statement"]["RateBasedStatement"]
+
+
+def test_an_internal_alb_needs_no_nlb(built: Any) -> None:
+    alb, _, _, template = built
+    assert alb.gateway_nlb is None
+    assert [
+        r
+        for r in resources(template, "AWS::ElasticLoadBalancingV2::LoadBalancer").values()
+        if r["Properties"].get("Type") == "network"
+    ] == []
 
 
 def test_an_nlb_refuses_the_gateway_listener() -> None:

@@ -198,6 +198,89 @@ def test_no_logging_creates_no_log_group(minimal: Built) -> None:
         minimal.template.resource_count_is(type_, 0)
 
 
+# --------------------------------------------------------------------------- exemption
+
+
+@pytest.fixture(scope="module")
+def exempted() -> Built:
+    """The VPC's CIDR exempted from the rate rule, as the ALB does when its gateway calls it."""
+    stack = new_stack("ExemptWaf")
+    waf = InferenceWaf(
+        stack, "Waf", config=WafConfig(rate_limit_per_5_minutes=3000), load_balancer_arn=LB_ARN
+    )
+    waf.exempt_from_rate_limit(["10.0.0.0/16"])
+    return Built(waf, Template.from_stack(stack))
+
+
+def test_the_rate_rule_counts_only_requests_from_outside_the_exempt_set(exempted: Built) -> None:
+    assert exempted.waf.exempt_ip_set is not None
+    (ip_set_id, ip_set) = next(iter(resources(exempted.template, "AWS::WAFv2::IPSet").items()))
+    assert ip_set_id == logical_id(exempted.waf.exempt_ip_set)
+    assert {k: ip_set["Properties"][k] for k in ("Scope", "IPAddressVersion", "Addresses")} == {
+        "Scope": "REGIONAL",
+        "IPAddressVersion": "IPV4",
+        "Addresses": ["10.0.0.0/16"],
+    }
+    rule = _rule(exempted, "RateLimitPerIp")
+    assert rule["Statement"] == {
+        "RateBasedStatement": {
+            "Limit": 3000,
+            "AggregateKeyType": "IP",
+            "EvaluationWindowSec": 300,
+            "ScopeDownStatement": {
+                "NotStatement": {
+                    "Statement": {"IPSetReferenceStatement": {"Arn": {"Fn::GetAtt": [ip_set_id, "Arn"]}}}
+                }
+            },
+        }
+    }
+    assert rule["Action"] == {"Block": {}}
+
+
+def test_the_exemption_leaves_the_managed_rules_inspecting_every_request(
+    exempted: Built, full: Built
+) -> None:
+    managed = ("AWSManagedRulesCommonRuleSet", "AWSManagedRulesKnownBadInputsRuleSet")
+    assert [_rule(exempted, n)["Statement"] for n in managed] == [
+        _rule(full, n)["Statement"] for n in managed
+    ]
+    assert [r["Name"] for r in _acl(exempted)["Rules"]] == [r["Name"] for r in _acl(full)["Rules"]]
+
+
+@pytest.mark.parametrize(
+    ("cidrs", "twice", "message"),
+    [
+        ([], False, "'cidrs' must name at least one IPv4 CIDR to exempt, got none"),
+        (
+            ["10.0.0.0/33"],
+            False,
+            "'cidrs' must be IPv4 networks such as 10.0.0.0/16 (an IPV4 IP set), got '10.0.0.0/33'",
+        ),
+        (
+            ["2001:db8::/32"],
+            False,
+            "'cidrs' must be IPv4 networks such as 10.0.0.0/16 (an IPV4 IP set), got '2001:db8::/32'",
+        ),
+        (
+            ["10.0.0.0/16"],
+            True,
+            "exempt_from_rate_limit() was already called: the rate rule has one exemption",
+        ),
+    ],
+    ids=["none", "prefix", "ipv6", "twice"],
+)
+def test_an_invalid_exemption_is_refused_with_an_exact_message(
+    cidrs: list[str], twice: bool, message: str
+) -> None:
+    stack = new_stack("InvalidExemption")
+    waf = InferenceWaf(stack, "Waf", config=WafConfig(), load_balancer_arn=LB_ARN, logging=False)
+    if twice:
+        waf.exempt_from_rate_limit(["10.0.0.0/16"])
+    with pytest.raises(ValueError) as excinfo:
+        waf.exempt_from_rate_limit(cidrs)
+    assert str(excinfo.value) == message
+
+
 # --------------------------------------------------------------------------- invalid input
 
 

@@ -80,11 +80,12 @@ def client_listener(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def gateway_listener(template: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """The listener the gateway calls the models on (`Ingress/Gateway-Route`), if the tier has one."""
+    """The listener the gateway calls the models on (`Ingress/Gateway-Route`), if the tier has one:
+    the ALB's, not the internal NLB's in front of it (`Ingress/Gateway-Route/Nlb`)."""
     found = [
         (k, v)
         for k, v in resources(template, "AWS::ElasticLoadBalancingV2::Listener").items()
-        if k.startswith("IngressGatewayRoute")
+        if k.startswith("IngressGatewayRoute") and not k.startswith("IngressGatewayRouteNlb")
     ]
     assert len(found) <= 1, found
     return found[0] if found else None

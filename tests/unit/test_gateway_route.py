@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from gpufarm.config.model import LoadBalancerKind, TierConfig
-from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, GatewayRoute, gateway_route
+from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, GatewayRoute, gateway_route, gateway_through_nlb
 from gpufarm.k8s import gateway as gw
 from gpufarm.k8s.labels import model_selector
 from gpufarm.k8s.network_policy import network_policies
@@ -21,6 +21,8 @@ NS = "gpufarm"
 GATEWAY = Endpoint(ip="10.0.9.1", namespace=NS, labels=dict(gw.SELECTOR))
 ALB_NODE = Endpoint(ip="10.0.3.17")
 """A private address of the internal ALB, in the VPC's subnets (poc's VPC is 10.0.0.0/16)."""
+NLB_NODE = Endpoint(ip="10.0.130.9")
+"""A private address of the gateway's internal NLB in production's private subnets (10.0.0.0/16)."""
 INTERNAL_NO_WAF = {
     "ingress": {"scheme": "internal", "waf": {"enabled": False}, "inspection": {"enabled": False}}
 }
@@ -37,18 +39,21 @@ def _vllm(model: str) -> Endpoint:
 
 
 @pytest.mark.parametrize(
-    ("tier", "route"),
+    ("tier", "route", "through_nlb"),
     [
-        ("poc", GatewayRoute.LOAD_BALANCER),
-        ("poc-with-waf", GatewayRoute.SERVICE),
-        ("poc-internet-facing", GatewayRoute.SERVICE),
-        ("production", GatewayRoute.SERVICE),
-        ("enterprise", GatewayRoute.SERVICE),
-        ("enterprise-internal-alb", GatewayRoute.LOAD_BALANCER),
-        ("poc-nlb", GatewayRoute.SERVICE),
+        ("poc", GatewayRoute.LOAD_BALANCER, False),
+        ("poc-with-waf", GatewayRoute.LOAD_BALANCER, False),
+        ("poc-internet-facing", GatewayRoute.LOAD_BALANCER, True),
+        ("production", GatewayRoute.LOAD_BALANCER, True),
+        ("enterprise", GatewayRoute.LOAD_BALANCER, True),
+        ("enterprise-internal-alb", GatewayRoute.LOAD_BALANCER, False),
+        ("poc-nlb", GatewayRoute.SERVICE, False),
+        ("enterprise-nlb", GatewayRoute.SERVICE, False),
     ],
 )
-def test_the_route_each_tier_gets(tier: str, route: GatewayRoute) -> None:
+def test_the_route_each_tier_gets(tier: str, route: GatewayRoute, through_nlb: bool) -> None:
+    """ADR 0050's table: every ALB tier takes the load balancer's route (an internet-facing one
+    through an internal NLB); an NLB tier keeps the Services'."""
     internal_no_waf = INTERNAL_NO_WAF
     config = {
         "poc": make_tier,
@@ -69,8 +74,11 @@ def test_the_route_each_tier_gets(tier: str, route: GatewayRoute) -> None:
         "enterprise-internal-alb": lambda: make_enterprise(internal_no_waf),
         # An NLB tier in the poc's otherwise load-balanced setting: only the kind differs.
         "poc-nlb": lambda: _with_kind(make_tier(), LoadBalancerKind.NLB),
+        # Internet-facing, behind WAF: only the kind differs from the enterprise preset.
+        "enterprise-nlb": lambda: _with_kind(make_enterprise(), LoadBalancerKind.NLB),
     }[tier]()
     assert gateway_route(config) is route
+    assert gateway_through_nlb(config) is through_nlb
 
 
 def test_a_load_balanced_model_is_one_deployment_read_from_the_pod_environment() -> None:
@@ -152,9 +160,7 @@ def test_the_deployment_carries_the_routes_only_when_given_a_load_balancer() -> 
 
 def _tier_with_route(route: GatewayRoute) -> TierConfig:
     tier = (
-        make_tier()
-        if route is GatewayRoute.LOAD_BALANCER
-        else make_tier({"ingress": {"waf": {"enabled": True}}})
+        make_tier() if route is GatewayRoute.LOAD_BALANCER else _with_kind(make_tier(), LoadBalancerKind.NLB)
     )
     assert gateway_route(tier) is route
     return tier
@@ -176,3 +182,18 @@ def test_a_gateway_on_the_services_route_reaches_the_model_pods_and_no_listener(
     policies = network_policies(tier)
     assert allowed(policies, GATEWAY, _vllm(tier.models[0].name), tier.serving.port)
     assert not allowed(policies, GATEWAY, ALB_NODE, GATEWAY_LISTENER_PORT)
+
+
+def test_an_internet_facing_tiers_gateway_reaches_the_nlb_on_the_gateway_port_only() -> None:
+    """Production's gateway calls the internal NLB's private addresses, in the VPC's CIDR, on the
+    gateway port: that port and no other, and no model pod directly."""
+    tier = make_production()
+    assert gateway_through_nlb(tier)
+    policies = network_policies(tier)
+    assert allowed(policies, GATEWAY, NLB_NODE, GATEWAY_LISTENER_PORT)
+    # (443 in the VPC stays open: the Bedrock and Secrets Manager endpoints listen there.)
+    assert not allowed(policies, GATEWAY, NLB_NODE, 80)
+    for model in tier.models:
+        assert not allowed(policies, GATEWAY, _vllm(model.name), tier.serving.port)
+    # Outside the VPC (a public address of the ALB) the port is closed: the hop stays inside.
+    assert not allowed(policies, GATEWAY, Endpoint(ip="198.51.100.7"), GATEWAY_LISTENER_PORT)
