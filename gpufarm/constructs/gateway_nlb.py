@@ -132,13 +132,39 @@ class GatewayNlb(Construct):
         if not 1 <= port <= 65535:
             raise ValueError(f"'port' must be 1-65535, got {port}")
         self.port = port
-        self.security_group = ec2.SecurityGroup(
+        alb_groups = alb.connections.security_groups
+        # The rules sit inside the group (one resource, not three): the template's resources are
+        # budgeted (docs/enterprise.md, "Template size"). The group depends on the ALB's and the
+        # callers' groups; the ALB's rule admitting it is a resource of its own, so no cycle forms.
+        self.group = ec2.CfnSecurityGroup(
             self,
             "SecurityGroup",
-            vpc=vpc,
-            allow_all_outbound=False,
-            description="Gateway network load balancer: gateway pods in, the ALB's gateway listener out",
+            vpc_id=vpc.vpc_id,
+            group_description="Gateway network load balancer: gateway pods in, the ALB gateway listener out",
+            security_group_ingress=[
+                ec2.CfnSecurityGroup.IngressProperty(
+                    ip_protocol="tcp",
+                    from_port=port,
+                    to_port=port,
+                    source_security_group_id=callers.security_group_id,
+                    description="Gateway pods to the model routes",
+                )
+            ],
+            security_group_egress=[
+                ec2.CfnSecurityGroup.EgressProperty(
+                    ip_protocol="tcp",
+                    from_port=port,
+                    to_port=port,
+                    destination_security_group_id=group.security_group_id,
+                    description="Gateway load balancer to the ALB",
+                )
+                for group in alb_groups
+            ],
         )
+        self.security_group = ec2.SecurityGroup.from_security_group_id(
+            self, "SecurityGroupRef", self.group.attr_group_id, allow_all_outbound=False, mutable=False
+        )
+        """The NLB's security group (its rules are fixed: :attr:`group` holds them)."""
         self.load_balancer = elbv2.NetworkLoadBalancer(
             self,
             "Resource",
@@ -158,8 +184,10 @@ class GatewayNlb(Construct):
         self.listener = tcp_listener(
             self, "Listener", nlb=self.load_balancer, port=port, target_group=self.target_group
         )
-        self.security_group.add_ingress_rule(callers, ec2.Port.tcp(port), "Gateway pods to the model routes")
-        self.load_balancer.connections.allow_to(alb, ec2.Port.tcp(port), "Gateway load balancer to the ALB")
+        for group in alb_groups:
+            group.add_ingress_rule(
+                self.security_group, ec2.Port.tcp(port), "Gateway load balancer to the ALB"
+            )
 
     @property
     def dns_name(self) -> str:

@@ -194,9 +194,15 @@ def test_on_an_internet_facing_alb_only_the_nlb_reaches_the_listener_and_only_th
             if r["Properties"]["GroupId"] == gid and r["Properties"]["FromPort"] == PORT
         ]
 
-    nlb_sg = alb.gateway_nlb.security_group
-    assert sources(alb.security_group) == [{"Fn::GetAtt": [logical_id(nlb_sg), "GroupId"]}]
-    assert sources(nlb_sg) == [{"Fn::GetAtt": [logical_id(pods), "GroupId"]}]
+    nlb_group = alb.gateway_nlb.group
+    assert sources(alb.security_group) == [{"Fn::GetAtt": [logical_id(nlb_group), "GroupId"]}]
+    props = template.to_json()["Resources"][logical_id(nlb_group)]["Properties"]
+    assert [
+        (r["SourceSecurityGroupId"], r["FromPort"], r["ToPort"]) for r in props["SecurityGroupIngress"]
+    ] == [({"Fn::GetAtt": [logical_id(pods), "GroupId"]}, PORT, PORT)]
+    assert [
+        (r["DestinationSecurityGroupId"], r["FromPort"], r["ToPort"]) for r in props["SecurityGroupEgress"]
+    ] == [({"Fn::GetAtt": [logical_id(alb.security_group), "GroupId"]}, PORT, PORT)]
 
 
 def test_a_web_acl_stops_counting_the_vpc_once_the_gateway_calls_the_alb(internet_facing: Any) -> None:

@@ -108,10 +108,21 @@ def default_target_group(template: dict[str, Any]) -> str | None:
 
 
 def model_target_groups(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Target groups of the per-model routes: every target group but the default route's."""
+    """Target groups of the per-model routes: every target group but the default route's and those
+    of type `alb` (an NLB's in front of the ALB: PrivateLink's, the gateway's)."""
     gateway = default_target_group(template)
     groups = resources(template, "AWS::ElasticLoadBalancingV2::TargetGroup")
-    return {k: v for k, v in groups.items() if k != gateway}
+    return {k: v for k, v in groups.items() if k != gateway and v["Properties"].get("TargetType") != "alb"}
+
+
+def application_load_balancer(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The tier's ALB: not an NLB in front of it (PrivateLink's, the gateway's) nor a GWLB."""
+    (found,) = [
+        (k, v)
+        for k, v in resources(template, "AWS::ElasticLoadBalancingV2::LoadBalancer").items()
+        if v["Properties"].get("Type", "application") == "application"
+    ]
+    return found
 
 
 TOKEN_VALUES: dict[tuple[str, str], str] = {

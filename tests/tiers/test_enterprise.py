@@ -12,6 +12,7 @@ import pytest
 
 from gpufarm.config import NodeGroupConfig, NodePoolConfig, load_preset
 from gpufarm.core.placement import placement_of
+from gpufarm.k8s.gateway import route_env_name
 from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, POOL_LABEL, workload_name
 from gpufarm.k8s.lws import leader_service_name
 from tests.conftest import cfn_lint_errors, nag_violations
@@ -197,8 +198,11 @@ def test_traffic_reaches_multi_node_leaders_only(enterprise_template: dict[str, 
     config = yaml.safe_load(
         manifest_of(enterprise_template, "ConfigMap", "gateway-config")["data"]["config.yaml"]
     )
+    # The gateway calls the model's route on the load balancer (ADR 0050), whose target group holds
+    # the leaders: least outstanding requests across leaders.
     bases = [e["litellm_params"].get("api_base", "") for e in config["model_list"]]
-    assert any(f"//{leader}." in b for b in bases)
+    assert f"os.environ/{route_env_name(MULTI)}" in bases
+    assert not any(f"//{leader}." in b for b in bases)
 
 
 # ----------------------------------------------------------------------------- ingress
@@ -335,10 +339,13 @@ def eight_models(enterprise_document: dict[str, Any], tmp_path_factory: pytest.T
     return outdir / "gpufarm-enterprise.template.json"
 
 
-RESOURCE_BUDGET = 0.65
+RESOURCE_BUDGET = 0.66
 """Share of CloudFormation's 500 resources the preset with 8 models may use (docs/enterprise.md,
-"Template size": the fixed part grew by AMP alerting and Grafana; what scales is a model's cost)."""
-RESOURCES_PER_MODEL = 6
+"Template size": the fixed part grew by AMP alerting and Grafana, then by the gateway's NLB; what
+scales is a model's cost)."""
+RESOURCES_PER_MODEL = 7
+"""A model's serving manifest, binding, target group, two alarms, and a listener rule on each of
+the client's and the gateway's listeners (ADR 0050: the gateway calls each model's route)."""
 """What one more single-pool model adds at most: its serving manifest, its binding, a target group,
 a listener rule and two alarms."""
 

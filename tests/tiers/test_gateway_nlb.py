@@ -15,7 +15,15 @@ import pytest
 from gpufarm.config import load_preset
 from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, GatewayRoute, gateway_route, gateway_through_nlb
 from gpufarm.k8s.gateway import route_env_name
-from tests.tiers.helpers import client_listener, gateway_listener, manifest_of, only, resources, rules_of
+from tests.tiers.helpers import (
+    application_load_balancer,
+    client_listener,
+    gateway_listener,
+    manifest_of,
+    only,
+    resources,
+    rules_of,
+)
 
 LOAD_BALANCER = "AWS::ElasticLoadBalancingV2::LoadBalancer"
 LISTENER = "AWS::ElasticLoadBalancingV2::Listener"
@@ -29,12 +37,7 @@ def tier(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
 
 
 def _application_lb(template: dict[str, Any]) -> str:
-    (found,) = [
-        k
-        for k, v in resources(template, LOAD_BALANCER).items()
-        if v["Properties"].get("Type", "application") == "application"
-    ]
-    return found
+    return application_load_balancer(template)[0]
 
 
 def _gateway_nlb(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -136,20 +139,19 @@ def test_only_the_pods_reach_the_nlb_and_only_the_nlb_reaches_the_alb_gateway_po
     nlb_id, _ = _gateway_nlb(template)
     nlb_sg = _sg_of(template, nlb_id)
     cluster_sg = {"Fn::GetAtt": [only(template, "AWS::EKS::Cluster")[0], "ClusterSecurityGroupId"]}
-    assert _ingress_on_port(template, nlb_sg) == [cluster_sg]
+    # The NLB's group holds its two rules inline: the pods in, the ALB's group out, on the port.
+    group = template["Resources"][nlb_sg["Fn::GetAtt"][0]]["Properties"]
+    assert [
+        (r["SourceSecurityGroupId"], r["IpProtocol"], r["FromPort"], r["ToPort"])
+        for r in group["SecurityGroupIngress"]
+    ] == [(cluster_sg, "tcp", GATEWAY_LISTENER_PORT, GATEWAY_LISTENER_PORT)]
+    assert [
+        (r["DestinationSecurityGroupId"], r["IpProtocol"], r["FromPort"], r["ToPort"])
+        for r in group["SecurityGroupEgress"]
+    ] == [(alb_sg, "tcp", GATEWAY_LISTENER_PORT, GATEWAY_LISTENER_PORT)]
+    assert _ingress_on_port(template, nlb_sg) == []
+    # The ALB's gateway port admits the NLB's group only (its public addresses see no pod).
     assert _ingress_on_port(template, alb_sg) == [nlb_sg]
-    nlb_group = template["Resources"][nlb_sg["Fn::GetAtt"][0]]["Properties"]
-    assert "SecurityGroupIngress" not in nlb_group
-    egress = [
-        (
-            r["Properties"]["DestinationSecurityGroupId"],
-            r["Properties"]["FromPort"],
-            r["Properties"]["ToPort"],
-        )
-        for r in resources(template, "AWS::EC2::SecurityGroupEgress").values()
-        if r["Properties"]["GroupId"] == nlb_sg
-    ]
-    assert egress == [(alb_sg, GATEWAY_LISTENER_PORT, GATEWAY_LISTENER_PORT)]
 
 
 def test_the_gateway_pods_call_each_model_on_the_nlb(tier: tuple[str, dict[str, Any]]) -> None:

@@ -22,6 +22,8 @@ from gpufarm.k8s.labels import nodepool_name, workload_name
 from gpufarm.k8s.storage import fsx_sub_path
 from tests.conftest import PLACEHOLDER_ANNOTATION, cfn_lint_errors
 from tests.tiers.helpers import (
+    application_load_balancer,
+    client_listener,
     flatten,
     manifest_of,
     manifests,
@@ -378,7 +380,7 @@ def test_agent_sidecar_matches_its_target_group(production_template: dict[str, A
 
 
 def test_alb_reaches_pods_only_on_data_and_control_ports(production_template: dict[str, Any]) -> None:
-    _, lb = only(production_template, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    _, lb = application_load_balancer(production_template)
     alb_sg = lb["Properties"]["SecurityGroups"][0]
     from_alb = [
         r["Properties"]
@@ -409,9 +411,9 @@ def test_bindings_wait_for_the_load_balancer_controller(production_template: dic
 
 
 def test_internet_facing_alb_serves_tls_1_2_and_up_only(production_template: dict[str, Any]) -> None:
-    _, lb = only(production_template, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    _, lb = application_load_balancer(production_template)
     assert lb["Properties"]["Scheme"] == "internet-facing"
-    _, listener = only(production_template, "AWS::ElasticLoadBalancingV2::Listener")
+    _, listener = client_listener(production_template)
     assert listener["Properties"]["Protocol"] == "HTTPS"
     assert listener["Properties"]["SslPolicy"] == "ELBSecurityPolicy-TLS13-1-2-2021-06"
 
@@ -427,7 +429,7 @@ def test_waf_rate_limits_and_applies_managed_rules_to_the_alb(production_templat
     # Prompts are longer than the 8 KB of body the ALB lets WAF inspect: count, never block.
     assert common["RuleActionOverrides"] == [{"Name": "SizeRestrictions_BODY", "ActionToUse": {"Count": {}}}]
     assert "AWSManagedRulesKnownBadInputsRuleSet" in rules
-    lb_id, _ = only(production_template, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    lb_id, _ = application_load_balancer(production_template)
     _, association = only(production_template, "AWS::WAFv2::WebACLAssociation")
     assert association["Properties"] == {
         "ResourceArn": {"Ref": lb_id},

@@ -10,6 +10,7 @@ import pytest
 from tests.tiers.conftest import synthesize, variant
 from tests.tiers.helpers import (
     STATEFUL_TYPES,
+    application_load_balancer,
     default_target_group,
     model_target_groups,
     only,
@@ -153,7 +154,4 @@ def test_optimizer_toggle_creates_new_target_groups(
     after = model_target_groups(off)
     assert before.isdisjoint(after)
     assert all("TargetControlPort" not in g["Properties"] for g in after.values())
-    assert (
-        only(off, "AWS::ElasticLoadBalancingV2::LoadBalancer")[0]
-        == only(production_template, "AWS::ElasticLoadBalancingV2::LoadBalancer")[0]
-    )
+    assert application_load_balancer(off)[0] == application_load_balancer(production_template)[0]
