@@ -14,6 +14,7 @@ from gpufarm.constructs.cluster import InferenceCluster
 from gpufarm.constructs.compliance import enable_compliance_checks
 from gpufarm.constructs.fsx_model_store import FsxModelStore
 from gpufarm.constructs.gateway import FallbackGateway
+from gpufarm.constructs.gateway_nlb import GatewayNlb
 from gpufarm.constructs.gpu_node_pool import AutoModeGpuNodePool
 from gpufarm.constructs.ingress import InferenceAlb, route_prefix
 from gpufarm.constructs.inspection import TrafficInspection
@@ -43,6 +44,7 @@ __all__ = [
     "AwsLoadBalancerController",
     "EfaDevicePlugin",
     "FallbackGateway",
+    "GatewayNlb",
     "FsxModelStore",
     "GpuNodePoolOptions",
     "InferenceAlarms",
