@@ -139,9 +139,10 @@ class FallbackGateway(Construct):
     `load_balancer_url` (`http://<load balancer>:<gateway listener port>`, from
     :meth:`InferenceAlb.add_gateway_listener`: the ALB's name, or on an internet-facing ALB the
     internal NLB's in front of it), for a tier whose gateway calls the models through the load
-    balancer (:func:`gpufarm.core.endpoints.gateway_route`: every ALB tier), makes each model's `api_base` its route there, set in the pods' environment,
-    so the load balancer picks the replica (:attr:`route` is then `LOAD_BALANCER`). Without it,
-    or for another tier, the gateway calls the models' Services. Pass it whenever
+    balancer (:func:`gpufarm.core.endpoints.gateway_route`: every ALB tier), makes each model's
+    `api_base` its route there, set in the pods' environment, so the load balancer picks the
+    replica (:attr:`route` is then `LOAD_BALANCER`). Without it, or for another tier, the gateway
+    calls the models' Services. Pass it whenever
     `gateway_route(tier)` says `LOAD_BALANCER`, as the tier stack does:
     :class:`ServingNetworkPolicies` lets the gateway reach the load balancer's listener then,
     not the pods. Default: none.

@@ -268,7 +268,10 @@ def _alb_group_attributes(resource: Resource, _: Template) -> Iterator[str]:
     # "When the target group type is alb, you can't modify the target group attributes."
     keys = sorted(key_values(resource.prop("TargetGroupAttributes")))
     if _is_alb_group(resource) and keys:
-        yield f"TargetGroupAttributes {', '.join(keys)} on a target group of type alb, whose attributes keep their defaults"
+        yield (
+            f"TargetGroupAttributes {', '.join(keys)} on a target group of type alb, whose "
+            "attributes keep their defaults"
+        )
 
 
 def _alb_group_health_check(resource: Resource, _: Template) -> Iterator[str]:
@@ -279,7 +282,8 @@ def _alb_group_health_check(resource: Resource, _: Template) -> Iterator[str]:
     value = resource.prop("HealthCheckProtocol")
     protocol = literal_str(value)
     if value is None or (protocol is not None and protocol not in {"HTTP", "HTTPS"}):
-        yield f"HealthCheckProtocol {protocol or 'TCP (the default for a TCP group)'}: a target group of type alb checks HTTP or HTTPS"
+        shown = protocol or "TCP (the default for a TCP group)"
+        yield f"HealthCheckProtocol {shown}: a target group of type alb checks HTTP or HTTPS"
 
 
 def _alb_group_listener(resource: Resource, template: Template) -> Iterator[str]:
@@ -351,7 +355,10 @@ def _listener_to_alb_group(resource: Resource, template: Template) -> Iterator[s
     for group in _forwarded_groups(resource):
         target_group = template.get(group)
         if target_group is not None and _is_alb_group(target_group):
-            yield f"a {protocol} listener forwards to {group}, a target group of type alb: only TCP listeners may"
+            yield (
+                f"a {protocol} listener forwards to {group}, a target group of type alb: only TCP "
+                "listeners may"
+            )
 
 
 def _alb_network_load_balancers(resource: Resource, template: Template) -> Iterator[str]:
@@ -738,7 +745,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="ELBV2-TG-ALB-LISTENER",
         resource_type=TARGET_GROUP,
-        title="A target group of type alb uses a port, and a health-check port and protocol, the ALB listens on",
+        title="A target group of type alb uses a port, and a health-check port and protocol, "
+        "the ALB listens on",
         doc_url=_ALB_TARGET_DOC,
         check=_alb_group_listener,
         bad=_alb_target_template(alb_listeners=((80, "HTTP"),)),

@@ -158,7 +158,7 @@ def internet_facing() -> tuple[InferenceAlb, ec2.SecurityGroup, str, Template]:
 
 
 def test_an_internet_facing_alb_is_called_through_an_internal_nlb(internet_facing: Any) -> None:
-    alb, pods, url, template = internet_facing
+    alb, _, url, template = internet_facing
     nlb = alb.gateway_nlb
     assert nlb is not None
     assert url == f"http://{nlb.dns_name}:{PORT}"
