@@ -15,6 +15,7 @@ from gpufarm.config.model import (
     Provisioning,
     TierConfig,
 )
+from gpufarm.core.endpoints import gateway_through_nlb
 from gpufarm.core.pools import pod_sets, replica_bounds
 from gpufarm.eks_support import Phase, support_status
 from gpufarm.estimate.allocation import (
@@ -358,7 +359,7 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
         unit_price=per_lcu_hour * hours,
         note=note,
     )
-    if ing.kind is not LoadBalancerKind.NLB:  # WAF and the NLB in front for PrivateLink: ALB only
+    if ing.kind is not LoadBalancerKind.NLB:  # WAF and the NLBs in front (PrivateLink, gateway): ALB only
         if ing.private_link.enabled:
             # An endpoint service needs an NLB: gpufarm puts one in front of the ALB.
             out.add(
@@ -370,6 +371,23 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
             )
             out.add(
                 item="PrivateLink NLB capacity units",
+                category="network",
+                quantity=LCUS_PER_HOUR,
+                unit="NLCU-month",
+                unit_price=prices.elb.nlb_per_lcu_hour * hours,
+                note=lcu_note,
+            )
+        if tier.fallback.enabled and gateway_through_nlb(tier):
+            # The gateway reaches an internet-facing ALB through an internal NLB (ADR 0050).
+            out.add(
+                item="Gateway Network Load Balancer",
+                category="network",
+                quantity=1,
+                unit="LB-month",
+                unit_price=prices.elb.nlb_per_hour * hours,
+            )
+            out.add(
+                item="Gateway NLB capacity units",
                 category="network",
                 quantity=LCUS_PER_HOUR,
                 unit="NLCU-month",

@@ -417,6 +417,17 @@ def test_enterprise_private_link_nlb(enterprise: CostEstimate) -> None:
     assert line(enterprise, "PrivateLink Network Load Balancer").monthly_usd == pytest.approx(0.0225 * H)
 
 
+def test_the_gateway_nlb_is_priced_on_internet_facing_alb_tiers(
+    production: CostEstimate, enterprise: CostEstimate
+) -> None:
+    """ADR 0050: the gateway calls an internet-facing ALB through an internal NLB of its own."""
+    for estimate in (production, enterprise):
+        assert line(estimate, "Gateway Network Load Balancer").monthly_usd == pytest.approx(0.0225 * H)
+        assert line(estimate, "Gateway NLB capacity units").monthly_usd == pytest.approx(0.006 * H)
+    poc = monthly_cost(load_preset("poc"))
+    assert not [x for x in poc.lines if x.item.startswith("Gateway N")]
+
+
 def test_enterprise_gateway_load_balancer(enterprise: CostEstimate) -> None:
     assert line(enterprise, "Gateway Load Balancer").monthly_usd == pytest.approx(0.0125 * H)
 
