@@ -112,11 +112,17 @@ class InferenceWaf(Construct):
             if cdk.Token.is_unresolved(cidr):
                 continue
             try:
-                ipaddress.IPv4Network(cidr)
+                network = ipaddress.IPv4Network(cidr)
             except ValueError:
                 raise ValueError(
                     f"'cidrs' must be IPv4 networks such as 10.0.0.0/16 (an IPV4 IP set), got {cidr!r}"
                 ) from None
+            if network.prefixlen == 0 or "/" not in cidr:
+                # CreateIPSet: CIDR notation, "all IPv4 and IPv6 CIDR ranges except for /0".
+                raise ValueError(
+                    "'cidrs' must be CIDR ranges with a prefix length of 1-32 (AWS WAF takes no /0), "
+                    f"got {cidr!r}"
+                )
         self.exempt_ip_set = wafv2.CfnIPSet(
             self,
             "ExemptFromRateLimit",

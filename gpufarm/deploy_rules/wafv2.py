@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -14,12 +15,38 @@ WEB_ACL = "AWS::WAFv2::WebACL"
 ASSOCIATION = "AWS::WAFv2::WebACLAssociation"
 LOGGING = "AWS::WAFv2::LoggingConfiguration"
 LOG_GROUP = "AWS::Logs::LogGroup"
+IP_SET = "AWS::WAFv2::IPSet"
 
 _RULE = "https://docs.aws.amazon.com/waf/latest/APIReference/API_Rule.html"
 _ASSOCIATE = "https://docs.aws.amazon.com/waf/latest/APIReference/API_AssociateWebACL.html"
 _LOGGING = "https://docs.aws.amazon.com/waf/latest/APIReference/API_LoggingConfiguration.html"
 
+_CREATE_IP_SET = "https://docs.aws.amazon.com/waf/latest/APIReference/API_CreateIPSet.html"
+
 LOG_PREFIX = "aws-waf-logs-"
+
+
+def _ip_set_addresses(res: Resource, _template: Template) -> Iterator[str]:
+    # CreateIPSet, Addresses: "All addresses must be specified using Classless Inter-Domain Routing
+    # (CIDR) notation. WAF supports all IPv4 and IPv6 CIDR ranges except for /0." IPAddressVersion:
+    # "The version of the IP addresses, either IPV4 or IPV6."
+    version = literal_str(res.prop("IPAddressVersion"))
+    addresses = res.prop("Addresses")
+    for address in addresses if isinstance(addresses, list) else []:
+        text = literal_str(address)
+        if text is None:
+            continue
+        try:
+            network = ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            yield f"address {text!r} is not in CIDR notation"
+            continue
+        if "/" not in text:
+            yield f"address {text!r} has no prefix length: write it as {text}/{network.max_prefixlen}"
+        elif network.prefixlen == 0:
+            yield f"address {text!r}: WAF takes every CIDR range but /0"
+        elif version in {"IPV4", "IPV6"} and f"IPV{network.version}" != version:
+            yield f"address {text!r} is IPv{network.version} in an IP set of IPAddressVersion {version}"
 
 
 def _unique_priorities(res: Resource, _template: Template) -> Iterator[str]:
@@ -138,7 +165,20 @@ def _association(scope: str) -> dict[str, Any]:
     }
 
 
+def _ip_set(*addresses: str) -> dict[str, Any]:
+    return resource(IP_SET, Scope="REGIONAL", IPAddressVersion="IPV4", Addresses=list(addresses))
+
+
 RULES: tuple[Rule, ...] = (
+    Rule(
+        id="WAF-IPSET-ADDRESSES",
+        resource_type=IP_SET,
+        title="An IP set's addresses are CIDR ranges of its IP version, not /0",
+        doc_url=_CREATE_IP_SET,
+        check=_ip_set_addresses,
+        bad={"Set": _ip_set("10.0.0.0/16", "0.0.0.0/0")},
+        good={"Set": _ip_set("10.0.0.0/16", "192.0.2.44/32")},
+    ),
     Rule(
         id="WAF-WEBACL-RULE-PRIORITIES",
         resource_type=WEB_ACL,

@@ -262,12 +262,22 @@ def test_the_exemption_leaves_the_managed_rules_inspecting_every_request(
             "'cidrs' must be IPv4 networks such as 10.0.0.0/16 (an IPV4 IP set), got '2001:db8::/32'",
         ),
         (
+            ["0.0.0.0/0"],
+            False,
+            "'cidrs' must be CIDR ranges with a prefix length of 1-32 (AWS WAF takes no /0), got '0.0.0.0/0'",
+        ),
+        (
+            ["10.0.0.1"],
+            False,
+            "'cidrs' must be CIDR ranges with a prefix length of 1-32 (AWS WAF takes no /0), got '10.0.0.1'",
+        ),
+        (
             ["10.0.0.0/16"],
             True,
             "exempt_from_rate_limit() was already called: the rate rule has one exemption",
         ),
     ],
-    ids=["none", "prefix", "ipv6", "twice"],
+    ids=["none", "prefix", "ipv6", "everything", "no-prefix", "twice"],
 )
 def test_an_invalid_exemption_is_refused_with_an_exact_message(
     cidrs: list[str], twice: bool, message: str

@@ -284,6 +284,7 @@ BAD_MESSAGES: list[tuple[str, list[tuple[str, str]]]] = [
         "WAF-LOGGING-DESTINATION-PREFIX",
         [("Logging", "log destination 'gpufarm-waf' does not start with 'aws-waf-logs-'")],
     ),
+    ("WAF-IPSET-ADDRESSES", [("Set", "address '0.0.0.0/0': WAF takes every CIDR range but /0")]),
 ]
 
 

@@ -421,3 +421,19 @@ def test_every_rule_has_a_resource_type_of_its_module() -> None:
         if prefix is not None:
             assert rule.resource_type.startswith(prefix), rule.id
     assert _rule("EC2-LT-NAME").resource_type == "AWS::EC2::LaunchTemplate"
+
+
+@pytest.mark.parametrize(
+    ("version", "address", "messages"),
+    [
+        ("IPV4", "10.0.0.0/16", []),
+        ("IPV4", "10.0.0.0", ["address '10.0.0.0' has no prefix length: write it as 10.0.0.0/32"]),
+        ("IPV4", "0.0.0.0/0", ["address '0.0.0.0/0': WAF takes every CIDR range but /0"]),
+        ("IPV4", "2001:db8::/32", ["address '2001:db8::/32' is IPv6 in an IP set of IPAddressVersion IPV4"]),
+        ("IPV6", "2001:db8::/32", []),
+        ("IPV4", "10.0.0.0/40", ["address '10.0.0.0/40' is not in CIDR notation"]),
+    ],
+)
+def test_waf_ip_set_addresses(version: str, address: str, messages: list[str]) -> None:
+    ip_set = _res("AWS::WAFv2::IPSet", Scope="REGIONAL", IPAddressVersion=version, Addresses=[address])
+    assert _messages({"Set": ip_set}, "WAF-IPSET-ADDRESSES") == messages

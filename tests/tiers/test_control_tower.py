@@ -29,6 +29,8 @@ ACKNOWLEDGED = {
     (f"{STACK}/Inspection/Appliances", "CT.AUTOSCALING.PR.6"): "one instance type",
     (f"{STACK}/Inspection/GatewayLoadBalancer", "CT.ELASTICLOADBALANCING.PR.5"): "holds no state",
     (f"{STACK}/PrivateLink/LoadBalancer", "CT.ELASTICLOADBALANCING.PR.6"): "record TLS connections only",
+    (f"{STACK}/Ingress/Gateway-Route/Listener", "CT.ELASTICLOADBALANCING.PR.1"): "plain HTTP inside the VPC",
+    (f"{STACK}/Ingress/Gateway-Route/Nlb/Resource", "CT.ELASTICLOADBALANCING.PR.6"): "only for TLS listeners",
     (f"{KUBECTL}/Handler", "CT.LAMBDA.PR.3"): "Fn::GetAtt on the cluster",
     (f"{KUBECTL}/Provider/framework-onEvent", "CT.LAMBDA.PR.3"): "Fn::GetAtt on the cluster",
     (f"{STACK}/Custom::VpcRestrictDefaultSGCustomResourceProvider", "CT.LAMBDA.PR.3"): "no VPC placement",
@@ -118,7 +120,7 @@ def test_production_asking_for_the_pack_fails_on_its_own_config_choices(
     production_document: dict[str, Any], tmp_path: Path
 ) -> None:
     """What production's settings break: flow logs kept 90 days (the control asks for a year) and
-    an ALB without deletion protection (`termination_protection: false`). The acknowledgements
+    an ALB and its gateway NLB without deletion protection (`termination_protection: false`). The acknowledgements
     the constructs carry cover the rest, as in enterprise."""
     config = variant(production_document, {"compliance_packs": ["aws-solutions", "control-tower"]})
     with pytest.raises(RuntimeError, match="ValidationFailed"):
@@ -129,7 +131,11 @@ def test_production_asking_for_the_pack_fails_on_its_own_config_choices(
     }
     assert violations == {
         "CT.CLOUDWATCH.PR.2": ["gpufarm-production/Network/FlowLogGroup/Resource"],
-        "CT.ELASTICLOADBALANCING.PR.5": ["gpufarm-production/Ingress/Resource/Resource"],
+        # The ALB and the gateway's NLB in front of it (ADR 0050): no deletion protection.
+        "CT.ELASTICLOADBALANCING.PR.5": [
+            "gpufarm-production/Ingress/Gateway-Route/Nlb/Resource/Resource",
+            "gpufarm-production/Ingress/Resource/Resource",
+        ],
     }
 
 
