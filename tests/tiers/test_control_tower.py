@@ -120,8 +120,8 @@ def test_production_asking_for_the_pack_fails_on_its_own_config_choices(
     production_document: dict[str, Any], tmp_path: Path
 ) -> None:
     """What production's settings break: flow logs kept 90 days (the control asks for a year) and
-    an ALB and its gateway NLB without deletion protection (`termination_protection: false`). The acknowledgements
-    the constructs carry cover the rest, as in enterprise."""
+    an ALB and its gateway NLB without deletion protection (`termination_protection: false`). The
+    acknowledgements the constructs carry cover the rest, as in enterprise."""
     config = variant(production_document, {"compliance_packs": ["aws-solutions", "control-tower"]})
     with pytest.raises(RuntimeError, match="ValidationFailed"):
         synthesize([config], tmp_path)

@@ -15,7 +15,13 @@ from gpufarm.k8s.labels import workload_name
 from tests.conftest import cfn_lint_errors, nag_violations
 from tests.tiers.conftest import synthesize, variant
 from tests.tiers.flows import check_closed_world, read_tier, unselected_pods
-from tests.tiers.helpers import manifest_of, manifests, model_target_groups, only, resources
+from tests.tiers.helpers import (
+    application_load_balancer,
+    manifest_of,
+    manifests,
+    model_target_groups,
+    resources,
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +58,14 @@ def test_routed_model_binding_and_gateway_use_the_router(template: dict[str, Any
     (binding,) = [b for b in bindings if b["spec"]["serviceRef"]["name"] == name]
     assert binding["spec"]["serviceRef"]["port"] == ROUTER_PORT
     assert binding["metadata"]["name"].endswith("-routed")
+    # The gateway calls each model's route on the load balancer (ADR 0050); the routed model's
+    # target group is the router's, so the router's endpoint picker still chooses the pod.
     config = yaml.safe_load(manifest_of(template, "ConfigMap", "gateway-config")["data"]["config.yaml"])
     bases = {e["model_info"]["id"]: e["litellm_params"].get("api_base") for e in config["model_list"]}
-    assert bases["vllm-llama-3-3-70b"].startswith(f"http://{name}.")
-    assert f":{ROUTER_PORT}/v1" in bases["vllm-llama-3-3-70b"]
-    assert bases["vllm-qwen3-32b-batch"].startswith(f"http://{workload_name('qwen3-32b-batch')}.")
+    assert bases["vllm-llama-3-3-70b"] == "os.environ/GPUFARM_ROUTE_LLAMA_3_3_70B"
+    assert bases["vllm-qwen3-32b-batch"] == "os.environ/GPUFARM_ROUTE_QWEN3_32B_BATCH"
+    routed_group = binding["spec"]["targetGroupARN"].removeprefix("<Ref:").removesuffix(">")
+    assert template["Resources"][routed_group]["Properties"]["Port"] == ROUTER_PORT
 
 
 def test_router_runs_the_endpoint_picker_beside_envoy(template: dict[str, Any]) -> None:
@@ -67,7 +76,7 @@ def test_router_runs_the_endpoint_picker_beside_envoy(template: dict[str, Any]) 
 
 
 def test_alb_reaches_the_router_ports(template: dict[str, Any]) -> None:
-    _, lb = only(template, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    _, lb = application_load_balancer(template)
     alb_sg = lb["Properties"]["SecurityGroups"][0]
     ports = {
         (r["Properties"]["FromPort"], r["Properties"]["ToPort"])
@@ -83,12 +92,14 @@ def test_routed_variant_passes_the_gates(routed: Path, template: dict[str, Any])
 
 
 def test_network_policies_allow_exactly_the_routed_flows(template: dict[str, Any]) -> None:
-    """The router reaches the model's pods; the gateway and the load balancer reach the router only."""
+    """The router reaches the model's pods; the load balancer reaches the router only, and the gateway
+    reaches neither (it calls the model's route on the load balancer, ADR 0050)."""
     tier = read_tier(template)
     assert unselected_pods(tier) == []
     assert check_closed_world(tier) == []
     router, model = router_name("llama-3-3-70b"), workload_name("llama-3-3-70b")
     assert tier.allowed(router, model, 8000)
-    assert tier.allowed("gateway", router, ROUTER_PORT)
+    assert tier.allowed("vpc-host", router, ROUTER_PORT)
+    assert not tier.allowed("gateway", router, ROUTER_PORT)
     assert not tier.allowed("gateway", model, 8000)
     assert tier.allowed("vpc-host", router, ENVOY_READY_PORT)

@@ -15,14 +15,18 @@ import pytest
 import yaml
 
 from gpufarm.config import TierConfig
+from gpufarm.k8s.gateway import route_env_name, vllm_deployment_id
 from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, NODEPOOL_LABEL, SHARE_LABEL, workload_name
 from tests.conftest import cfn_lint_errors, nag_violations
 from tests.tiers.conftest import synthesize
 from tests.tiers.helpers import (
     STATEFUL_TYPES,
+    client_listener,
+    gateway_listener,
     manifest_of,
     manifests,
     resources,
+    rules_of,
     stateful_logical_ids,
 )
 from tests.unit.factories import make_enterprise, overrides, split
@@ -101,10 +105,14 @@ def _forward(actions: list[dict[str, Any]]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the load balancers
 
 
-def test_alb_rule_forwards_to_every_share_by_weight(alb: dict[str, Any]) -> None:
+@pytest.mark.parametrize("listener", ["client", "gateway"])
+def test_alb_rule_forwards_to_every_share_by_weight(alb: dict[str, Any], listener: str) -> None:
+    """The client listener's rule, and the gateway listener's (ADR 0050), weigh the same shares."""
+    found = client_listener(alb) if listener == "client" else gateway_listener(alb)
+    assert found is not None
     (rule,) = [
         r["Properties"]
-        for r in resources(alb, "AWS::ElasticLoadBalancingV2::ListenerRule").values()
+        for r in rules_of(alb, found[0])
         if r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"] == [f"/{MODEL}/*"]
     ]
     groups = _share_target_groups(alb)
@@ -182,8 +190,17 @@ def test_gateway_sends_the_model_to_its_shares_then_to_bedrock(
     model = alb_tier.models[1]
     config = yaml.safe_load(manifest_of(alb, "ConfigMap", "gateway-config")["data"]["config.yaml"])
     entries = [e for e in config["model_list"] if e["model_name"] == model.api_model_name]
-    assert [(e["model_info"]["id"], e["litellm_params"]["weight"]) for e in entries] == [
-        (workload_name(MODEL, s), w) for s, w in SHARES.items()
+    # One deployment on the model's route: the ALB's weighted forward picks the share (ADR 0050).
+    assert [(e["model_info"]["id"], e["litellm_params"]) for e in entries] == [
+        (
+            vllm_deployment_id(model),
+            {
+                "model": f"hosted_vllm/{model.api_model_name}",
+                "api_base": f"os.environ/{route_env_name(model)}",
+                "timeout": alb_tier.fallback.request_timeout_seconds,
+                "stream_timeout": alb_tier.fallback.stream_timeout_seconds,
+            },
+        )
     ]
     assert {model.api_model_name: [f"{model.api_model_name}@bedrock"]} in config["router_settings"][
         "fallbacks"
