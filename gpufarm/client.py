@@ -148,28 +148,30 @@ class _Fallback:
         with self._lock:
             self._count += 1
 
-    def gateway_request(self, request: httpx.Request) -> httpx.Request | None:
-        """The same request addressed to the gateway; None when it is not under the route.
-
-        Same method, body and headers, at the gateway's base URL plus what follows the route's
-        (path and query). With a `gateway_api_key`, `Authorization: Bearer <key>` replaces the
-        request's own. The request's extensions (its timeouts) carry over.
-        """
+    def rest(self, request: httpx.Request) -> bytes | None:
+        """What follows the route in the request's URL (path and query); None when not under the route."""
         url, route = request.url, self.route_url
-        prefix = route.raw_path
         if (url.scheme, url.host, url.port) != (route.scheme, route.host, route.port):
             return None
+        prefix = route.raw_path
         rest = url.raw_path[len(prefix) :]
         if not url.raw_path.startswith(prefix) or rest[:1] not in (b"", b"/", b"?"):
             return None
-        target = self.gateway_url.copy_with(raw_path=self.gateway_url.raw_path + rest)
+        return rest
+
+    def gateway_request(self, request: httpx.Request, rest: bytes) -> httpx.Request:
+        """The same request addressed to the gateway: its base URL plus `rest` (see :meth:`rest`).
+
+        Same method, body and headers. With a `gateway_api_key`, `Authorization: Bearer <key>`
+        replaces the request's own. The request's extensions (its timeouts) carry over.
+        """
         headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() not in _DROPPED_HEADERS]
         if self.gateway_api_key is not None:
             headers = [(k, v) for k, v in headers if k.lower() != "authorization"]
             headers.append(("Authorization", f"Bearer {self.gateway_api_key}"))
         return httpx.Request(
             request.method,
-            target,
+            self.gateway_url.copy_with(raw_path=self.gateway_url.raw_path + rest),
             headers=headers,
             content=request.content,
             extensions=dict(request.extensions),
@@ -230,8 +232,8 @@ class FallbackTransport(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """The route's response, or the gateway's when the route refused the request."""
         request.read()
-        rerouted = self._fallback.gateway_request(request)
-        if rerouted is None:
+        rest = self._fallback.rest(request)
+        if rest is None:
             return self._transport.handle_request(request)
         try:
             response = self._transport.handle_request(request)
@@ -245,6 +247,7 @@ class FallbackTransport(httpx.BaseTransport):
                 response.read()
             finally:
                 response.close()
+        rerouted = self._fallback.gateway_request(request, rest)
         return self._fallback.marked(self._transport.handle_request(rerouted), reason)
 
     def close(self) -> None:
@@ -290,8 +293,8 @@ class AsyncFallbackTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """The route's response, or the gateway's when the route refused the request."""
         await request.aread()
-        rerouted = self._fallback.gateway_request(request)
-        if rerouted is None:
+        rest = self._fallback.rest(request)
+        if rest is None:
             return await self._transport.handle_async_request(request)
         try:
             response = await self._transport.handle_async_request(request)
@@ -305,6 +308,7 @@ class AsyncFallbackTransport(httpx.AsyncBaseTransport):
                 await response.aread()
             finally:
                 await response.aclose()
+        rerouted = self._fallback.gateway_request(request, rest)
         return self._fallback.marked(await self._transport.handle_async_request(rerouted), reason)
 
     async def aclose(self) -> None:
