@@ -48,7 +48,7 @@ carries :data:`FALLBACK_HEADER`, whose value says why (the route's status, or th
 name), and the transport counts re-sends in :attr:`FallbackTransport.fallbacks`.
 
 This module imports only `httpx` (the ``client`` extra: ``pip install 'gpufarm[client]'``), never
-the CDK, so an application imports it in milliseconds; `openai` is needed only by
+the CDK, so an application imports it in tens of milliseconds; `openai` is needed only by
 :func:`openai_client` and :func:`async_openai_client`.
 """
 
