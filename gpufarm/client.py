@@ -54,6 +54,7 @@ the CDK, so an application imports it in tens of milliseconds; `openai` is neede
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any
@@ -115,7 +116,7 @@ def _trimmed(url: httpx.URL | str, name: str) -> httpx.URL:
         raise ValueError(f"'{name}' must be an absolute http(s) URL, got {str(url)!r}")
     if parsed.query or parsed.fragment:
         raise ValueError(f"'{name}' must have no query or fragment, got {str(url)!r}")
-    return parsed.copy_with(raw_path=parsed.raw_path.rstrip(b"/"))
+    return parsed
 
 
 class _Fallback:
@@ -130,9 +131,12 @@ class _Fallback:
         fallback_statuses: Collection[int],
     ) -> None:
         self.route_url = _trimmed(route_url, "route_url")
-        """The model's route, the base URL requests are sent to first (no trailing slash)."""
+        """The model's route, the base URL requests are sent to first."""
         self.gateway_url = _trimmed(gateway_url, "gateway_url")
-        """The gateway's base URL the refused requests go to (no trailing slash)."""
+        """The gateway's base URL the refused requests go to."""
+        # Paths without their trailing slash (httpx keeps at least '/' in a URL's own path).
+        self._route_prefix = self.route_url.raw_path.rstrip(b"/")
+        self._gateway_prefix = self.gateway_url.raw_path.rstrip(b"/")
         self.gateway_api_key = gateway_api_key
         self.fallback_statuses = _validated_statuses(fallback_statuses)
         """Statuses of the route that send a request to the gateway."""
@@ -153,7 +157,7 @@ class _Fallback:
         url, route = request.url, self.route_url
         if (url.scheme, url.host, url.port) != (route.scheme, route.host, route.port):
             return None
-        prefix = route.raw_path
+        prefix = self._route_prefix
         rest = url.raw_path[len(prefix) :]
         if not url.raw_path.startswith(prefix) or rest[:1] not in (b"", b"/", b"?"):
             return None
@@ -171,7 +175,7 @@ class _Fallback:
             headers.append(("Authorization", f"Bearer {self.gateway_api_key}"))
         return httpx.Request(
             request.method,
-            self.gateway_url.copy_with(raw_path=self.gateway_url.raw_path + rest),
+            self.gateway_url.copy_with(raw_path=self._gateway_prefix + rest),
             headers=headers,
             content=request.content,
             extensions=dict(request.extensions),
@@ -221,12 +225,12 @@ class FallbackTransport(httpx.BaseTransport):
 
     @property
     def route_url(self) -> httpx.URL:
-        """The model's route (no trailing slash)."""
+        """The model's route."""
         return self._fallback.route_url
 
     @property
     def gateway_url(self) -> httpx.URL:
-        """The gateway's base URL (no trailing slash)."""
+        """The gateway's base URL."""
         return self._fallback.gateway_url
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -243,10 +247,10 @@ class FallbackTransport(httpx.BaseTransport):
             if response.status_code not in self._fallback.fallback_statuses:
                 return response
             reason = str(response.status_code)
-            try:
+            # Read the refusal so that its connection can be reused; a body that breaks is no answer either.
+            with contextlib.suppress(httpx.TransportError):
                 response.read()
-            finally:
-                response.close()
+            response.close()
         rerouted = self._fallback.gateway_request(request, rest)
         return self._fallback.marked(self._transport.handle_request(rerouted), reason)
 
@@ -282,12 +286,12 @@ class AsyncFallbackTransport(httpx.AsyncBaseTransport):
 
     @property
     def route_url(self) -> httpx.URL:
-        """The model's route (no trailing slash)."""
+        """The model's route."""
         return self._fallback.route_url
 
     @property
     def gateway_url(self) -> httpx.URL:
-        """The gateway's base URL (no trailing slash)."""
+        """The gateway's base URL."""
         return self._fallback.gateway_url
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -304,10 +308,9 @@ class AsyncFallbackTransport(httpx.AsyncBaseTransport):
             if response.status_code not in self._fallback.fallback_statuses:
                 return response
             reason = str(response.status_code)
-            try:
+            with contextlib.suppress(httpx.TransportError):
                 await response.aread()
-            finally:
-                await response.aclose()
+            await response.aclose()
         rerouted = self._fallback.gateway_request(request, rest)
         return self._fallback.marked(await self._transport.handle_async_request(rerouted), reason)
 

@@ -155,6 +155,30 @@ def test_a_trailing_slash_on_either_url_changes_nothing() -> None:
     assert [str(r.url) for r in backends.gateway_requests] == ["http://alb.example/v1/chat/completions"]
 
 
+def test_a_gateway_at_the_root_of_its_host_gets_the_path_after_the_route() -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(503 if request.url.host == "alb.example" else 200)
+
+    transport = gc.FallbackTransport(ROUTE, "http://gateway.example", transport=httpx.MockTransport(handler))
+    httpx.Client(transport=transport).post(f"{ROUTE}/chat/completions", json=BODY)
+    assert seen == [f"{ROUTE}/chat/completions", "http://gateway.example/chat/completions"]
+
+
+def test_a_refusal_whose_body_breaks_is_still_resent() -> None:
+    def broken() -> Iterator[bytes]:
+        raise httpx.ReadError("reset while reading the 503")
+        yield b""  # pragma: no cover - makes this a generator
+
+    backends = Backends(lambda request: httpx.Response(503, content=broken()))
+    client, transport = sync_client(backends)
+    response = post(client)
+    assert (response.status_code, response.headers[gc.FALLBACK_HEADER]) == (200, "503")
+    assert transport.fallbacks == 1
+
+
 @pytest.mark.parametrize(
     "error",
     [httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError],
