@@ -135,7 +135,8 @@ def _model_panels() -> list[timeseries.Panel]:
         _panel(
             "Time to first token (p50, p99)",
             "s",
-            "vllm:time_to_first_token_seconds: the default objective is 2 s at p99 (models[].ttft_p99_seconds).",
+            "vllm:time_to_first_token_seconds: the default objective is 2 s at p99 "
+            "(models[].ttft_p99_seconds).",
             _prom(_quantile(0.99, "vllm:time_to_first_token_seconds", "model"), "{{model}} p99", "A"),
             _prom(_quantile(0.5, "vllm:time_to_first_token_seconds", "model"), "{{model}} p50", "B"),
         ),
