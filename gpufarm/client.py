@@ -110,7 +110,7 @@ def _validated_statuses(statuses: Iterable[int]) -> frozenset[int]:
     return out
 
 
-def _trimmed(url: httpx.URL | str, name: str) -> httpx.URL:
+def _base_url(url: httpx.URL | str, name: str) -> httpx.URL:
     parsed = httpx.URL(url)
     if parsed.scheme not in ("http", "https") or not parsed.host:
         raise ValueError(f"'{name}' must be an absolute http(s) URL, got {str(url)!r}")
@@ -130,9 +130,9 @@ class _Fallback:
         gateway_api_key: str | None,
         fallback_statuses: Collection[int],
     ) -> None:
-        self.route_url = _trimmed(route_url, "route_url")
+        self.route_url = _base_url(route_url, "route_url")
         """The model's route, the base URL requests are sent to first."""
-        self.gateway_url = _trimmed(gateway_url, "gateway_url")
+        self.gateway_url = _base_url(gateway_url, "gateway_url")
         """The gateway's base URL the refused requests go to."""
         # Paths without their trailing slash (httpx keeps at least '/' in a URL's own path).
         self._route_prefix = self.route_url.raw_path.rstrip(b"/")
