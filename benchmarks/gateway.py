@@ -20,6 +20,12 @@ gateway runs at its ceiling and the added latency is its queue. The machine's lo
 printed before and after each setting: on a shared machine read the ratios, not the seconds.
 Figures are printed, never asserted.
 
+Beside the gateway, each row has the hot path (docs/decisions/0051-gateway-off-the-hot-path.md):
+the same load sent to the stand-in as a client of the model's route sends it, with `httpx` and
+`gpufarm.client.AsyncFallbackTransport` (route: the stand-in, gateway: the proxy), and what the
+transport adds at p99 over the same `httpx` client without it. The stand-in never refuses, so no
+request goes to the gateway (a re-sent one fails the run).
+
     .venv/bin/python benchmarks/gateway.py [--concurrency 1,16,64,256] [--requests 100]
         [--settings uvicorn-1,uvicorn-1-quiet,uvicorn-2,granian-1]
 """
@@ -108,6 +114,12 @@ class Row:
     requests_per_second: float
     chunks_per_second: float
     cpu_ms_per_request: float | None = None
+    hot_p50_ms: float | None = None
+    """p50 on the hot path: httpx with the fallback transport, straight to the stand-in."""
+    hot_p99_ms: float | None = None
+    httpx_p50_ms: float | None = None
+    """p50 of plain httpx (no fallback transport) to the same stand-in: the client library's own cost."""
+    httpx_p99_ms: float | None = None
 
 
 def percentiles(seconds: list[float]) -> tuple[float, float]:
@@ -227,6 +239,63 @@ def measure(
     )
 
 
+async def _run_httpx(
+    base_url: str, gateway_url: str | None, body: bytes, *, stream: bool, concurrency: int, requests: int
+) -> tuple[list[tuple[float, float, int]], list[str]]:
+    """`requests` chat completions over `concurrency` streams with one httpx client; with a
+    `gateway_url`, through `AsyncFallbackTransport` (route `base_url`), else plain httpx."""
+    import httpx
+
+    from gpufarm.client import FALLBACK_HEADER, AsyncFallbackTransport
+
+    unlimited = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    plain = httpx.AsyncHTTPTransport(limits=unlimited)
+    transport: httpx.AsyncBaseTransport = (
+        plain if gateway_url is None else AsyncFallbackTransport(base_url, gateway_url, transport=plain)
+    )
+    results: list[tuple[float, float, int]] = []
+    errors: list[str] = []
+    count = [requests]
+    headers = {"Content-Type": "application/json"}
+    async with httpx.AsyncClient(base_url=base_url, transport=transport, timeout=600) as client:
+
+        async def worker() -> None:
+            while count[0] > 0:
+                count[0] -= 1
+                sent = time.monotonic()
+                response = await client.post("/chat/completions", content=body, headers=headers)
+                received = time.monotonic()
+                if response.status_code != 200 or FALLBACK_HEADER in response.headers:
+                    errors.append(
+                        f"status {response.status_code}, re-sent: {response.headers.get(FALLBACK_HEADER)}"
+                    )
+                    continue
+                results.append((sent, received, _content_chunks(response.content) if stream else 0))
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return results, errors
+
+
+def measure_httpx(
+    base_url: str, gateway_url: str | None, model: str, *, stream: bool, concurrency: int, requests: int
+) -> tuple[list[tuple[float, float, int]], list[str]]:
+    """:func:`_run_httpx` after the same unmeasured warm-up as :func:`measure` (one request per stream)."""
+    request: dict[str, object] = {"model": model, "messages": [{"role": "user", "content": "Which backend?"}]}
+    if stream:
+        request["stream"] = True
+    body = json.dumps(request).encode()
+
+    async def both() -> tuple[list[tuple[float, float, int]], list[str]]:
+        await _run_httpx(
+            base_url, gateway_url, body, stream=stream, concurrency=concurrency, requests=concurrency
+        )
+        return await _run_httpx(
+            base_url, gateway_url, body, stream=stream, concurrency=concurrency, requests=requests
+        )
+
+    return asyncio.run(both())
+
+
 def process_group_cpu_seconds(pgid: int) -> float:
     """User plus system CPU time of every live process in group `pgid` (Linux /proc)."""
     ticks = os.sysconf("SC_CLK_TCK")
@@ -299,10 +368,23 @@ def _measure_rows(
         cpu = process_group_cpu_seconds(pgid) - cpu_before
         if errors:
             raise RuntimeError(f"gateway, {mode}, c={c}: {len(errors)} failed, first: {errors[0]}")
+        route = f"{stand_in.base_url}/v1"
+        hot, hot_errors = measure_httpx(
+            route, f"http://127.0.0.1:{gateway.port}/v1", model, stream=stream, concurrency=c, requests=n
+        )
+        plain, plain_errors = measure_httpx(route, None, model, stream=stream, concurrency=c, requests=n)
+        if hot_errors or plain_errors:
+            first = (hot_errors or plain_errors)[0]
+            raise RuntimeError(
+                f"hot path, {mode}, c={c}: {len(hot_errors + plain_errors)} failed, first: {first}"
+            )
         rows.append(_row(mode, c, "direct", direct))
         row = _row(mode, c, "gateway", through)
         # The warm-up ran too: c requests on top of the measured n.
         row.cpu_ms_per_request = cpu * 1000 / (n + c)
+        hot_row, plain_row = _row(mode, c, "hot", hot), _row(mode, c, "httpx", plain)
+        row.hot_p50_ms, row.hot_p99_ms = hot_row.p50_ms, hot_row.p99_ms
+        row.httpx_p50_ms, row.httpx_p99_ms = plain_row.p50_ms, plain_row.p99_ms
         rows.append(row)
     return rows
 
@@ -354,6 +436,10 @@ def main() -> int:
     print("req/s and chunks/s: completed per second; cpu ms/req: the gateway's processes' CPU time;")
     print(
         f"long: streams of {args.long_chunks} content chunks, {args.long_concurrency} at once, 2 per stream"
+    )
+    print(
+        "hot p50/p99: the route with gpufarm.client's AsyncFallbackTransport (httpx), nothing re-sent;"
+        " httpx p50/p99: plain httpx to the same stand-in; hot +p50/+p99: the transport's part"
     )
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -418,6 +504,7 @@ def _print(rows: list[Row]) -> None:
     print(
         f"   {'mode':<7}{'c':>4}{'n':>6}{'direct p50':>11}{'p99':>8}{'gateway p50':>12}{'p99':>8}"
         f"{'+p50':>8}{'+p99':>8}{'req/s':>8}{'direct':>8}{'chunks/s':>10}{'cpu ms/req':>11}"
+        f"{'hot p50':>9}{'p99':>8}{'httpx p50':>10}{'p99':>8}{'hot +p50':>9}{'+p99':>7}"
     )
     by_key = {(r.mode, r.concurrency, r.path): r for r in rows}
     for r in rows:
@@ -429,6 +516,9 @@ def _print(rows: list[Row]) -> None:
             f"{r.p50_ms:>12.1f}{r.p99_ms:>8.1f}{r.p50_ms - d.p50_ms:>8.1f}{r.p99_ms - d.p99_ms:>8.1f}"
             f"{r.requests_per_second:>8.1f}{d.requests_per_second:>8.1f}{r.chunks_per_second:>10.1f}"
             f"{r.cpu_ms_per_request or 0:>11.2f}"
+            f"{r.hot_p50_ms or 0:>9.1f}{r.hot_p99_ms or 0:>8.1f}{r.httpx_p50_ms or 0:>10.1f}"
+            f"{r.httpx_p99_ms or 0:>8.1f}{(r.hot_p50_ms or 0) - (r.httpx_p50_ms or 0):>9.1f}"
+            f"{(r.hot_p99_ms or 0) - (r.httpx_p99_ms or 0):>7.1f}"
         )
 
 

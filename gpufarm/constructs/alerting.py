@@ -82,6 +82,10 @@ class PrometheusAlerts(Construct):
             )
         )
         if key is not None:
+            # The AMP guide's key statement for an encrypted topic has no condition; its
+            # confused-deputy advice (aws:SourceArn, aws:SourceAccount) is for the topic policy
+            # above (https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-alertmanager-receiver-AMPpermission.html).
+            # A condition AMP's KMS calls may not carry would drop every alert silently.
             key.add_to_resource_policy(
                 iam.PolicyStatement(
                     sid="PrometheusAlertsEncrypt",

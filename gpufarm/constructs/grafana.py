@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_grafana as grafana
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from gpufarm.config.sections.grafana import GRAFANA_VERSIONS, GrafanaAuthentication, GrafanaConfig
@@ -54,6 +54,15 @@ SERVICE_ACCOUNT_ACTIONS = (
 
 WORKSPACE_NAME_MAX = 255
 
+PROVISIONER_TIMEOUT = cdk.Duration.minutes(5)
+PROVISIONING_SERVICE_TIMEOUT = cdk.Duration.seconds(1200)
+"""How long CloudFormation waits for the provisioner's answer (`ServiceTimeout`, 1 to 3600 s,
+default 3600: https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/crpg-ref-requests.html).
+The handler answers before its 300 s Lambda timeout; if it dies without answering, Lambda runs the
+request twice more, one and then two minutes apart
+(https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html): 3 x 300 s
++ 180 s = 1080 s fit in 1200 s, and a lost answer fails the deploy after 20 minutes, not an hour."""
+
 
 class ManagedGrafana(Construct):
     """An Amazon Managed Grafana workspace reading one AMP workspace, with dashboards as code.
@@ -65,12 +74,13 @@ class ManagedGrafana(Construct):
     `config.authentication` (IAM Identity Center by default; users and groups are then assigned
     in the console or with `UpdatePermissions`, which CloudFormation does not cover).
 
-    Both Lambda functions run in `subnets` of `vpc` (private, with a route out through NAT) with
+    The handler runs in `subnets` of `vpc` (private, with a route out through NAT) with
     a security group that allows HTTPS out and nothing in.
 
     `dashboards` (JSON, from :func:`~gpufarm.constructs.grafana_dashboards.tier_dashboards`) go
-    into the folder `gpufarm` on every deploy through the custom resource `Provisioning`, whose
-    handler (`Provisioner`) holds a workspace service account and a token that lives
+    into the folder `gpufarm` on every deploy through the custom resource `Provisioning`. Its
+    `ServiceToken` is the handler (`Provisioner`) itself, which answers CloudFormation (no provider
+    framework); it holds a workspace service account and a token that lives
     `config.provisioning_token_seconds` at most and is deleted at the end of each run.
 
     Defaults: `name` is the workspace name (the stack name); the provisioner's log group keeps
@@ -210,7 +220,7 @@ class ManagedGrafana(Construct):
             code=lambda_.Code.from_asset(
                 str(PROVISIONER_CODE), exclude=["__pycache__", "*.pyc", "__init__.py"]
             ),
-            timeout=cdk.Duration.minutes(5),
+            timeout=PROVISIONER_TIMEOUT,
             memory_size=256,
             log_group=self.log_group,
             **in_vpc,  # type: ignore[arg-type]
@@ -219,17 +229,16 @@ class ManagedGrafana(Construct):
         self.handler.add_to_role_policy(
             iam.PolicyStatement(actions=list(SERVICE_ACCOUNT_ACTIONS), resources=[workspace_arn])
         )
-        self.provider = cr.Provider(
-            self,
-            "Provider",
-            on_event_handler=self.handler,
-            log_group=self.log_group,
-            **in_vpc,  # type: ignore[arg-type]
-        )
+        _drop_role_dependency(self.handler)
+        # CloudFormation invokes the handler itself and the handler answers it (no provider
+        # framework). No Lambda permission is added: aws-cdk-lib's own CustomResourceProvider uses
+        # its handler's Arn as the service token the same way (aws-cdk-lib 2.275.0,
+        # core/lib/custom-resource-provider/custom-resource-provider-base.ts).
         self.provisioning = cdk.CustomResource(
             self,
             "Provisioning",
-            service_token=self.provider.service_token,
+            service_token=self.handler.function_arn,
+            service_timeout=PROVISIONING_SERVICE_TIMEOUT,
             resource_type="Custom::GrafanaDashboards",
             properties={
                 "WorkspaceId": self.workspace.attr_id,
@@ -258,28 +267,15 @@ class ManagedGrafana(Construct):
                 "AWSLambdaVPCAccessExecutionRole so Lambda can manage its network interfaces.",
             },
         )
-        stack = cdk.Stack.of(self)
-        handler_arn = stack.get_logical_id(self.handler.node.default_child)  # type: ignore[arg-type]
-        acknowledge_all(
-            self.provider,
-            {
-                basic: "The custom resource provider framework (aws-cdk-lib custom_resources) "
-                "writes its log lines with AWSLambdaBasicExecutionRole; it is not configurable.",
-                vpc_access: "The provider framework runs in the tier's private subnets; aws_lambda "
-                "attaches AWSLambdaVPCAccessExecutionRole for its network interfaces.",
-                f"AwsSolutions-IAM5[Resource::<{handler_arn}.Arn>:*]": "The provider framework "
-                "invokes any version of the one provisioner function; the wildcard is the "
-                "version suffix of that function.",
-            },
-        )
         concurrency = (
             "{} runs only while CloudFormation deploys this stack, once per deploy of the "
             "dashboards: a concurrency cap could only fail a deploy, and reserved concurrency "
             "would hold back part of the account's pool for a function idle between deploys."
         )
         dlq = (
-            "{} reports its errors to CloudFormation, which fails the deploy with them; a "
-            "dead-letter queue would only keep requests that CloudFormation already answered."
+            "{} answers every CloudFormation request itself, failures included, and CloudFormation "
+            "fails the deploy with them; a dead-letter queue would only keep requests that "
+            "CloudFormation already has an answer for."
         )
         acknowledge_all(
             self.handler,
@@ -288,18 +284,7 @@ class ManagedGrafana(Construct):
                 "service-account actions on this one workspace through the role's default inline "
                 "policy, next to the function it serves.",
                 "NIST.800.53.R5-LambdaConcurrency": concurrency.format("The provisioner"),
-                "NIST.800.53.R5-LambdaDLQ": dlq.format(
-                    "The provisioner, invoked synchronously by the framework,"
-                ),
-            },
-        )
-        acknowledge_all(
-            self.provider,
-            {
-                "NIST.800.53.R5-IAMNoInlinePolicy": "aws-cdk-lib's provider framework grants its role "
-                "lambda:InvokeFunction on the provisioner through the role's default inline policy.",
-                "NIST.800.53.R5-LambdaConcurrency": concurrency.format("The provider framework"),
-                "NIST.800.53.R5-LambdaDLQ": dlq.format("The provider framework"),
+                "NIST.800.53.R5-LambdaDLQ": dlq.format("The provisioner"),
             },
         )
         acknowledge_all(
@@ -323,3 +308,43 @@ def stack_arn(scope: Construct, workspace_id: str) -> str:
     """
     stack = cdk.Stack.of(scope)
     return f"arn:{stack.partition}:grafana:{stack.region}:{stack.account}:/workspaces/{workspace_id}"
+
+
+@jsii.implements(cdk.IResolvable)
+class _DependenciesWithoutRole:
+    """A function's `DependsOn` without its role, which the function's `Role` GetAtt already orders.
+
+    aws_lambda makes every function depend on its role and the role's default policy; cfn-lint
+    flags the first as redundant (W3005). The policy stays: CloudFormation may invoke the function
+    only once the grants it needs exist. Resolved at synth, so dependencies added later are kept.
+    """
+
+    def __init__(self, function: cdk.CfnResource, role: cdk.CfnResource) -> None:
+        self.function = function
+        self.role = role
+
+    @property
+    def creation_stack(self) -> list[str]:
+        return []
+
+    def resolve(self, _context: cdk.IResolveContext) -> Any:
+        stack = cdk.Stack.of(self.function)
+        role_id = stack.resolve(self.role.logical_id)
+        kept = sorted(
+            {
+                str(stack.resolve(dep.logical_id))
+                for dep in self.function.obtain_dependencies()
+                if isinstance(dep, cdk.CfnResource) and stack.resolve(dep.logical_id) != role_id
+            }
+        )
+        return kept or None
+
+    def to_string(self) -> str:
+        return "<DependsOn without the role>"
+
+
+def _drop_role_dependency(function: lambda_.Function) -> None:
+    resource = function.node.default_child
+    role = function.role.node.default_child if function.role is not None else None
+    if isinstance(resource, cdk.CfnResource) and isinstance(role, cdk.CfnResource):
+        resource.add_override("DependsOn", _DependenciesWithoutRole(resource, role))

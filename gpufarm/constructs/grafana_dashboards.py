@@ -17,12 +17,14 @@ Three dashboards:
   exporter names the pod holding each GPU (`namespace`, `pod`). No scraped series carries the
   pool, so a pool's panels select the pods of the workloads placed on it
   (:func:`gpufarm.core.placement.placement_of`), as their names are known at synth time.
-* **gateway** (CloudWatch): fallback rate, the time the gateway route takes against the direct
-  routes, Bedrock tokens and Bedrock's month-to-date charges. LiteLLM's Prometheus metrics are
-  not used: the managed scraper does not scrape the gateway, and LiteLLM made its Prometheus
-  integration an enterprise feature (BerriAI/litellm pull request 5769, "enforce prometheus
-  metrics as enterprise feature"); the load balancer and Bedrock publish what the panels need to
-  CloudWatch without either.
+* **gateway**: the fallback rate per model and the Bedrock spend of the last hour from the
+  gateway's own counters (:mod:`gpufarm.k8s.demand`, scraped into the workspace), with the same
+  expressions as the FallbackRateHigh and BedrockSpendHigh alerts
+  (:mod:`gpufarm.k8s.alerting`); from CloudWatch, the time the gateway route takes against the
+  direct routes, Bedrock tokens and Bedrock's month-to-date charges. Without the gateway's
+  counters in Prometheus the fallback rate is estimated from CloudWatch instead. LiteLLM's own
+  Prometheus metrics are not used: LiteLLM made that integration an enterprise feature
+  (BerriAI/litellm pull request 5769, "enforce prometheus metrics as enterprise feature").
 """
 
 from __future__ import annotations
@@ -44,6 +46,13 @@ from grafana_foundation_sdk.models import dashboard as dm
 from gpufarm.config.model import LoadBalancerKind, TierConfig
 from gpufarm.core.names import workload_name
 from gpufarm.core.placement import placement_of
+from gpufarm.k8s.alerting import (
+    FALLBACK_WINDOW,
+    GatewayObjective,
+    bedrock_spend_expression,
+    fallback_rate_expression,
+    gateway_objective,
+)
 
 PROMETHEUS_UID = "gpufarm-amp"
 """UID of the Prometheus data source (the tier's AMP workspace) the provisioner creates."""
@@ -126,7 +135,8 @@ def _model_panels() -> list[timeseries.Panel]:
         _panel(
             "Time to first token (p50, p99)",
             "s",
-            "vllm:time_to_first_token_seconds: the seeds' target is 2 s at p99.",
+            "vllm:time_to_first_token_seconds: the default objective is 2 s at p99 "
+            "(models[].ttft_p99_seconds).",
             _prom(_quantile(0.99, "vllm:time_to_first_token_seconds", "model"), "{{model}} p99", "A"),
             _prom(_quantile(0.5, "vllm:time_to_first_token_seconds", "model"), "{{model}} p50", "B"),
         ),
@@ -356,43 +366,91 @@ def bedrock_model_ids(tier: TierConfig) -> list[str]:
     return ids
 
 
+def _gateway_prometheus_panels(objective: GatewayObjective) -> list[timeseries.Panel]:
+    """The gateway's panels read from its own counters: the same expressions as its alerts."""
+    panels: list[timeseries.Panel] = []
+    if objective.models:
+        panels.append(
+            _panel(
+                "Fallback rate by model (% of answers from Bedrock)",
+                "percent",
+                f"Bedrock's answers over all of the model's answers (vLLM's on either route, and "
+                f"Bedrock's), over {FALLBACK_WINDOW}: the expression of the FallbackRateHigh alert, "
+                f"whose threshold is {objective.fallback_rate_percent:g}%.",
+                *(
+                    _prom(fallback_rate_expression(model), model.name, f"F{i}")
+                    for i, model in enumerate(sorted(objective.models, key=lambda m: m.name))
+                ),
+            )
+        )
+    if objective.spend:
+        panels.append(
+            _panel(
+                "Bedrock spend over the last hour (USD, list prices)",
+                "currencyUSD",
+                "The gateway's Bedrock tokens times the on-demand list prices gpufarm ships: the "
+                f"expression of the BedrockSpendHigh alert, whose threshold is "
+                f"${objective.bedrock_spend_per_hour:g} an hour.",
+                _prom(bedrock_spend_expression(objective.spend), "Bedrock", "S"),
+            )
+        )
+    return panels
+
+
+def gateway_expressions(tier: TierConfig) -> list[str]:
+    """The PromQL of the gateway dashboard's Prometheus panels (none without the gateway's counters)."""
+    objective = gateway_objective(tier)
+    if objective is None:
+        return []
+    board = gd.Dashboard("gateway")
+    for panel in _gateway_prometheus_panels(objective):
+        board = board.with_panel(panel)
+    return prometheus_expressions([_json(board)])
+
+
 def _gateway_panels(tier: TierConfig, targets: GatewayTargets) -> list[timeseries.Panel]:
     region = tier.environment.region
+    objective = gateway_objective(tier)
     panels: list[timeseries.Panel] = []
+    if objective is not None:
+        panels.extend(_gateway_prometheus_panels(objective))
     ids = bedrock_model_ids(tier)
     namespace = "AWS/ApplicationELB" if targets.kind is LoadBalancerKind.ALB else "AWS/NetworkELB"
     if targets.kind is LoadBalancerKind.ALB:
         # AWS/ApplicationELB RequestCount and TargetResponseTime by TargetGroup and LoadBalancer:
         # https://docs.aws.amazon.com/elasticloadbalancing/latest/application/load-balancer-cloudwatch-metrics.html
         gateway = {"LoadBalancer": targets.load_balancer, "TargetGroup": targets.gateway}
-        invocations = [
-            _cw(
-                f"B{i}",
-                region,
-                "AWS/Bedrock",
-                "Invocations",
-                "Sum",
-                {"ModelId": model_id},
-                model_id,
-                hide=True,
+        # Without the gateway's own counters (no Prometheus), the fallback rate is estimated
+        # from CloudWatch: Bedrock's invocations over the gateway route's requests.
+        if objective is None:
+            invocations = [
+                _cw(
+                    f"B{i}",
+                    region,
+                    "AWS/Bedrock",
+                    "Invocations",
+                    "Sum",
+                    {"ModelId": model_id},
+                    model_id,
+                    hide=True,
+                )
+                for i, model_id in enumerate(ids)
+            ]
+            rate = [
+                *invocations,
+                _cw("G", region, namespace, "RequestCount", "Sum", gateway, "gateway requests", hide=True),
+            ]
+            if ids:
+                total = " + ".join(f"b{i}" for i in range(len(ids)))
+                rate.append(_cw_math("R", region, f"100 * ({total}) / g", "fallback rate"))
+            panels.append(
+                _panel(
+                    "Fallback rate",
+                    "percent",
+                    "Bedrock invocations of the tier's fallback models over the gateway's requests.",
+                    *rate,
+                )
             )
-            for i, model_id in enumerate(ids)
-        ]
-        rate = [
-            *invocations,
-            _cw("G", region, namespace, "RequestCount", "Sum", gateway, "gateway requests", hide=True),
-        ]
-        if ids:
-            total = " + ".join(f"b{i}" for i in range(len(ids)))
-            rate.append(_cw_math("R", region, f"100 * ({total}) / g", "fallback rate"))
-        panels.append(
-            _panel(
-                "Fallback rate",
-                "percent",
-                "Bedrock invocations of the tier's fallback models over the gateway's requests.",
-                *rate,
-            )
-        )
         latency = [_cw("G", region, namespace, "TargetResponseTime", "p99", gateway, "gateway route p99")]
         for i, (name, group) in enumerate(sorted(targets.models.items())):
             dims = {"LoadBalancer": targets.load_balancer, "TargetGroup": group}
@@ -477,5 +535,6 @@ def prometheus_expressions(boards: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def dashboard_expressions(tier: TierConfig) -> list[str]:
-    """Every PromQL expression the tier's dashboards query (the gateway's read CloudWatch)."""
-    return prometheus_expressions([model_dashboard(tier), gpu_fleet_dashboard(tier)])
+    """Every PromQL expression the tier's dashboards query, the gateway's when it runs included."""
+    gateway = gateway_expressions(tier) if tier.fallback.enabled else []
+    return [*prometheus_expressions([model_dashboard(tier), gpu_fleet_dashboard(tier)]), *gateway]

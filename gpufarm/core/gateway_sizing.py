@@ -157,8 +157,9 @@ def resource_metrics_available(tier: TierConfig) -> bool:
     """Whether the cluster serves the resource metrics API an HPA on CPU reads.
 
     gpufarm installs metrics-server as the EKS add-on `metrics-server` (`cluster.core_addons`)
-    on clusters with karpenter provisioning. On Auto Mode the add-ons are not installed, and that
-    Auto Mode serves the metrics API by itself is not confirmed, so it counts as absent there.
+    on clusters with karpenter provisioning. On Auto Mode the add-ons are not installed and Auto
+    Mode does not include the Metrics Server (EKS user guide, "Considerations for Amazon EKS Auto
+    Mode"), so it counts as absent there (docs/decisions/0048-gateway-capacity.md).
     """
     from gpufarm.config.sections.cluster import CoreAddon, Provisioning
 

@@ -91,14 +91,25 @@ class BedrockSpend:
 
 
 @dataclass(frozen=True, kw_only=True)
-class GatewayObjective:
-    """The gateway's alerts: fallback rate (percent of answers) and Bedrock spend ($ per hour).
+class FallbackModel:
+    """A model with a Bedrock fallback: its name in the tier (vLLM series' `model` label) and the
+    name clients send (the gateway counters' `model_name` label)."""
 
-    `spend` lists the models with a Bedrock fallback and a known price (none: no spend alert).
+    name: str
+    api_name: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatewayObjective:
+    """The gateway's alerts: fallback rate (percent of a model's answers) and Bedrock spend ($ per hour).
+
+    `models` lists the models with a Bedrock fallback (none: no fallback-rate alert); `spend` those
+    of them with a known price (none: no spend alert).
     """
 
     fallback_rate_percent: float
     bedrock_spend_per_hour: float
+    models: tuple[FallbackModel, ...] = ()
     spend: tuple[BedrockSpend, ...] = ()
 
 
@@ -112,8 +123,11 @@ def gateway_objective(tier: TierConfig) -> GatewayObjective | None:
     if not (exports_metrics(tier) and tier.observability.prometheus.enabled):
         return None
     spend = []
+    models = []
     for model in tier.models:
         target = model.bedrock_target
+        if target is not None:
+            models.append(FallbackModel(name=model.name, api_name=model.api_model_name))
         price = bedrock_token_price(target.model_id) if target is not None else None
         if price is not None:
             spend.append(
@@ -127,11 +141,30 @@ def gateway_objective(tier: TierConfig) -> GatewayObjective | None:
     return GatewayObjective(
         fallback_rate_percent=prometheus.fallback_rate_percent,
         bedrock_spend_per_hour=prometheus.bedrock_spend_per_hour,
+        models=tuple(models),
         spend=tuple(spend),
     )
 
 
-def _spend_expression(spend: Sequence[BedrockSpend]) -> str:
+def fallback_rate_expression(model: FallbackModel, window: str = FALLBACK_WINDOW) -> str:
+    """Percent of `model`'s answers that came from Bedrock over `window`, whatever the route.
+
+    The denominator counts every answer: Bedrock's (the gateway's counter) and vLLM's own finished
+    requests (`vllm:request_success_total`, which counts what the replicas served on the model's
+    route and through the gateway alike). A client on the model's route that re-sends only the
+    load balancer's refusals to the gateway (ADR 0051) would otherwise see a fallback rate
+    near 100%: the gateway's own counters alone measure the share among the requests it was given,
+    not among the model's. `or vector(0)` keeps a model whose replicas never answered (parked at
+    zero, or down since start) at 100% instead of no value.
+    """
+    bedrock = f'sum(rate({_RESPONSES}{{model_name="{model.api_name}",backend="bedrock"}}[{window}]))'
+    served = (
+        f'sum(rate(vllm:request_success_total{{model="{model.name}",finished_reason!="abort"}}[{window}]))'
+    )
+    return f"100 * {bedrock} / ({bedrock} + ({served} or vector(0)))"
+
+
+def bedrock_spend_expression(spend: Sequence[BedrockSpend]) -> str:
     """Bedrock's $ over the last hour: each model's token increase x its price, summed.
 
     The terms are joined with `or` (their label sets differ), so a model with no series yet
@@ -151,23 +184,25 @@ def _gateway_rules(objective: GatewayObjective) -> list[dict[str, Any]]:
     rules = [
         _alert(
             "FallbackRateHigh",
-            f'100 * sum by (model_name) (rate({_RESPONSES}{{backend="bedrock"}}[{window}])) '
-            f"/ sum by (model_name) (rate({_RESPONSES}[{window}])) > {rate:g}",
+            f"{fallback_rate_expression(model, window)} > {rate:g}",
             for_=window,
             severity="ticket",
-            summary=f"{{{{ $labels.model_name }}}}: Bedrock answers more than {rate:g}% of requests",
+            # One alert per model under one name: the labels keep the rules distinct and name it.
+            labels={"model": model.name, "model_name": model.api_name},
+            summary=f"{model.name}: Bedrock answers more than {rate:g}% of requests",
             description=(
-                '{{ $labels.model_name }}: Amazon Bedrock answered {{ $value | printf "%.1f" }}% of its '
+                f'{model.name}: Amazon Bedrock answered {{{{ $value | printf "%.1f" }}}}% of its '
                 f"requests over {window}, for {window}: vLLM is down, saturated or failing."
             ),
         )
+        for model in sorted(objective.models, key=lambda m: m.name)
     ]
     if objective.spend:
         limit = objective.bedrock_spend_per_hour
         rules.append(
             _alert(
                 "BedrockSpendHigh",
-                f"{_spend_expression(objective.spend)} > {limit:g}",
+                f"{bedrock_spend_expression(objective.spend)} > {limit:g}",
                 for_="15m",
                 severity="ticket",
                 summary=f"Bedrock fallback spend above ${limit:g} per hour",
@@ -377,11 +412,12 @@ def alert_rule_groups(
             ),
         ),
     ]
+    gateway_rules = _gateway_rules(gateway) if gateway is not None else []
     return [
         {"name": "gpufarm-availability", "rules": [*records, *burn_alerts]},
         {"name": "gpufarm-serving", "rules": serving},
         {"name": "gpufarm-gpu", "rules": gpus},
-        *([{"name": "gpufarm-gateway", "rules": _gateway_rules(gateway)}] if gateway is not None else []),
+        *([{"name": "gpufarm-gateway", "rules": gateway_rules}] if gateway_rules else []),
     ]
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ from aws_cdk.assertions import Template
 
 from gpufarm.config.sections.grafana import GrafanaConfig
 from gpufarm.constructs.grafana import ManagedGrafana
+from tests.conftest import REPO
 from tests.constructs.helpers import new_stack, new_vpc
 
 AMP_ARN = "arn:aws:aps:us-east-1:123456789012:workspace/ws-0123"
@@ -19,6 +22,11 @@ BOARD = {"uid": "b", "title": "b", "panels": []}
 
 def resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def grafana_resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    """Resources of `kind` that this construct made (the test VPC makes some of its own)."""
+    return {k: v for k, v in resources(template, kind).items() if k.startswith("Grafana")}
 
 
 def build(config: GrafanaConfig) -> dict[str, Any]:
@@ -118,3 +126,54 @@ def test_provisioning_carries_the_dashboards_and_the_token_lifetime() -> None:
 def test_same_input_same_template() -> None:
     config = GrafanaConfig(enabled=True)
     assert json.dumps(build(config), sort_keys=True) == json.dumps(build(config), sort_keys=True)
+
+
+def test_the_handler_is_the_service_token_without_the_provider_framework() -> None:
+    template = build(GrafanaConfig(enabled=True))
+    ((_, provisioning),) = resources(template, "Custom::GrafanaDashboards").items()
+    ((function_id, function),) = grafana_resources(template, "AWS::Lambda::Function").items()
+    assert function["Properties"]["Handler"] == "index.on_event"
+    assert provisioning["Properties"]["ServiceToken"] == {"Fn::GetAtt": [function_id, "Arn"]}
+    # CloudFormation waits at most 1200 s: three 300 s attempts and Lambda's 60 s + 120 s retry delays.
+    assert provisioning["Properties"]["ServiceTimeout"] == "1200"
+    assert function["Properties"]["Timeout"] == 300
+    # One role and one policy for the handler, one of each for the workspace: no framework's.
+    assert len(grafana_resources(template, "AWS::IAM::Role")) == 2
+    assert len(grafana_resources(template, "AWS::IAM::Policy")) == 2
+
+
+def test_the_handler_depends_on_its_grants_but_not_redundantly_on_its_role() -> None:
+    template = build(GrafanaConfig(enabled=True))
+    ((_, function),) = grafana_resources(template, "AWS::Lambda::Function").items()
+    role_id = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    (policy_id,) = [
+        lid
+        for lid, body in grafana_resources(template, "AWS::IAM::Policy").items()
+        if {"Ref": role_id} in body["Properties"]["Roles"]
+    ]
+    assert policy_id in function["DependsOn"]
+    assert role_id not in function["DependsOn"]
+    # The VPC's routes out stay: the handler must reach the Grafana APIs when it first runs.
+    assert any("DefaultRoute" in dep for dep in function["DependsOn"])
+
+
+def test_cfn_lint_finds_nothing_in_the_grafana_resources(tmp_path: Path) -> None:
+    """No error and no warning (W3005, the redundant DependsOn, included) on this construct's
+    resources; the test VPC's own findings are not this construct's."""
+    template = build(GrafanaConfig(enabled=True))
+    path = tmp_path / "grafana.template.json"
+    path.write_text(json.dumps(template))
+    result = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "cfn-lint"), "--format", "json", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    findings = json.loads(result.stdout or "[]")
+    ours = [
+        f"{f['Rule']['Id']} {f['Message']}"
+        for f in findings
+        if f["Location"]["Path"][:2] and str(f["Location"]["Path"][1]).startswith("Grafana")
+    ]
+    assert ours == []
+    assert findings, "cfn-lint ran (the test VPC's hard-coded zones are always reported)"

@@ -1,5 +1,6 @@
 """The Grafana provisioner's handler, against a local HTTP server standing for a workspace's
-Grafana API and a stubbed Amazon Managed Grafana API.
+Grafana API, a stubbed Amazon Managed Grafana API, and a second local server standing for
+CloudFormation's pre-signed response URL (the handler answers CloudFormation itself).
 
 moto has no Amazon Managed Grafana backend, so the AWS calls go through botocore's Stubber: it
 checks every request against the service model (names and types of parameters) and the test
@@ -19,8 +20,13 @@ import pytest
 from botocore.stub import Stubber
 
 from gpufarm.constructs.grafana_provisioner.index import (
+    ANSWER_MARGIN_SECONDS,
+    CREATE_FAILED,
+    RESPONSE_MAX_BYTES,
     SERVICE_ACCOUNT,
     GrafanaApiError,
+    answer,
+    on_event,
     provision,
 )
 
@@ -244,3 +250,211 @@ def test_a_grafana_error_fails_the_deploy_and_still_deletes_the_token(
     with pytest.raises(GrafanaApiError, match=r"POST /api/dashboards/db: HTTP 500"):
         provision(client, base_url=url, event=event("Create", props("models")))
     stub.assert_no_pending_responses()
+
+
+# --------------------------------------------------------------------------- answering CloudFormation
+
+
+class ResponseUrl:
+    """A local server standing for CloudFormation's pre-signed S3 response URL: every PUT it got."""
+
+    def __init__(self) -> None:
+        self.puts: list[tuple[str, dict[str, str], bytes]] = []
+
+
+@pytest.fixture
+def response_url() -> Iterator[tuple[ResponseUrl, str]]:
+    seen = ResponseUrl()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            seen.puts.append((self.path, dict(self.headers.items()), self.rfile.read(length)))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield seen, f"http://127.0.0.1:{server.server_address[1]}/cfn-response?X-Amz-Signature=abc"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+STACK_ID = "arn:aws:cloudformation:us-east-1:123456789012:stack/gpufarm-production/0a1b"
+
+
+def cfn_request(
+    request: str, url: str, new: dict[str, Any], *, physical_id: str | None = None, old: Any = None
+) -> dict[str, Any]:
+    """A CloudFormation custom-resource request as the Lambda receives it (crpg-ref-requests)."""
+    found = event(request, new, old)
+    found.update(
+        ResponseURL=url,
+        StackId=STACK_ID,
+        LogicalResourceId="GrafanaProvisioning0E4345A6",
+        ResourceType="Custom::GrafanaDashboards",
+        ServiceToken=new["ServiceToken"],
+    )
+    if physical_id is not None:
+        found["PhysicalResourceId"] = physical_id
+    return found
+
+
+def the_answer(seen: ResponseUrl) -> dict[str, Any]:
+    """The one response PUT to the response URL, checked for the headers CloudFormation signs."""
+    ((path, headers, body),) = seen.puts
+    assert path == "/cfn-response?X-Amz-Signature=abc"
+    assert headers["Content-Type"] == ""
+    assert int(headers["Content-Length"]) == len(body) <= RESPONSE_MAX_BYTES
+    answer_: dict[str, Any] = json.loads(body)
+    return answer_
+
+
+def test_a_create_answers_success_with_the_response_fields(
+    grafana: tuple[FakeGrafana, str], response_url: tuple[ResponseUrl, str]
+) -> None:
+    fake, url = grafana
+    seen, response = response_url
+    client, stub = client_with(existing=False)
+    request = cfn_request("Create", response, props("models", "fleet"))
+    answer(request, lambda: provision(client, base_url=url, event=request), seconds=30)
+    stub.assert_no_pending_responses()
+    assert the_answer(seen) == {
+        "Status": "SUCCESS",
+        "Reason": "",
+        "PhysicalResourceId": f"{WORKSPACE}/gpufarm",
+        "StackId": STACK_ID,
+        "RequestId": "req-1",
+        "LogicalResourceId": "GrafanaProvisioning0E4345A6",
+        "NoEcho": False,
+        "Data": {"Dashboards": "models,fleet"},
+    }
+    assert set(fake.dashboards) == {"models", "fleet"}
+
+
+def test_a_failure_answers_failed_with_the_reason_and_drops_the_token(
+    grafana: tuple[FakeGrafana, str], response_url: tuple[ResponseUrl, str]
+) -> None:
+    fake, url = grafana
+    fake.fail_dashboards = True
+    seen, response = response_url
+    client, stub = client_with(existing=False)
+    request = cfn_request("Create", response, props("models"))
+    sent = answer(
+        request, lambda: provision(client, base_url=url, event=request), seconds=30, log_stream="s/1"
+    )
+    stub.assert_no_pending_responses()  # the token was deleted
+    found = the_answer(seen)
+    assert found["Status"] == "FAILED" == sent["Status"]
+    assert found["Reason"].startswith("GrafanaApiError: POST /api/dashboards/db: HTTP 500: ")
+    assert found["Reason"].endswith(" (log stream s/1)")
+    # A failed create gets the marker its rollback Delete is recognised by.
+    assert found["PhysicalResourceId"] == CREATE_FAILED
+
+
+def test_a_failed_update_keeps_the_resources_physical_id(
+    grafana: tuple[FakeGrafana, str], response_url: tuple[ResponseUrl, str]
+) -> None:
+    fake, url = grafana
+    fake.fail_dashboards = True
+    seen, response = response_url
+    client, _ = client_with(existing=True)
+    request = cfn_request(
+        "Update", response, props("models"), physical_id=f"{WORKSPACE}/gpufarm", old=props("models")
+    )
+    answer(request, lambda: provision(client, base_url=url, event=request), seconds=30)
+    found = the_answer(seen)
+    assert (found["Status"], found["PhysicalResourceId"]) == ("FAILED", f"{WORKSPACE}/gpufarm")
+
+
+def test_the_delete_of_a_failed_create_succeeds_without_touching_the_workspace(
+    grafana: tuple[FakeGrafana, str], response_url: tuple[ResponseUrl, str]
+) -> None:
+    fake, _ = grafana
+    seen, response = response_url
+
+    def must_not_run() -> dict[str, Any]:
+        raise AssertionError("the delete of a failed create must not provision")
+
+    request = cfn_request("Delete", response, props("models"), physical_id=CREATE_FAILED)
+    answer(request, must_not_run, seconds=30)
+    found = the_answer(seen)
+    assert (found["Status"], found["PhysicalResourceId"]) == ("SUCCESS", CREATE_FAILED)
+    assert fake.requests == []
+
+
+def test_a_delete_removes_everything_and_answers_success(
+    grafana: tuple[FakeGrafana, str], response_url: tuple[ResponseUrl, str]
+) -> None:
+    fake, url = grafana
+    seen, response = response_url
+    client, _ = client_with(existing=False)
+    provision(client, base_url=url, event=event("Create", props("models")))
+    client, stub = client_with(existing=True, delete_account=True)
+    request = cfn_request("Delete", response, props("models"), physical_id=f"{WORKSPACE}/gpufarm")
+    answer(request, lambda: provision(client, base_url=url, event=request), seconds=30)
+    stub.assert_no_pending_responses()
+    assert the_answer(seen)["Status"] == "SUCCESS"
+    assert fake.dashboards == {} and fake.folders == {} and fake.datasources == {}
+
+
+def test_a_run_past_its_time_is_answered_failed_before_it_ends(response_url: tuple[ResponseUrl, str]) -> None:
+    seen, response = response_url
+    release = threading.Event()
+
+    def hangs() -> dict[str, Any]:
+        release.wait(30)
+        return {"PhysicalResourceId": "late", "Data": {}}
+
+    request = cfn_request("Update", response, props("models"), physical_id=f"{WORKSPACE}/gpufarm")
+    try:
+        sent = answer(request, hangs, seconds=1)
+        assert not release.is_set()  # answered while the work was still going
+    finally:
+        release.set()
+    found = the_answer(seen)
+    assert found["Status"] == "FAILED" == sent["Status"]
+    assert found["Reason"] == "no result within 1 s, before the Lambda timeout"
+    assert found["PhysicalResourceId"] == f"{WORKSPACE}/gpufarm"
+
+
+def test_a_long_reason_is_cut_to_fit_the_response_limit(response_url: tuple[ResponseUrl, str]) -> None:
+    seen, response = response_url
+
+    def fails() -> dict[str, Any]:
+        raise RuntimeError("é" * 5000)
+
+    answer(cfn_request("Create", response, props("models")), fails, seconds=30)
+    found = the_answer(seen)  # the body is at most 4096 bytes
+    assert found["Status"] == "FAILED"
+    assert found["Reason"].startswith("RuntimeError: é") and found["Reason"].endswith("...")
+
+
+def test_the_entry_point_answers_failed_when_the_client_cannot_be_built(
+    response_url: tuple[ResponseUrl, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even an error outside the provisioning steps (here: no AWS Region) is answered."""
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    seen, response = response_url
+
+    class Context:
+        log_stream_name = "2026/12/02/[$LATEST]abc"
+
+        @staticmethod
+        def get_remaining_time_in_millis() -> int:
+            return (ANSWER_MARGIN_SECONDS + 30) * 1000
+
+    on_event(cfn_request("Create", response, props("models")), Context())
+    found = the_answer(seen)
+    assert found["Status"] == "FAILED"
+    assert found["Reason"].startswith("NoRegionError: ")
+    assert found["Reason"].endswith("(log stream 2026/12/02/[$LATEST]abc)")

@@ -195,6 +195,8 @@ class StandIn(Process):
         argv = [sys.executable, str(STAND_INS), kind, *extra]
         super().__init__(kind, argv, env={"PATH": os.environ.get("PATH", "")}, log=workdir / f"{kind}.log")
         self.port = 0
+        self.other_ports: list[int] = []
+        """Further ports its ready line names (an `alb` stand-in's gateway listener)."""
 
     def start(self) -> None:
         """Start on `port` (any free port the first time) and wait until it accepts connections."""
@@ -207,7 +209,7 @@ class StandIn(Process):
                 out.seek(offset)
                 for line in out.read().decode(errors="replace").splitlines():
                     if line.startswith("ready "):
-                        self.port = int(line.split()[1])
+                        self.port, *self.other_ports = (int(p) for p in line.split()[1:])
                         return
             if not self.alive:
                 break

@@ -22,8 +22,12 @@ so the stand-ins run under any Python 3.11, each in its own process the test can
   with least outstanding requests and the Target Optimizer's per-target cap, forwarding to
   vLLM stand-ins; with every target at its cap it answers 503 at once (see `AlbHandler`).
   Its stats list each target's requests served, peak concurrency and the rejections.
+  `--gateway-listener` opens a second port, the gateway's listener of ADR 0050 (port 8088 in
+  the tier), forwarding to the same targets under the same caps; each listener's stats count
+  its own forwarded and rejected requests.
 
-On start each prints one line `ready <port>` to stdout once its socket accepts connections.
+On start each prints one line `ready <port>` to stdout once its socket accepts connections
+(`ready <port> <gateway listener port>` for an `alb` with `--gateway-listener`).
 `--stream-chunks=N` (N > 0) makes the vLLM stand-in stream N content chunks of one token each
 (`STREAM_TOKEN`) instead of `VLLM_TEXT`'s three, for the gateway benchmark's long streams.
 """
@@ -367,6 +371,12 @@ class _AlbServer(_StandInServer):
         with self.lock:
             target["active"] -= 1
 
+    def listener(self, port: int) -> _AlbServer:
+        """Another listener of the same load balancer: the same targets, lock and caps, its own counts."""
+        other = _AlbServer(port, route=self.route, targets=[])
+        other.targets, other.lock = self.targets, self.lock
+        return other
+
 
 class AlbHandler(_Handler):
     """An ALB listener rule `/<model>/*` with the path rewrite, least outstanding requests and the
@@ -467,11 +477,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--stream-chunks", type=int, default=0, help="vLLM: content chunks per stream (0: VLLM_TEXT's three)"
     )
+    parser.add_argument(
+        "--gateway-listener",
+        action="store_true",
+        help="alb: a second listener on a free port, with the same targets and caps (the gateway's)",
+    )
     args = parser.parse_args(argv)
     server: _StandInServer
     if args.kind == "alb":
         targets = [(url, int(cap)) for url, _, cap in (t.rpartition("@") for t in args.target)]
         server = _AlbServer(args.port, route=args.model[0], targets=targets)
+        if args.gateway_listener:
+            second = server.listener(0)
+            threading.Thread(target=second.serve_forever, daemon=True).start()
+            print(f"ready {server.server_address[1]} {second.server_address[1]}", flush=True)
+            server.serve_forever()
+            return 0
     else:
         server = _StandInServer(
             args.port,

@@ -18,9 +18,12 @@ from gpufarm.k8s.promql import Expression, flatten, metric_names, template_expre
 from tests.promtool import check_rules, expressions_file
 from tests.unit.upstream_ref import dcgm_metric_issues, vllm_metric_issues
 
-from .helpers import only, resources
+from .helpers import manifests, only, resources
 
 TIERS = ("poc", "production", "enterprise")
+PROMQL_TIERS = ("production", "enterprise")
+"""The tiers with a Prometheus workspace; poc watches with CloudWatch only and carries no PromQL
+(test_poc_carries_no_promql)."""
 VLLM = "0.31.0"
 DCGM = "4.6.0"
 
@@ -77,10 +80,6 @@ def test_amp_rules_and_alert_manager_send_to_the_alarm_topic(templates: dict[str
     assert len(keys) == 1 and sorted(keys[0]["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey*"]
 
 
-def test_poc_has_no_amp_alerting(templates: dict[str, Any]) -> None:
-    assert resources(templates["poc"], "AWS::APS::RuleGroupsNamespace") == {}
-
-
 @pytest.mark.parametrize("tier", TIERS)
 def test_error_rate_alarm_is_a_percentage_of_requests(templates: dict[str, Any], tier: str) -> None:
     alarms = [
@@ -116,7 +115,22 @@ def test_the_collector_finds_rules_and_scaled_objects(expressions: dict[str, lis
     assert sum("gpufarm-" in s for s in sources) >= 19, sources
 
 
-@pytest.mark.parametrize("tier", TIERS)
+def test_poc_carries_no_promql(templates: dict[str, Any], expressions: dict[str, list[Expression]]) -> None:
+    """poc keeps CloudWatch only (issue 14): no AMP workspace or rules, no KEDA ScaledObject, no
+    Grafana dashboards, and its CloudWatch dashboard shows no PromQL, so there is nothing to parse."""
+    poc = templates["poc"]
+    assert resources(poc, "AWS::APS::Workspace") == {}
+    assert resources(poc, "AWS::APS::RuleGroupsNamespace") == {}
+    assert resources(poc, "Custom::GrafanaDashboards") == {}
+    assert [m["metadata"]["name"] for m in manifests(poc) if m["kind"] == "ScaledObject"] == []
+    (dashboard,) = resources(poc, "AWS::CloudWatch::Dashboard").values()
+    body = flatten(dashboard["Properties"]["DashboardBody"])
+    assert body is not None and "Amazon Managed Prometheus" not in body
+    assert [query for _, query in PROMQL_QUERIES if query in body] == []
+    assert expressions["poc"] == []
+
+
+@pytest.mark.parametrize("tier", PROMQL_TIERS)
 def test_every_rules_file_passes_promtool(templates: dict[str, Any], tier: str, tmp_path: Path) -> None:
     for logical_id, namespace in resources(templates[tier], "AWS::APS::RuleGroupsNamespace").items():
         data = flatten(namespace["Properties"]["Data"])
@@ -127,15 +141,14 @@ def test_every_rules_file_passes_promtool(templates: dict[str, Any], tier: str, 
         assert result.returncode == 0, f"{tier} {logical_id}:\n{result.stdout}{result.stderr}"
 
 
-@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("tier", PROMQL_TIERS)
 def test_every_expression_parses(expressions: dict[str, list[Expression]], tier: str, tmp_path: Path) -> None:
-    if not expressions[tier]:
-        pytest.skip(f"{tier} carries no PromQL")
+    assert expressions[tier], f"{tier} has a Prometheus workspace but the collector found no PromQL"
     result = check_rules(expressions_file(expressions[tier], tmp_path / "expressions.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("tier", PROMQL_TIERS)
 def test_every_metric_name_exists_upstream_or_is_recorded(
     templates: dict[str, Any], expressions: dict[str, list[Expression]], tier: str
 ) -> None:

@@ -135,11 +135,19 @@ def test_provisioner_runs_in_the_vpc_with_https_out_only(template: dict[str, Any
     functions = [
         body for lid, body in _of_type(template, "AWS::Lambda::Function").items() if lid.startswith("Grafana")
     ]
-    assert len(functions) == 2
-    for function in functions:
-        assert {"Fn::GetAtt": [group_id, "GroupId"]} in function["Properties"]["VpcConfig"][
-            "SecurityGroupIds"
-        ]
+    (function,) = functions  # the handler alone: it answers CloudFormation without a provider framework
+    assert {"Fn::GetAtt": [group_id, "GroupId"]} in function["Properties"]["VpcConfig"]["SecurityGroupIds"]
+
+
+def test_cloudformation_invokes_the_provisioner_itself(template: dict[str, Any]) -> None:
+    _, provisioning = _one(template, DASHBOARDS)
+    (function_id,) = [
+        lid
+        for lid, body in _of_type(template, "AWS::Lambda::Function").items()
+        if body["Properties"].get("Handler") == "index.on_event"
+    ]
+    assert provisioning["Properties"]["ServiceToken"] == {"Fn::GetAtt": [function_id, "Arn"]}
+    assert [lid for lid in template["Resources"] if lid.startswith("GrafanaProvider")] == []
 
 
 def test_grafana_url_is_an_output(template: dict[str, Any]) -> None:

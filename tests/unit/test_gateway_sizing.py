@@ -347,3 +347,13 @@ def test_recorded_figures_are_the_benchmark_readme_table() -> None:
     assert float(table["streamed chunks/s"]) == recorded.chunks_per_second
     assert float(table["cpu ms per request"]) == recorded.cpu_ms_per_request
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", recorded.measured)
+
+
+def test_the_recorded_figures_meet_the_goal_at_one_stream_per_worker_only() -> None:
+    """The quiet-machine run: +23.9 ms at p99 for one stream is within 40 ms, +750 ms at 16 is not;
+    so production's 896 concurrent requests would need 896 single-stream pods, past the cap of 20."""
+    recorded = gs.measured_capacity()
+    assert recorded.concurrency_within(gs.ADDED_P99_GOAL_MS) == 1
+    sizing = gs.gateway_sizing(load_preset("production"))
+    assert (sizing.design_concurrency, sizing.concurrency_per_pod, sizing.pods_for_goal) == (896, 1, 896)
+    assert (sizing.max_replicas, sizing.goal_met) == (gs.MAX_GATEWAY_REPLICAS, False)

@@ -25,11 +25,14 @@ from gpufarm.constructs.grafana_dashboards import (
     bedrock_model_ids,
     dashboard_expressions,
     gateway_dashboard,
+    gateway_expressions,
     gpu_fleet_dashboard,
     model_dashboard,
     pool_pods,
     tier_dashboards,
 )
+from gpufarm.k8s.alerting import ModelObjective, alert_rule_groups, gateway_objective
+from tests.unit.factories import make_tier
 
 UPSTREAM = Path(__file__).resolve().parents[3] / "shared" / "upstream-ref"
 TIERS = ("poc", "production", "enterprise")
@@ -127,10 +130,47 @@ def test_a_pool_selects_only_its_own_models_pods() -> None:
             assert not pattern.fullmatch(f"vllm-{model.name}-router-7d9f8c6b5-x2k4q")
 
 
-def test_gateway_dashboard_reads_cloudwatch() -> None:
+def test_gateway_dashboard_reads_the_gateway_counters_like_its_alerts() -> None:
+    """With Prometheus, fallback rate and spend come from the gateway's counters, in the same
+    expressions the FallbackRateHigh and BedrockSpendHigh alerts evaluate."""
     tier = load_preset("production")
     board = gateway_dashboard(tier, targets=TARGETS)
     assert board["uid"] == GATEWAY_UID
+    assert _titles(board) == [
+        "Fallback rate by model (% of answers from Bedrock)",
+        "Bedrock spend over the last hour (USD, list prices)",
+        "Time to first byte: gateway route against the direct routes (p99)",
+        "Bedrock tokens per minute",
+        "Bedrock charges, month to date (USD)",
+    ]
+    objective = gateway_objective(tier)
+    assert objective is not None
+    groups = alert_rule_groups(
+        [ModelObjective(name=m.name, ttft_p99_seconds=2) for m in tier.models],
+        error_rate_percent=5,
+        gateway=objective,
+    )
+    (gateway_group,) = [g for g in groups if g["name"] == "gpufarm-gateway"]
+    alerts = {r["alert"]: r["expr"] for r in gateway_group["rules"]}
+    (rate,) = _exprs(board, "Fallback rate by model (% of answers from Bedrock)")
+    assert alerts["FallbackRateHigh"] == f"{rate} > 5"
+    (spend,) = _exprs(board, "Bedrock spend over the last hour (USD, list prices)")
+    assert alerts["BedrockSpendHigh"] == f"{spend} > 20"
+    # The preset's batch model has no Bedrock fallback: no fallback-rate series for it.
+    assert 'model="qwen3-32b-batch"' not in rate
+    latency = board["panels"][2]["targets"]
+    assert [(t["statistic"], t["dimensions"]["TargetGroup"]) for t in latency] == [
+        ("p99", TARGETS.gateway),
+        ("p99", TARGETS.models["llama"]),
+    ]
+    assert board["panels"][4]["targets"][0]["region"] == "us-east-1"
+
+
+def test_without_prometheus_the_fallback_rate_comes_from_cloudwatch() -> None:
+    """No gateway counters to read: Bedrock invocations over the gateway route's requests."""
+    tier = make_tier()  # poc: no Prometheus, so no gateway counters
+    assert gateway_objective(tier) is None
+    board = gateway_dashboard(tier, targets=TARGETS)
     assert _titles(board) == [
         "Fallback rate",
         "Time to first byte: gateway route against the direct routes (p99)",
@@ -146,12 +186,7 @@ def test_gateway_dashboard_reads_cloudwatch() -> None:
         "TargetGroup": TARGETS.gateway,
     }
     assert fallback[-1]["expression"] == "100 * (" + " + ".join(f"b{i}" for i in range(len(ids))) + ") / g"
-    latency = board["panels"][1]["targets"]
-    assert [(t["statistic"], t["dimensions"]["TargetGroup"]) for t in latency] == [
-        ("p99", TARGETS.gateway),
-        ("p99", TARGETS.models["llama"]),
-    ]
-    assert board["panels"][3]["targets"][0]["region"] == "us-east-1"
+    assert gateway_expressions(tier) == []
 
 
 def test_nlb_gateway_dashboard_has_no_alb_panels() -> None:
@@ -160,6 +195,8 @@ def test_nlb_gateway_dashboard_has_no_alb_panels() -> None:
         kind=LoadBalancerKind.NLB, load_balancer="net/x/1", gateway="targetgroup/g/1", models={}
     )
     assert _titles(gateway_dashboard(tier, targets=nlb)) == [
+        "Fallback rate by model (% of answers from Bedrock)",
+        "Bedrock spend over the last hour (USD, list prices)",
         "Bedrock tokens per minute",
         "Bedrock charges, month to date (USD)",
     ]

@@ -13,6 +13,7 @@ from gpufarm.k8s.alerting import (
     BURN_RATES,
     XID_DRAIN,
     BedrockSpend,
+    FallbackModel,
     GatewayObjective,
     ModelObjective,
     alert_manager_definition,
@@ -293,6 +294,10 @@ def test_the_collector_reads_rules_scaled_objects_and_dashboards() -> None:
 GATEWAY = GatewayObjective(
     fallback_rate_percent=5,
     bedrock_spend_per_hour=20,
+    models=(
+        FallbackModel(name="llama", api_name="meta-llama/Llama-3.3-70B-Instruct"),
+        FallbackModel(name="chat", api_name="chat-small"),
+    ),
     spend=(
         BedrockSpend(
             model_name="meta-llama/Llama-3.3-70B-Instruct", input_per_1k=0.00072, output_per_1k=0.00072
@@ -330,15 +335,25 @@ def test_the_gateway_group_exists_only_with_a_gateway_objective() -> None:
     assert "gpufarm-gateway" not in {g["name"] for g in alert_rule_groups(MODELS, error_rate_percent=5)}
     groups = alert_rule_groups(MODELS, error_rate_percent=5, gateway=GATEWAY)
     (gateway,) = [g for g in groups if g["name"] == "gpufarm-gateway"]
-    assert [r["alert"] for r in gateway["rules"]] == ["FallbackRateHigh", "BedrockSpendHigh"]
+    # One fallback-rate alert per model with a Bedrock fallback, sorted by name, then the spend.
+    assert [(r["alert"], r["labels"].get("model")) for r in gateway["rules"]] == [
+        ("FallbackRateHigh", "chat"),
+        ("FallbackRateHigh", "llama"),
+        ("BedrockSpendHigh", None),
+    ]
     # No priced Bedrock model: the fallback rate only.
-    unpriced = GatewayObjective(fallback_rate_percent=5, bedrock_spend_per_hour=20)
+    unpriced = GatewayObjective(fallback_rate_percent=5, bedrock_spend_per_hour=20, models=GATEWAY.models)
     (gateway,) = [
         g
         for g in alert_rule_groups(MODELS, error_rate_percent=5, gateway=unpriced)
         if g["name"] == "gpufarm-gateway"
     ]
-    assert [r["alert"] for r in gateway["rules"]] == ["FallbackRateHigh"]
+    assert [r["alert"] for r in gateway["rules"]] == ["FallbackRateHigh", "FallbackRateHigh"]
+    # No model falls back to Bedrock: no gateway group at all (an empty group is noise).
+    none = GatewayObjective(fallback_rate_percent=5, bedrock_spend_per_hour=20)
+    assert "gpufarm-gateway" not in {
+        g["name"] for g in alert_rule_groups(MODELS, error_rate_percent=5, gateway=none)
+    }
 
 
 @pytest.mark.parametrize(
@@ -371,43 +386,42 @@ def test_promtool_accepts_the_rules_file_with_the_gateway_alerts(tmp_path: Path)
     )
     result = check_rules(path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 21 rules found" in result.stdout + result.stderr
+    assert "SUCCESS: 22 rules found" in result.stdout + result.stderr
 
 
-def test_fallback_rate_alerts_per_model_when_bedrock_answers_above_the_threshold(tmp_path: Path) -> None:
+def _answers(series: str, labels: str, per_minute: int) -> dict[str, str]:
+    return {"series": f"{series}{{{labels}}}", "values": f"0+{per_minute}x40"}
+
+
+VLLM_FINISHED = "vllm:request_success_total"
+RESPONSES = "gpufarm_gateway_responses_total"
+
+
+def test_fallback_rate_counts_every_answer_of_the_model_on_either_route(tmp_path: Path) -> None:
+    """Bedrock's answers over all of a model's answers: vLLM's own (both routes) plus Bedrock's."""
     series = [
-        # LLAMA: 90 vLLM and 10 Bedrock answers a minute (10% fallback), on two gateway pods.
-        {
-            "series": f'gpufarm_gateway_responses_total{{model_name="{LLAMA}",backend="vllm",pod="gw-a"}}',
-            "values": "0+45x40",
-        },
-        {
-            "series": f'gpufarm_gateway_responses_total{{model_name="{LLAMA}",backend="vllm",pod="gw-b"}}',
-            "values": "0+45x40",
-        },
-        {
-            "series": f'gpufarm_gateway_responses_total{{model_name="{LLAMA}",backend="bedrock",pod="gw-a"}}',
-            "values": "0+5x40",
-        },
-        {
-            "series": f'gpufarm_gateway_responses_total{{model_name="{LLAMA}",backend="bedrock",pod="gw-b"}}',
-            "values": "0+5x40",
-        },
-        # chat-small: 98 vLLM and 2 Bedrock answers a minute (2%): below 5%, no alert.
-        {
-            "series": 'gpufarm_gateway_responses_total{model_name="chat-small",backend="vllm",pod="gw-a"}',
-            "values": "0+98x40",
-        },
-        {
-            "series": 'gpufarm_gateway_responses_total{model_name="chat-small",backend="bedrock",pod="gw-a"}',
-            "values": "0+2x40",
-        },
+        # llama: vLLM finishes 90 a minute on two replicas (60 of them on its own route, the
+        # gateway never sees those); the gateway answers 30 from vLLM (already in vLLM's 90)
+        # and 10 from Bedrock, on two pods. Bedrock's share: 10 / (90 + 10) = 10%, above 5%.
+        _answers(VLLM_FINISHED, 'model="llama",pod="vllm-llama-a",finished_reason="stop"', 40),
+        _answers(VLLM_FINISHED, 'model="llama",pod="vllm-llama-b",finished_reason="length"', 50),
+        # Aborts are the client's doing, not an answer: left out of the denominator.
+        _answers(VLLM_FINISHED, 'model="llama",pod="vllm-llama-b",finished_reason="abort"', 400),
+        _answers(RESPONSES, f'model_name="{LLAMA}",backend="vllm",pod="gw-a"', 30),
+        _answers(RESPONSES, f'model_name="{LLAMA}",backend="bedrock",pod="gw-a"', 5),
+        _answers(RESPONSES, f'model_name="{LLAMA}",backend="bedrock",pod="gw-b"', 5),
+        # chat: its clients send the gateway only the load balancer's refusals, so every gateway
+        # answer is Bedrock's (100% of the gateway's), but vLLM finishes 98 a minute on its
+        # route: Bedrock's share of the model's answers is 2 / 100 = 2%, below 5%. No alert.
+        _answers(VLLM_FINISHED, 'model="chat",pod="vllm-chat-a",finished_reason="stop"', 98),
+        _answers(RESPONSES, 'model_name="chat-small",backend="bedrock",pod="gw-a"', 2),
+        _answers(RESPONSES, 'model_name="chat-small",backend="vllm",pod="gw-a"', 0),
     ]
     firing = {
-        "exp_labels": {"severity": "ticket", "model_name": LLAMA},
+        "exp_labels": {"severity": "ticket", "model": "llama", "model_name": LLAMA},
         "exp_annotations": {
-            "summary": f"{LLAMA}: Bedrock answers more than 5% of requests",
-            "description": f"{LLAMA}: Amazon Bedrock answered 10.0% of its requests over 15m, for 15m: "
+            "summary": "llama: Bedrock answers more than 5% of requests",
+            "description": "llama: Amazon Bedrock answered 10.0% of its requests over 15m, for 15m: "
             "vLLM is down, saturated or failing.",
         },
     }
@@ -419,6 +433,36 @@ def test_fallback_rate_alerts_per_model_when_bedrock_answers_above_the_threshold
             {"eval_time": "10m", "alertname": "FallbackRateHigh", "exp_alerts": []},
             {"eval_time": "30m", "alertname": "FallbackRateHigh", "exp_alerts": [firing]},
         ],
+    )
+
+
+def test_fallback_rate_of_a_model_whose_replicas_never_answered_is_100_percent(tmp_path: Path) -> None:
+    """A model parked at zero (or down since start) has no vLLM series: Bedrock is all of it."""
+    series = [
+        _answers(RESPONSES, 'model_name="chat-small",backend="bedrock",pod="gw-a"', 3),
+        _answers(RESPONSES, 'model_name="chat-small",backend="vllm",pod="gw-a"', 0),
+    ]
+    firing = {
+        "exp_labels": {"severity": "ticket", "model": "chat", "model_name": "chat-small"},
+        "exp_annotations": {
+            "summary": "chat: Bedrock answers more than 5% of requests",
+            "description": "chat: Amazon Bedrock answered 100.0% of its requests over 15m, for 15m: "
+            "vLLM is down, saturated or failing.",
+        },
+    }
+    _evaluate_gateway(
+        tmp_path, series, [{"eval_time": "30m", "alertname": "FallbackRateHigh", "exp_alerts": [firing]}]
+    )
+
+
+def test_no_fallback_rate_alert_while_nothing_is_answered(tmp_path: Path) -> None:
+    """The gateway's series start at 0: 0 / 0 is no value, not an alert."""
+    series = [
+        {"series": f'{RESPONSES}{{model_name="chat-small",backend="bedrock",pod="gw-a"}}', "values": "0x40"},
+        {"series": f'{RESPONSES}{{model_name="chat-small",backend="vllm",pod="gw-a"}}', "values": "0x40"},
+    ]
+    _evaluate_gateway(
+        tmp_path, series, [{"eval_time": "30m", "alertname": "FallbackRateHigh", "exp_alerts": []}]
     )
 
 
@@ -474,4 +518,7 @@ def test_the_tiers_gateway_objective_prices_each_bedrock_fallback_from_the_shipp
     assert [(s.model_name, round(s.input_per_1k, 8), round(s.output_per_1k, 8)) for s in objective.spend] == [
         ("meta-llama/Llama-3.3-70B-Instruct", 0.00072, 0.00072)
     ]
+    assert objective.models == (
+        FallbackModel(name="llama-3-3-70b", api_name="meta-llama/Llama-3.3-70B-Instruct"),
+    )
     assert gateway_objective(make_tier()) is None  # poc: no Prometheus

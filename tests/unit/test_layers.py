@@ -2,7 +2,8 @@
 
 The order enforced here, lowest first (read from the code, not wished for):
 
-1. **leaves** - `images`, `debug`, `eks_support`, `assembly`: import no other part of gpufarm.
+1. **leaves** - `images`, `debug`, `eks_support`, `assembly`, `client`: import no other part of
+   gpufarm (`client`, the applications' fallback transport, must also import without the CDK).
 2. **config model** - every `gpufarm.config` module but those below: the pydantic model (its
    sections in `config.sections`, gathered by `config.model`) and the small tables and parsers it
    uses (catalog, bedrock, names, errors, image pins, ...).
@@ -39,7 +40,7 @@ import gpufarm.core
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gpufarm"
 
-LEAVES = ("images", "debug", "eks_support", "assembly")
+LEAVES = ("images", "debug", "eks_support", "assembly", "client")
 CONFIG_VALIDATION = (
     "gpufarm.config",
     "gpufarm.config.validate",
