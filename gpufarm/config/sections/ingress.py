@@ -64,7 +64,11 @@ class WafConfig(_Model):
 
     enabled: bool = Field(True, description="Attach a web ACL.")
     rate_limit_per_5_minutes: int = Field(
-        2000, ge=10, le=2_000_000_000, description="Requests one client IP may send per 5 minutes."
+        2000,
+        ge=10,
+        le=2_000_000_000,
+        description="Requests one client IP may send per 5 minutes. Addresses in network.cidr are not "
+        "counted: the gateway calls the load balancer from there (docs/decisions/0050).",
     )
     common_rule_set: bool = Field(
         True,
