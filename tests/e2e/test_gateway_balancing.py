@@ -233,7 +233,12 @@ def test_below_the_caps_vllm_answers_everything_by_least_outstanding_requests(be
     assert sum(below_caps.served.values()) == len(below_caps.replies)
 
 
-@pytest.mark.parametrize("phase", ["below_caps", "above_caps", "direct_below_caps"])
+# Below the caps only. Above them the gateway's cooldown sends most requests to Bedrock, and how
+# many still reach vLLM (43 of 240 in one run, 14 in another) depends on how the machine's load
+# times the 503s against the cooldown: a share of a dozen requests is noise, not balancing. Above
+# the caps the test that holds is that no replica exceeds its cap (below) and that every request
+# is answered (test_above_the_caps_every_request_is_answered_by_vllm_or_bedrock).
+@pytest.mark.parametrize("phase", ["below_caps", "direct_below_caps"])
 def test_the_slow_replica_gets_a_smaller_share_than_each_fast_one(
     phase: str, request: pytest.FixtureRequest
 ) -> None:
