@@ -147,10 +147,22 @@ def test_the_target_group_replacement_leads_the_report(assemblies: dict[str, Pat
 # --------------------------------------------------------------------------- internet-facing
 
 
+def _application_load_balancer(assembly: Path) -> str:
+    """The ALB's logical ID. An internet-facing tier also has the gateway's internal NLB (ADR 0050),
+    which is not an exposure: the review must report the ALB only."""
+    resources = template(assembly)["Resources"]
+    [lb] = [
+        lid
+        for lid in logical_ids(assembly, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+        if resources[lid]["Properties"].get("Type", "application") == "application"
+    ]
+    return lb
+
+
 def test_an_internet_facing_switch_opens_the_load_balancer_and_client_cidrs(
     assemblies: dict[str, Path],
 ) -> None:
-    [lb] = logical_ids(assemblies["public"], "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    lb = _application_load_balancer(assemblies["public"])
     [sg] = [
         lid
         for lid in logical_ids(assemblies["public"], "AWS::EC2::SecurityGroup")
@@ -173,7 +185,7 @@ def test_an_internet_facing_switch_opens_the_load_balancer_and_client_cidrs(
 
 
 def test_an_internet_facing_switch_replaces_the_load_balancer(assemblies: dict[str, Path]) -> None:
-    [lb] = logical_ids(assemblies["public"], "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    lb = _application_load_balancer(assemblies["public"])
     replacements = review_json(assemblies, "public")["replacements"]
     assert {"logical_id": lb, "reason": "create-only Scheme changes"}.items() <= next(
         r for r in replacements if r["logical_id"] == lb
@@ -183,7 +195,7 @@ def test_an_internet_facing_switch_replaces_the_load_balancer(assemblies: dict[s
 def test_the_report_shows_the_opened_exposure(assemblies: dict[str, Path]) -> None:
     assert (
         "| **opened** | `{}` | AWS::ElasticLoadBalancingV2::LoadBalancer | internet-facing application load "
-        "balancer |".format(logical_ids(assemblies["public"], "AWS::ElasticLoadBalancingV2::LoadBalancer")[0])
+        "balancer |".format(_application_load_balancer(assemblies["public"]))
         in markdown(assemblies, "public")
     )
 

@@ -76,7 +76,11 @@ def _front(stack: cdk.Stack, vpc: ec2.IVpc, alb: InferenceAlb, **kwargs: Any) ->
         config=PrivateLinkConfig(enabled=True, allowed_principals=PRINCIPALS),
         vpc=vpc,
         alb=alb.load_balancer,
-        ports={alb.listener_port: elbv2.ApplicationProtocol.HTTP},
+        # The ALB listener's own protocol, as InferenceAlb.private_link passes it: the deploy rule
+        # ELBV2-TG-ALB-LISTENER refuses a health check in another protocol than the listener's.
+        ports={
+            alb.listener_port: elbv2.ApplicationProtocol.HTTPS if alb.https else elbv2.ApplicationProtocol.HTTP
+        },
         **kwargs,
     )
 

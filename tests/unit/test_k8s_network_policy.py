@@ -72,8 +72,15 @@ def test_one_fence_per_leader_worker_set_group() -> None:
     for port in (RAY_PORT, RAY_CLIENT_PORT, 40000):
         assert not allowed(policies, worker1, leader0, port)
         assert not allowed(policies, leader0, worker1, port)
-    # The gateway reaches the leader's serving port only.
-    assert allowed(policies, GATEWAY, leader0, 8000)
+    # The load balancer (a VPC address) reaches the leader on the Target Optimizer's data port, the
+    # workers never. The gateway calls the model's route on the load balancer (ADR 0050), so it
+    # reaches no vLLM pod directly, leader or worker.
+    tier = _two_groups()
+    data_port = tier.ingress.target_optimizer.data_port
+    load_balancer = Endpoint(ip="10.0.3.7")
+    assert allowed(policies, load_balancer, leader0, data_port)
+    assert not allowed(policies, load_balancer, worker0, data_port)
+    assert not allowed(policies, GATEWAY, leader0, 8000)
     assert not allowed(policies, GATEWAY, worker0, 8000)
     assert not allowed(policies, GATEWAY, leader0, RAY_PORT)
 
