@@ -70,6 +70,7 @@ def _nlb(stack: cdk.Stack, vpc: ec2.IVpc, **kwargs: Any) -> InferenceNlb:
 
 
 def _front(stack: cdk.Stack, vpc: ec2.IVpc, alb: InferenceAlb, **kwargs: Any) -> InferencePrivateLink:
+    protocol = elbv2.ApplicationProtocol.HTTPS if alb.https else elbv2.ApplicationProtocol.HTTP
     return InferencePrivateLink(
         stack,
         "PrivateLink",
@@ -78,9 +79,7 @@ def _front(stack: cdk.Stack, vpc: ec2.IVpc, alb: InferenceAlb, **kwargs: Any) ->
         alb=alb.load_balancer,
         # The ALB listener's own protocol, as InferenceAlb.private_link passes it: the deploy rule
         # ELBV2-TG-ALB-LISTENER refuses a health check in another protocol than the listener's.
-        ports={
-            alb.listener_port: elbv2.ApplicationProtocol.HTTPS if alb.https else elbv2.ApplicationProtocol.HTTP
-        },
+        ports={alb.listener_port: protocol},
         **kwargs,
     )
 
