@@ -44,6 +44,7 @@ import time
 import uuid
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
@@ -93,6 +94,7 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
+        self._before_last_write()
         self.wfile.write(payload)
 
     def _start_chunked(self, content_type: str, headers: dict[str, str] | None = None) -> None:
@@ -109,8 +111,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _end_chunked(self) -> None:
+        self._before_last_write()
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+    def _before_last_write(self) -> None:
+        """Called just before a response's last bytes leave (a completion ends its count here)."""
+        release = getattr(self, "_release", None)
+        if release is not None:
+            self._release = None
+            release()
 
     def _count(self, key: str) -> None:
         with self.server.lock:
@@ -198,11 +208,20 @@ class VllmHandler(_Handler):
             self.server.models[model] += 1
             self.server.active += 1
             self.server.max_active = max(self.server.max_active, self.server.active)
+
+        def release() -> None:
+            with self.server.lock:
+                self.server.active -= 1
+
+        # The completion stops counting as active just before its last bytes leave, not after:
+        # the load balancer in front frees the replica's slot once it has read those bytes, and
+        # may send the next request before this thread would get to run a `finally`. Counting
+        # until then would show a cap exceeded that the load balancer never exceeded.
+        self._release: Callable[[], None] | None = release
         try:
             self._answer(request, model)
         finally:
-            with self.server.lock:
-                self.server.active -= 1
+            self._before_last_write()  # an answer cut short still ends its count
 
     def _answer(self, request: dict[str, Any], model: str) -> None:
         self._delay()
