@@ -12,7 +12,7 @@ import datetime as dt
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -23,6 +23,13 @@ from gpufarm.debug import yaml_problem
 
 HOURS_PER_MONTH = 730.0
 """Hours AWS bills in an average month (8,760 / 12)."""
+
+STALE_AFTER_DAYS = 90
+"""A table whose oldest section was read more than this many days ago draws a warning from
+`gpufarm cost`: list prices change, and an old table prices a tier at old rates."""
+
+SECTIONS = ("ec2", "eks", "ebs", "vpc", "elb", "fsx_lustre", "amp", "waf", "bedrock")
+"""The table's sections, each with its own source and date."""
 
 CAPACITY_TYPES = ("reserved", "on-demand", "spot")
 """EC2 purchase options a GPU instance is priced under (the values of the config's
@@ -60,8 +67,14 @@ class Ec2Prices(_Section):
 
     on_demand_per_hour: dict[str, float] = Field(description="On-demand price by instance type.")
     spot_per_hour: dict[str, float] = Field({}, description="Measured spot price by instance type.")
+    spot_discounts: dict[str, Annotated[float, Field(ge=0, lt=1)]] = Field(
+        {},
+        description="Observed spot discount by instance type or family ('p5en'), for types not measured.",
+    )
     spot_discount: float = Field(
-        ge=0, lt=1, description="Spot price = on-demand x (1 - discount) for types not measured."
+        ge=0,
+        lt=1,
+        description="Spot price = on-demand x (1 - discount) for types neither measured nor observed.",
     )
 
 
@@ -175,12 +188,31 @@ class PriceTable(BaseModel):
                 "EC2 on-demand", instance_type, "add it under ec2.on_demand_per_hour in a --prices file"
             ) from None
 
+    def spot_discount(self, instance_type: str) -> float:
+        """The spot discount a type without a measured spot price is priced at: the type's observed
+        discount (`ec2.spot_discounts`), else its family's, else `ec2.spot_discount`."""
+        observed = self.ec2.spot_discounts
+        family = instance_type.split(".", 1)[0]
+        return observed.get(instance_type, observed.get(family, self.ec2.spot_discount))
+
     def spot(self, instance_type: str) -> float:
-        """Spot $ per hour: the measured price, else on-demand x (1 - ec2.spot_discount)."""
+        """Spot $ per hour: the measured price, else on-demand x (1 - :meth:`spot_discount`)."""
         measured = self.ec2.spot_per_hour.get(instance_type)
         if measured is not None:
             return measured
-        return self.on_demand(instance_type) * (1 - self.ec2.spot_discount)
+        return self.on_demand(instance_type) * (1 - self.spot_discount(instance_type))
+
+    def spot_basis(self, instance_type: str) -> str:
+        """Where the spot price of `instance_type` comes from, in words."""
+        if instance_type in self.ec2.spot_per_hour:
+            return "measured spot price"
+        family = instance_type.split(".", 1)[0]
+        discount = self.spot_discount(instance_type)
+        if instance_type in self.ec2.spot_discounts:
+            return f"observed spot discount of {instance_type}: {discount:.0%} off on-demand"
+        if family in self.ec2.spot_discounts:
+            return f"observed spot discount of the {family} family: {discount:.0%} off on-demand"
+        return f"estimate: ec2.spot_discount, {discount:.0%} off on-demand"
 
     def instance_hourly(self, instance_type: str, capacity_type: str, *, reserved_discount: float) -> float:
         """$ per hour of one instance bought as `capacity_type` (one of :data:`CAPACITY_TYPES`).
@@ -225,10 +257,35 @@ class PriceTable(BaseModel):
                 "Amazon Bedrock", key, "add it under bedrock.models in a --prices file"
             ) from None
 
+    def section_dates(self) -> dict[str, dt.date]:
+        """The date each section's figures were read, by section name."""
+        return {name: getattr(self, name).as_of for name in SECTIONS}
+
+    def oldest_as_of(self) -> dt.date:
+        """The date of the table's oldest section (a live lookup renews only the EC2 section)."""
+        return min(self.section_dates().values())
+
+    def age_days(self, day: dt.date) -> int:
+        """Days between the oldest section's date and `day`."""
+        return (day - self.oldest_as_of()).days
+
+    def staleness(self, day: dt.date, *, max_age_days: int = STALE_AFTER_DAYS) -> str | None:
+        """A warning when the oldest section is more than `max_age_days` older than `day`, else None."""
+        age = self.age_days(day)
+        if age <= max_age_days:
+            return None
+        old = sorted(name for name, when in self.section_dates().items() if (day - when).days > max_age_days)
+        read = self.oldest_as_of().isoformat()
+        return (
+            f"the price table is {age} days old on {day.isoformat()} (read {read}; "
+            f"more than {max_age_days} days: {', '.join(old)}); list prices may have changed: refresh "
+            "them with --prices FILE, or --live for EC2"
+        )
+
     def estimated_figures(self) -> dict[str, str]:
         """Every figure marked as an estimate, as 'section.key' -> reason."""
         out: dict[str, str] = {}
-        for name in ("ec2", "eks", "ebs", "vpc", "elb", "fsx_lustre", "amp", "waf", "bedrock"):
+        for name in SECTIONS:
             section: _Section = getattr(self, name)
             out.update({f"{name}.{key}": reason for key, reason in section.estimates.items()})
         return out

@@ -16,7 +16,13 @@ from gpufarm.config import TierConfig, load_preset, load_tier_file, preset_names
 from gpufarm.config.model import TIER_METADATA_KEY
 from gpufarm.eks_support import today
 from gpufarm.estimate import CostEstimate, EstimateError, instance_types_of, monthly_cost
-from gpufarm.pricing import PriceNotFoundError, PriceTable, PriceTableError, load_prices
+from gpufarm.pricing import (
+    STALE_AFTER_DAYS,
+    PriceNotFoundError,
+    PriceTable,
+    PriceTableError,
+    load_prices,
+)
 
 
 def assembly_tiers(directory: str | Path) -> list[tuple[str, TierConfig]]:
@@ -131,6 +137,14 @@ def _print(stack: str, estimate: CostEstimate) -> None:
     if per_million is not None and peak_per_million is not None:
         totals.append(("$ per 1M tokens", per_million, peak_per_million))
     table(f"{stack}: totals (USD)", ("", "Base", "Peak"), totals)
+    table(
+        f"{stack}: where the prices come from",
+        ("Section", "Read", "Source"),
+        [
+            (name, estimate.price_dates.get(name, ""), escape(" ".join(estimate.price_sources[name].split())))
+            for name in estimate.sections_used()
+        ],
+    )
     for note in estimate.notes:
         errors.print(f"note: {note}", markup=False)
 
@@ -198,6 +212,10 @@ def register(app: typer.Typer) -> None:
         except PriceTableError as exc:
             bad_input(str(exc))
         warnings: list[str] = []
+        day = today()
+        stale = table_prices.staleness(day)
+        if stale:
+            errors.print(f"warning: {stale}", markup=False)
         if live:
             table_prices, warning = _live_table(table_prices, region or tiers[0][1].environment.region, tiers)
             if warning:
@@ -213,7 +231,7 @@ def register(app: typer.Typer) -> None:
                     fallback_share=fallback_share,
                     tokens_per_month=tokens_per_month,
                     nat_gb_per_month=nat_gb_per_month,
-                    day=today(),
+                    day=day,
                 )
             except (EstimateError, PriceNotFoundError) as exc:
                 bad_input(f"{stack}: {exc}")
@@ -223,6 +241,13 @@ def register(app: typer.Typer) -> None:
                 {
                     "estimates": [{"stack": stack, **est.to_json()} for stack, est in estimates],
                     "estimated_figures": table_prices.estimated_figures(),
+                    "price_table": {
+                        "as_of": table_prices.oldest_as_of().isoformat(),
+                        "age_days": table_prices.age_days(day),
+                        "stale_after_days": STALE_AFTER_DAYS,
+                        "stale": stale is not None,
+                        "warning": stale,
+                    },
                     "warnings": warnings,
                 }
             )

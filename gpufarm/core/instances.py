@@ -83,6 +83,11 @@ _FAMILIES = [
     GpuFamily(family="p5e", gpu_name="h200", gpu_memory_gib=141, sizes={"48xlarge": 8}),
     GpuFamily(family="p5en", gpu_name="h200", gpu_memory_gib=141, sizes={"48xlarge": 8}),
     GpuFamily(family="p6-b200", gpu_name="b200", gpu_memory_gib=179, sizes={"48xlarge": 8}),
+    # B300: 288 GB of HBM3e per GPU, which nvidia-smi on a p6-b300.48xlarge reports as 268 GiB
+    # ("8x NVIDIA B300 SXM6 AC (268GB HBM3e each, 2.15TB total)", a public benchmark's note of
+    # the instance it ran on); 8 GPUs per instance: instances.vantage.sh data in
+    # tsaol/aws-gpu (data of 2025-12-21, "gpuCount": 8).
+    GpuFamily(family="p6-b300", gpu_name="b300", gpu_memory_gib=268, sizes={"48xlarge": 8}),
 ]
 
 GPU_FAMILIES: Final[dict[str, GpuFamily]] = {f.family: f for f in _FAMILIES}
@@ -105,8 +110,12 @@ HOSTS: Final[dict[str, Host]] = {
     # "mem tax", so N is the instance's GiB) gives the same figures for the g5, g6e and p types.
     # p6-b200.48xlarge from openshift/openshift-docs modules/rosa-sdpolicy-am-aws-compute-types.adoc
     # ("p6-b200.48xlarge (192 vCPU, 2,048 GiB)"); hyperpod-cli lists 2024 GiB for it, so its
-    # memory is not confirmed to the GiB. The other g7e sizes are not listed: no source at hand,
-    # so pods on them are not checked against the host and the planner does not offer them.
+    # memory is not confirmed to the GiB. g7e.4xlarge and g7e.8xlarge: hyperpod-cli pull request 390
+    # (`"ml.g7e.4xlarge": {"cpu": 16, ... "memory": 128}`, `"ml.g7e.8xlarge": {"cpu": 32, ...
+    # "memory": 256}`); g7e.12xlarge, g7e.24xlarge and g7e.48xlarge: instances.vantage.sh data in
+    # tsaol/aws-gpu data/g7e_instances.js (2026-01-21: 48 vCPU 512 GB, 96 vCPU 1024 GB, 192 vCPU
+    # 2048 GB). p6-b300.48xlarge: the same data (tsaol/aws-gpu, 2025-12-21: 192 vCPU, 4096 GB),
+    # one source only.
     "g5.xlarge": Host(vcpus=4, memory_gib=16),
     "g5.2xlarge": Host(vcpus=8, memory_gib=32),
     "g5.4xlarge": Host(vcpus=16, memory_gib=64),
@@ -132,6 +141,11 @@ HOSTS: Final[dict[str, Host]] = {
     "g6e.24xlarge": Host(vcpus=96, memory_gib=768),
     "g6e.48xlarge": Host(vcpus=192, memory_gib=1536),
     "g7e.2xlarge": Host(vcpus=8, memory_gib=64),
+    "g7e.4xlarge": Host(vcpus=16, memory_gib=128),
+    "g7e.8xlarge": Host(vcpus=32, memory_gib=256),
+    "g7e.12xlarge": Host(vcpus=48, memory_gib=512),
+    "g7e.24xlarge": Host(vcpus=96, memory_gib=1024),
+    "g7e.48xlarge": Host(vcpus=192, memory_gib=2048),
     "p4d.24xlarge": Host(vcpus=96, memory_gib=1152),
     "p4de.24xlarge": Host(vcpus=96, memory_gib=1152),
     "p5.4xlarge": Host(vcpus=16, memory_gib=256),
@@ -139,6 +153,7 @@ HOSTS: Final[dict[str, Host]] = {
     "p5e.48xlarge": Host(vcpus=192, memory_gib=2048),
     "p5en.48xlarge": Host(vcpus=192, memory_gib=2048),
     "p6-b200.48xlarge": Host(vcpus=192, memory_gib=2048),
+    "p6-b300.48xlarge": Host(vcpus=192, memory_gib=4096),
 }
 """vCPUs and memory of a GPU instance type, where a published source gives them."""
 

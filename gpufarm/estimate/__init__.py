@@ -13,17 +13,22 @@ Pure: no AWS call, no CDK. The rules, in the order they are applied:
   placed share by share: each with its own replicas and GPUs per replica, on its own pool or
   class (the load balancer weights split traffic, not GPUs, and cost nothing here).
 * **Instances.** A pool's GPUs from every model placed on it are packed together:
-  instances = ceil(GPUs / GPUs per instance). The instance type is the one of the pool's types
-  (its `instance_types`, else every size of its families) that holds the largest replica's
-  per-node GPUs at the lowest price per GPU (fewer GPUs on a tie). A reserved node group is
-  always its `nodes` instances of its `instance_type`, used or not.
+  instances = ceil(GPUs / GPUs its pods can use per instance). The instance type is the one of
+  the pool's types (its `instance_types`, else every size of its families) that holds the
+  largest pod placed on it, its GPUs *and* its CPU and memory requests, within the node's
+  allocatable (the instance less the kubelet's reserve, the DaemonSets and gpufarm's sidecars:
+  :func:`pods_per_node`), at the lowest price per usable GPU (fewer GPUs on a tie), as Karpenter
+  and Auto Mode choose for a pending pod. Where CPU or memory fills an instance before its GPUs
+  do, only the GPUs its pods can use count. A reserved node group is always its `nodes`
+  instances of its `instance_type`, used or not.
 * **Capacity type.** Node groups are `reserved`. A pool's GPUs count as the first capacity type
   it allows in Karpenter's launch priority, reserved > spot > on-demand ("if a NodePool is
   compatible with multiple capacity types, Karpenter will prioritize reserved capacity,
   followed by spot, then finally on-demand"): a spot + on-demand batch pool counts as spot, the
   on-demand fallback while spot is short is not costed.
 * **Prices.** on-demand: the table's on-demand price; spot: the measured spot price, else
-  on-demand x (1 - `ec2.spot_discount`); reserved (ODCRs, Capacity Blocks, reserved pools):
+  on-demand x (1 - the type's or family's observed discount in `ec2.spot_discounts`, else
+  `ec2.spot_discount`); reserved (ODCRs, Capacity Blocks, reserved pools):
   on-demand x (1 - `reserved_discount`), the rate a Reserved Instance or Savings Plan brings.
 
 Replicas, placement and GPUs per pool are :mod:`gpufarm.core.pools`, shared with preflight
@@ -42,12 +47,19 @@ from __future__ import annotations
 from gpufarm.core.pools import pool_instance_types
 from gpufarm.estimate.allocation import (
     AUTO_MODE_ROOT_VOLUME_GIB,
+    DAEMONSET_CPU,
+    DAEMONSET_MEMORY_GIB,
     LAUNCH_PRIORITY,
+    SIDECAR_CPU,
+    SIDECAR_MEMORY_GIB,
     GpuAllocation,
+    allocatable,
     choose_instance_type,
     gpu_allocations,
     gpu_capacity,
     instance_types_of,
+    kube_reserved_cpu,
+    pods_per_node,
     pool_capacity_type,
 )
 from gpufarm.estimate.cost import (
@@ -70,21 +82,28 @@ __all__ = [
     "AUTO_MODE_CPU_NODES",
     "AUTO_MODE_ROOT_VOLUME_GIB",
     "BEDROCK_INPUT_TOKEN_SHARE",
+    "DAEMONSET_CPU",
+    "DAEMONSET_MEMORY_GIB",
     "DCGM_SERIES_PER_GPU",
     "GIB",
     "KEDA_QUERY_WINDOW_SECONDS",
     "LAUNCH_PRIORITY",
     "LCUS_PER_HOUR",
+    "SIDECAR_CPU",
+    "SIDECAR_MEMORY_GIB",
     "VLLM_SERIES_PER_REPLICA",
     "CostEstimate",
     "CostLine",
     "EstimateError",
     "GpuAllocation",
+    "allocatable",
     "choose_instance_type",
     "gpu_allocations",
     "gpu_capacity",
     "instance_types_of",
+    "kube_reserved_cpu",
     "monthly_cost",
+    "pods_per_node",
     "pool_capacity_type",
     "pool_instance_types",
 ]

@@ -4,6 +4,7 @@ peak, and the instances that carry them (the rules are in :mod:`gpufarm.estimate
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gpufarm.config.model import (
@@ -13,7 +14,7 @@ from gpufarm.config.model import (
     Provisioning,
     TierConfig,
 )
-from gpufarm.core.instances import gpus_in
+from gpufarm.core.instances import Host, gpus_in, host_of
 from gpufarm.core.pools import instances_for, pool_instance_types, pool_loads
 from gpufarm.pricing import CAPACITY_TYPES, PriceNotFoundError, PriceTable, load_prices
 
@@ -22,6 +23,76 @@ LAUNCH_PRIORITY = (CapacityType.RESERVED, CapacityType.SPOT, CapacityType.ON_DEM
 
 AUTO_MODE_ROOT_VOLUME_GIB = 80
 """Ephemeral storage of an Auto Mode node (the default NodeClass's `ephemeralStorage.size`)."""
+
+# --------------------------------------------------------------------------- what a node can hold
+# A pod lands on a node whose *allocatable* CPU and memory hold its requests: the instance's
+# vCPUs and memory less what the node keeps for itself. Karpenter publishes the allocatable of
+# every type it launches (aws/karpenter-provider-aws, website/content/en/docs/reference/
+# instance-types.md, "the resources available ... after the instance overhead has been
+# subtracted", AL2023). The rules below reproduce its figures: CPU 3920m of 4 vCPUs, 7910m of 8,
+# 15890m of 16, 47810m of 48, 191450m of 192; memory 59627Mi of an i7ie.2xlarge's 65536Mi
+# (x 0.925, less 11 MiB x 58 pods + 255 MiB, less 100 MiB). Auto Mode's own reserve is not
+# published; it is taken to be Karpenter's.
+
+VM_MEMORY_OVERHEAD = 0.075
+"""Share of an instance's memory the hypervisor and kernel keep (Karpenter's `vmMemoryOverheadPercent`)."""
+
+KUBE_RESERVED_MIB_PER_POD = 11
+KUBE_RESERVED_MIB_BASE = 255
+EVICTION_MIB = 100
+MAX_PODS = 110
+"""Pods per node the memory reserve is computed for (the kubelet's default `maxPods`); the largest
+types allow more, so their reserve is understated by a few GiB of several hundred."""
+
+DAEMONSET_CPU = 0.5
+DAEMONSET_MEMORY_GIB = 1.0
+"""CPU and memory the node's DaemonSet pods are assumed to request (CNI, kube-proxy, Pod Identity
+agent, NVIDIA device plugin, DCGM exporter, log and CSI node agents): an estimate, gpufarm does
+not render every add-on's pods."""
+
+SIDECAR_CPU = 0.5
+SIDECAR_MEMORY_GIB = 0.5
+"""CPU and memory of gpufarm's own sidecars next to vLLM, at most: the target control agent
+(250m, 128Mi: `k8s/serving.target_control_agent`) and the prefill/decode routing sidecar (250m,
+256Mi: `k8s/prefill_decode.py`). Counted for every pod, used or not."""
+
+
+def kube_reserved_cpu(vcpus: int) -> float:
+    """vCPUs the kubelet keeps on a node of `vcpus`: 6% of the first, 1% of the second, 0.5% of
+    the next two, 0.25% of the rest."""
+    bands = ((1, 0.06), (1, 0.01), (2, 0.005), (math.inf, 0.0025))
+    left, reserved = float(vcpus), 0.0
+    for width, share in bands:
+        take = min(left, width)
+        reserved += take * share
+        left -= take
+    return reserved
+
+
+def allocatable(host: Host) -> tuple[float, float]:
+    """(vCPUs, GiB) a node of `host` offers pods after its own reserve and its DaemonSets."""
+    cpu = host.vcpus - kube_reserved_cpu(host.vcpus) - DAEMONSET_CPU
+    reserved_mib = KUBE_RESERVED_MIB_PER_POD * MAX_PODS + KUBE_RESERVED_MIB_BASE + EVICTION_MIB
+    memory = host.memory_gib * (1 - VM_MEMORY_OVERHEAD) - reserved_mib / 1024 - DAEMONSET_MEMORY_GIB
+    return cpu, memory
+
+
+def pods_per_node(instance_type: str, pod_gpus: int, cpu: float = 0.0, memory_gib: float = 0.0) -> int:
+    """Pods of `pod_gpus` GPUs, `cpu` vCPUs and `memory_gib` GiB one instance holds.
+
+    GPUs alone when the pod asks no CPU or memory, or when the catalog has no host figures for
+    the type (:data:`gpufarm.core.instances.HOSTS`); else also the node's :func:`allocatable`
+    CPU and memory, less :data:`SIDECAR_CPU` and :data:`SIDECAR_MEMORY_GIB` per pod.
+    """
+    by_gpus = (gpus_in(instance_type) or 0) // max(pod_gpus, 1)
+    host = host_of(instance_type)
+    if host is None or not (cpu or memory_gib):
+        return by_gpus
+    node_cpu, node_memory = allocatable(host)
+    by_cpu = math.floor(node_cpu / (cpu + SIDECAR_CPU)) if cpu else by_gpus
+    by_memory = math.floor(node_memory / (memory_gib + SIDECAR_MEMORY_GIB)) if memory_gib else by_gpus
+    return max(min(by_gpus, by_cpu, by_memory), 0)
+
 
 # --------------------------------------------------------------------------- GPU placement
 
@@ -39,20 +110,26 @@ class GpuAllocation:
     peak_gpus: int = 0
     fixed_instances: int | None = None  # node groups: always this many
     root_volume_gib: int = 0
+    usable_gpus_per_instance: int | None = None
+    """GPUs of one instance its pods can use when their CPU or memory fills it first (None: all)."""
+
+    @property
+    def _packed(self) -> int:
+        return self.usable_gpus_per_instance or self.gpus_per_instance
 
     @property
     def base_instances(self) -> int:
         """Instances at base."""
         if self.fixed_instances is not None:
             return self.fixed_instances
-        return instances_for(self.base_gpus, self.gpus_per_instance)
+        return instances_for(self.base_gpus, self._packed)
 
     @property
     def peak_instances(self) -> int:
         """Instances at peak."""
         if self.fixed_instances is not None:
             return self.fixed_instances
-        return instances_for(self.peak_gpus, self.gpus_per_instance)
+        return instances_for(self.peak_gpus, self._packed)
 
 
 def pool_capacity_type(pool: NodePoolConfig) -> str:
@@ -60,22 +137,38 @@ def pool_capacity_type(pool: NodePoolConfig) -> str:
     return next(c.value for c in LAUNCH_PRIORITY if c in pool.capacity_types)
 
 
-def choose_instance_type(pool: NodePoolConfig, node_gpus: int, prices: PriceTable) -> str:
-    """The pool's type holding `node_gpus` GPUs at the lowest price per GPU (fewer GPUs on a tie).
+def choose_instance_type(
+    pool: NodePoolConfig,
+    node_gpus: int,
+    prices: PriceTable,
+    *,
+    cpu: float = 0.0,
+    memory_gib: float = 0.0,
+) -> str:
+    """The pool's type that holds a pod of `node_gpus` GPUs, `cpu` vCPUs and `memory_gib` GiB at
+    the lowest price per GPU its pods can use (fewer GPUs on a tie).
 
-    Types without a price in the table are skipped; PriceNotFoundError when none is priced.
+    As Karpenter and Auto Mode launch for a pending pod, a type must hold the pod's GPUs *and* its
+    CPU and memory requests within the node's allocatable (:func:`pods_per_node`; default 0: GPUs
+    only). Types without a price in the table are skipped; PriceNotFoundError when none is priced.
     """
-    fitting = [t for t in pool_instance_types(pool) if (gpus_in(t) or 0) >= node_gpus]
+    fitting = [t for t in pool_instance_types(pool) if pods_per_node(t, node_gpus, cpu, memory_gib) >= 1]
     priced = [t for t in fitting if t in prices.ec2.on_demand_per_hour]
     if not priced:
-        wanted = fitting[0] if fitting else f"{pool.name} (no type holds {node_gpus} GPUs)"
+        asks = f"{node_gpus} GPUs" + (f", {cpu:g} vCPUs and {memory_gib:g} GiB" if cpu or memory_gib else "")
+        wanted = fitting[0] if fitting else f"{pool.name} (no type holds {asks})"
         raise PriceNotFoundError(
             "EC2 on-demand",
             wanted,
             f"pool {pool.name!r} may launch {', '.join(fitting) or 'none of its types'}; add one "
             "under ec2.on_demand_per_hour in a --prices file",
         )
-    return min(priced, key=lambda t: (prices.on_demand(t) / (gpus_in(t) or 1), gpus_in(t) or 0))
+
+    def per_usable_gpu(itype: str) -> tuple[float, int]:
+        usable = pods_per_node(itype, node_gpus, cpu, memory_gib) * node_gpus
+        return prices.on_demand(itype) / usable, gpus_in(itype) or 0
+
+    return min(priced, key=per_usable_gpu)
 
 
 def gpu_allocations(tier: TierConfig, prices: PriceTable | None = None) -> list[GpuAllocation]:
@@ -106,13 +199,18 @@ def gpu_allocations(tier: TierConfig, prices: PriceTable | None = None) -> list[
             continue
         if not load.base_gpus and not load.peak_gpus:
             continue  # named by a capacity class whose other targets hold all its GPUs
-        itype = choose_instance_type(target, load.pod_gpus, prices)
+        cpu = max((p.pods.cpu for p in load.placed), default=0.0)
+        memory = max((p.pods.memory_gib for p in load.placed), default=0)
+        itype = choose_instance_type(target, load.pod_gpus, prices, cpu=cpu, memory_gib=memory)
+        gpus = gpus_in(itype) or 1
+        usable = pods_per_node(itype, load.pod_gpus, cpu, memory) * load.pod_gpus
         out.append(
             GpuAllocation(
                 target=target.name,
                 kind="pool",
                 instance_type=itype,
-                gpus_per_instance=gpus_in(itype) or 1,
+                gpus_per_instance=gpus,
+                usable_gpus_per_instance=usable if 0 < usable < gpus else None,
                 capacity_type=pool_capacity_type(target),
                 base_gpus=load.base_gpus,
                 peak_gpus=load.peak_gpus,

@@ -24,7 +24,7 @@ from gpufarm.estimate.allocation import (
     gpu_allocations,
 )
 from gpufarm.estimate.report import CostEstimate, CostLine, EstimateError
-from gpufarm.pricing import PriceTable, load_prices
+from gpufarm.pricing import SECTIONS, PriceTable, load_prices
 
 LCUS_PER_HOUR = 1.0
 """Capacity units an ALB, NLB or GWLB is assumed to use each hour when none are reserved.
@@ -78,6 +78,7 @@ class _Lines:
         peak_quantity: float | None = None,
         capacity_type: str | None = None,
         note: str = "",
+        section: str | None = None,
     ) -> None:
         peak = quantity if peak_quantity is None else peak_quantity
         self.lines.append(
@@ -92,6 +93,7 @@ class _Lines:
                 peak_monthly_usd=peak * unit_price,
                 category=category,
                 note=note,
+                price_section=section,
             )
         )
 
@@ -130,6 +132,7 @@ def _control_plane(
         unit="cluster-month",
         unit_price=rate * prices.hours_per_month,
         note=note,
+        section="eks",
     )
 
 
@@ -192,6 +195,8 @@ def monthly_cost(
         note = ""
         if alloc.kind == "node group":
             note = "reserved capacity is billed whether or not models use it"
+        elif alloc.capacity_type == CapacityType.SPOT.value:
+            note = prices.spot_basis(alloc.instance_type)
         out.add(
             item=item,
             category="gpu",
@@ -201,6 +206,7 @@ def monthly_cost(
             unit="instance-month",
             unit_price=rate * hours,
             note=note,
+            section="ec2",
         )
         if auto_mode:
             out.add(
@@ -212,6 +218,7 @@ def monthly_cost(
                 unit="instance-month",
                 unit_price=prices.on_demand(alloc.instance_type) * prices.eks.auto_mode_fee_share * hours,
                 note="estimate: eks.auto_mode_fee_share of the on-demand price",
+                section="eks",
             )
         ebs_base += alloc.base_instances * alloc.root_volume_gib
         ebs_peak += alloc.peak_instances * alloc.root_volume_gib
@@ -235,6 +242,7 @@ def monthly_cost(
         unit="instance-month",
         unit_price=prices.on_demand(system_type) * hours,
         note=system_note,
+        section="ec2",
     )
     if auto_mode:
         out.add(
@@ -244,6 +252,7 @@ def monthly_cost(
             unit="instance-month",
             unit_price=prices.on_demand(system_type) * prices.eks.auto_mode_fee_share * hours,
             note="estimate: eks.auto_mode_fee_share of the on-demand price",
+            section="eks",
         )
     ebs_base += base_nodes * disk
     ebs_peak += peak_nodes * disk
@@ -255,6 +264,7 @@ def monthly_cost(
         unit="GB-month",
         unit_price=prices.ebs.gp3_per_gb_month,
         note="IOPS and throughput above the gp3 baseline not included",
+        section="ebs",
     )
 
     _network(tier, prices, out, nat_gb_per_month)
@@ -267,6 +277,7 @@ def monthly_cost(
             quantity=fsx_storage_capacity_gib(tier),
             unit="GB-month",
             unit_price=prices.fsx_per_gb_month(fsx.throughput_per_tib),
+            section="fsx_lustre",
         )
     if tier.observability.prometheus.enabled:
         _prometheus(tier, prices, out, allocations)
@@ -283,10 +294,8 @@ def monthly_cost(
         region=tier.environment.region,
         price_region=prices.region,
         prices_as_of=prices.as_of.isoformat(),
-        price_sources={
-            name: getattr(prices, name).source
-            for name in ("ec2", "eks", "ebs", "vpc", "elb", "fsx_lustre", "amp", "waf", "bedrock")
-        },
+        price_sources={name: getattr(prices, name).source for name in SECTIONS},
+        price_dates={name: read.isoformat() for name, read in prices.section_dates().items()},
         reserved_discount=reserved_discount,
         fallback_share=fallback_share,
         tokens_per_month=tokens_per_month,
@@ -312,6 +321,7 @@ def _network(tier: TierConfig, prices: PriceTable, out: _Lines, nat_gb_per_month
             quantity=tier.network.nat_gateways,
             unit="gateway-month",
             unit_price=prices.vpc.nat_gateway_per_hour * hours,
+            section="vpc",
         )
         if nat_gb_per_month:
             out.add(
@@ -320,6 +330,7 @@ def _network(tier: TierConfig, prices: PriceTable, out: _Lines, nat_gb_per_month
                 quantity=nat_gb_per_month,
                 unit="GB",
                 unit_price=prices.vpc.nat_gateway_per_gb,
+                section="vpc",
             )
     endpoints = _interface_endpoints(tier)
     if endpoints:
@@ -329,6 +340,7 @@ def _network(tier: TierConfig, prices: PriceTable, out: _Lines, nat_gb_per_month
             quantity=endpoints * zones,
             unit="endpoint-AZ-month",
             unit_price=prices.vpc.interface_endpoint_per_az_hour * hours,
+            section="vpc",
         )
 
 
@@ -347,6 +359,7 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
         quantity=1,
         unit="LB-month",
         unit_price=per_hour * hours,
+        section="elb",
     )
     lcus, note = (
         (ing.lcu_reservation, "reserved capacity units") if ing.lcu_reservation else (LCUS_PER_HOUR, lcu_note)
@@ -358,6 +371,7 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
         unit="NLCU-month" if nlb else "LCU-month",
         unit_price=per_lcu_hour * hours,
         note=note,
+        section="elb",
     )
     if ing.kind is not LoadBalancerKind.NLB:  # WAF and the NLBs in front (PrivateLink, gateway): ALB only
         if ing.private_link.enabled:
@@ -368,6 +382,7 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
                 quantity=1,
                 unit="LB-month",
                 unit_price=prices.elb.nlb_per_hour * hours,
+                section="elb",
             )
             out.add(
                 item="PrivateLink NLB capacity units",
@@ -376,6 +391,7 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
                 unit="NLCU-month",
                 unit_price=prices.elb.nlb_per_lcu_hour * hours,
                 note=lcu_note,
+                section="elb",
             )
         if tier.fallback.enabled and gateway_through_nlb(tier):
             # The gateway reaches an internet-facing ALB through an internal NLB (ADR 0050).
@@ -385,6 +401,7 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
                 quantity=1,
                 unit="LB-month",
                 unit_price=prices.elb.nlb_per_hour * hours,
+                section="elb",
             )
             out.add(
                 item="Gateway NLB capacity units",
@@ -393,6 +410,7 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
                 unit="NLCU-month",
                 unit_price=prices.elb.nlb_per_lcu_hour * hours,
                 note=lcu_note,
+                section="elb",
             )
         if ing.waf.enabled:
             rules = 1 + int(ing.waf.common_rule_set) + int(ing.waf.known_bad_inputs)
@@ -402,6 +420,7 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
                 quantity=1,
                 unit="ACL-month",
                 unit_price=prices.waf.web_acl_per_month,
+                section="waf",
             )
             out.add(
                 item="AWS WAF rules",
@@ -409,6 +428,7 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
                 quantity=rules,
                 unit="rule-month",
                 unit_price=prices.waf.rule_per_month,
+                section="waf",
             )
     if ing.inspection.enabled:
         appliances = ing.inspection.appliances
@@ -418,6 +438,7 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
             quantity=1,
             unit="LB-month",
             unit_price=prices.elb.gwlb_per_hour * hours,
+            section="elb",
         )
         out.add(
             item="GWLB capacity units",
@@ -426,6 +447,7 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
             unit="GLCU-month",
             unit_price=prices.elb.gwlb_per_lcu_hour * hours,
             note=lcu_note,
+            section="elb",
         )
         out.add(
             item=f"GWLB endpoints ({zones} AZs)",
@@ -433,6 +455,7 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
             quantity=zones,
             unit="endpoint-month",
             unit_price=prices.vpc.gwlb_endpoint_per_az_hour * hours,
+            section="vpc",
         )
         out.add(
             item=f"Inspection appliances: {appliances.instance_type}",
@@ -442,6 +465,7 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
             peak_quantity=appliances.max_size,
             unit="instance-month",
             unit_price=prices.on_demand(appliances.instance_type) * hours,
+            section="ec2",
         )
         # The appliances' subnets reach Systems Manager through three endpoints per AZ.
         out.add(
@@ -450,6 +474,7 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
             quantity=3 * zones,
             unit="endpoint-AZ-month",
             unit_price=prices.vpc.interface_endpoint_per_az_hour * hours,
+            section="vpc",
         )
 
 
@@ -477,6 +502,7 @@ def _prometheus(tier: TierConfig, prices: PriceTable, out: _Lines, allocations: 
         quantity=1,
         unit="collector-month",
         unit_price=prices.amp.collector_per_hour * prices.hours_per_month,
+        section="amp",
     )
     out.add(
         item="AMP samples collected",
@@ -486,6 +512,7 @@ def _prometheus(tier: TierConfig, prices: PriceTable, out: _Lines, allocations: 
         unit="10M samples",
         unit_price=prices.amp.collect_per_10m_samples,
         note=note,
+        section="amp",
     )
     out.add(
         item="AMP samples ingested",
@@ -495,6 +522,7 @@ def _prometheus(tier: TierConfig, prices: PriceTable, out: _Lines, allocations: 
         unit="10M samples",
         unit_price=prices.amp.ingest_per_10m_samples,
         note=note,
+        section="amp",
     )
     stored = AMP_BYTES_PER_SAMPLE * AMP_RETENTION_MONTHS / GIB
     out.add(
@@ -505,6 +533,7 @@ def _prometheus(tier: TierConfig, prices: PriceTable, out: _Lines, allocations: 
         unit="GB-month",
         unit_price=prices.amp.storage_per_gb_month,
         note=f"estimate: {AMP_BYTES_PER_SAMPLE:g} bytes per sample, steady state",
+        section="amp",
     )
     query_base = query_peak = 0.0
     for model in tier.models:
@@ -525,6 +554,7 @@ def _prometheus(tier: TierConfig, prices: PriceTable, out: _Lines, allocations: 
             unit="billion samples",
             unit_price=prices.amp.query_per_billion_samples,
             note=f"estimate: each KEDA query reads {KEDA_QUERY_WINDOW_SECONDS}s of every replica's series",
+            section="amp",
         )
 
 
@@ -561,6 +591,7 @@ def _bedrock(
                 unit_price=rate,
                 note=f"{fallback_share:g} of the model's tokens; estimate: "
                 f"{BEDROCK_INPUT_TOKEN_SHARE:.0%} of tokens are input",
+                section="bedrock",
             )
     if skipped:
         notes.append(

@@ -26,6 +26,9 @@ class CostLine:
     peak_monthly_usd: float
     category: str
     note: str = ""
+    price_section: str | None = None
+    """The price table section the unit price comes from (its source and date are the estimate's
+    `price_sources` and `price_dates`), None for a line priced from no section."""
 
     def to_json(self) -> dict[str, Any]:
         """The line as a JSON-ready mapping."""
@@ -40,6 +43,7 @@ class CostLine:
             "peak_quantity": self.peak_quantity,
             "peak_monthly_usd": round(self.peak_monthly_usd, 2),
             "note": self.note,
+            "price_section": self.price_section,
         }
 
 
@@ -57,6 +61,12 @@ class CostEstimate:
     tokens_per_month: float | None
     lines: list[CostLine]
     notes: list[str] = field(default_factory=list)
+    price_dates: dict[str, str] = field(default_factory=dict)
+    """The date each price table section was read (ISO), by section name."""
+
+    def sections_used(self) -> list[str]:
+        """The price table sections the lines are priced from, in the order they first appear."""
+        return list(dict.fromkeys(line.price_section for line in self.lines if line.price_section))
 
     @property
     def total_usd(self) -> float:
@@ -112,6 +122,7 @@ class CostEstimate:
                 "region": self.price_region,
                 "as_of": self.prices_as_of,
                 "sources": self.price_sources,
+                "dates": self.price_dates,
             },
             "reserved_discount": self.reserved_discount,
             "fallback_share": self.fallback_share,

@@ -189,7 +189,7 @@ def test_assembly_follows_nested_assemblies(tmp_path: Path) -> None:
 
 def test_prices_file_overrides_the_table(tmp_path: Path) -> None:
     file = tmp_path / "prices.yaml"
-    file.write_text("ec2:\n  spot_discount: 0.7\n")
+    file.write_text("ec2:\n  spot_discounts:\n    g6e: 0.7\n")
     estimate = document(run("--tier", "production", "--prices", str(file), "--json"))["estimates"][0]
     assert line(estimate, "GPU pool batch")["unit_price"] == pytest.approx(10.4926 * 0.3 * H)
 
@@ -216,7 +216,11 @@ def test_live_without_credentials_falls_back_to_the_table(
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     result = run("--tier", "poc", "--live", "--json")
     assert result.exit_code == 0
+    # On 2026-12-01 the shipped table is stale too: that warning comes first, before AWS is asked.
     assert said(result.stderr) == (
+        "warning: the price table is 134 days old on 2026-12-01 (read 2026-07-20; more than 90 days: "
+        "bedrock, ebs, ec2, eks, elb, fsx_lustre, vpc, waf); list prices may have changed: refresh "
+        "them with --prices FILE, or --live for EC2 "
         "warning: live prices unavailable (Unable to locate credentials); using the price table "
         "dated 2026-07-20"
     )
@@ -244,7 +248,7 @@ def test_live_prices_are_used(monkeypatch: pytest.MonkeyPatch) -> None:
     def fake(region: str, instance_types: list[str], **kwargs: Any) -> PriceTable:
         asked.update(region=region, types=instance_types, zones=kwargs["availability_zones"])
         return load_prices().with_ec2(
-            on_demand_per_hour={"g6e.xlarge": 2.0},
+            on_demand_per_hour={"g6e.2xlarge": 2.0},
             spot_per_hour={},
             region=region,
             source="live",
@@ -399,15 +403,16 @@ def test_invalid_prices_file(tmp_path: Path) -> None:
     )
 
 
-def test_tier_needing_an_unpriced_type(tmp_path: Path) -> None:
+def test_tier_needing_an_unpriced_type(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gpufarm.cli.cost.today", lambda: dt.date(2026, 8, 1))  # a fresh table: one message
     file = tmp_path / "tier.yaml"
     file.write_text(
-        "extends: poc\nnode_pools:\n  - name: l40s\n    instance_families: [g5]\n"
-        "    instance_types: [g5.4xlarge]\n    gpu_limit: 4\n    expire_after: 336h\n"
+        "extends: poc\nnode_pools:\n  - name: l40s\n    instance_families: [p5e]\n"
+        "    instance_types: [p5e.48xlarge]\n    gpu_limit: 8\n    expire_after: 336h\n"
     )
-    result = run("--tier-file", str(file))
+    result = run("--tier-file", str(file), "--json")
     assert (result.exit_code, said(result.stderr)) == (
         2,
-        "gpufarm-poc: no EC2 on-demand price for 'g5.4xlarge' in the price table (pool 'l40s' may "
-        "launch g5.4xlarge; add one under ec2.on_demand_per_hour in a --prices file)",
+        "gpufarm-poc: no EC2 on-demand price for 'p5e.48xlarge' in the price table (pool 'l40s' may "
+        "launch p5e.48xlarge; add one under ec2.on_demand_per_hour in a --prices file)",
     )

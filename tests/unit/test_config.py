@@ -619,7 +619,7 @@ INVALID: list[Any] = [
         pool_override(instance_families=["m5"]),
         [
             "node_pools[0].instance_families[0]: must be a GPU instance family ('g5', 'g6', 'g6e', "
-            "'g7e', 'p4d', 'p4de', 'p5', 'p5e', 'p5en', 'p6-b200'), got 'm5'"
+            "'g7e', 'p4d', 'p4de', 'p5', 'p5e', 'p5en', 'p6-b200', 'p6-b300'), got 'm5'"
         ],
         id="unknown-instance-family",
     ),

@@ -53,7 +53,7 @@ from gpufarm.core.instances import (
             gpus=1,
             gpu_name="rtx-pro-6000",
             gpu_memory_gib=96,
-            host=None,
+            host=Host(vcpus=16, memory_gib=128),
             efa_network_cards=None,
             accelerated=True,
             quota_class="G",
@@ -109,21 +109,33 @@ def test_instance_spec_holds_every_fact_of_the_type(spec: InstanceSpec) -> None:
     assert instance_spec(spec.instance_type) == spec
 
 
-@pytest.mark.parametrize("instance_type", ["m7i.xlarge", "g6e.3xlarge", "p6-b300.48xlarge", "g6e"])
+@pytest.mark.parametrize("instance_type", ["m7i.xlarge", "g6e.3xlarge", "p6e-gb200.36xlarge", "g6e"])
 def test_instance_spec_of_a_type_outside_the_catalog_names_the_families(instance_type: str) -> None:
     with pytest.raises(UnknownInstanceTypeError) as caught:
         instance_spec(instance_type)
     assert str(caught.value) == (
         f"instance type {instance_type!r} is not in the GPU catalog (families g5, g6, g6e, g7e, "
-        "p4d, p4de, p5, p5e, p5en, p6-b200, with their sizes)"
+        "p4d, p4de, p5, p5e, p5en, p6-b200, p6-b300, with their sizes)"
     )
 
 
 def test_gpus_and_hosts_of_types_outside_the_catalog_are_none() -> None:
     assert gpus_in("m7i.xlarge") is None
     assert gpus_in("g6e.3xlarge") is None
-    assert host_of("g7e.48xlarge") is None
+    assert host_of("m7i.xlarge") is None
     assert efa_network_cards("g6e.48xlarge") is None
+
+
+def test_p6_b300_is_in_the_catalog_the_price_table_prices() -> None:
+    # The price table carried a p6-b300.48xlarge price with no catalog entry, so no pool could
+    # launch it: 8 B300 GPUs, 192 vCPUs, 4,096 GiB (sources in core/instances.py).
+    spec = instance_spec("p6-b300.48xlarge")
+    assert (spec.gpus, spec.gpu_name, spec.host, spec.quota_class) == (
+        8,
+        "b300",
+        Host(vcpus=192, memory_gib=4096),
+        "P",
+    )
 
 
 def test_family_is_the_part_before_the_size() -> None:
@@ -187,7 +199,8 @@ def test_every_host_and_efa_entry_is_a_gpu_type_of_the_catalog() -> None:
     assert [t for t in EFA_NETWORK_CARDS if gpus_in(t) is None] == []
 
 
-def test_every_family_has_the_host_of_its_largest_size_except_g7e() -> None:
-    """The planner only offers types with a host; g7e's sizes other than 2xlarge have no source."""
-    missing = [f.family for f in GPU_FAMILIES.values() if host_of(f.instance_types()[-1]) is None]
-    assert missing == ["g7e"]
+def test_every_size_of_every_family_has_its_host() -> None:
+    """The planner only offers types with a host, and the estimate chooses a pool's type by the
+    pod's CPU and memory as well as its GPUs: every size the pools may launch has one."""
+    missing = [t for f in GPU_FAMILIES.values() for t in f.instance_types() if host_of(t) is None]
+    assert missing == []

@@ -29,7 +29,8 @@ from .factories import make_enterprise, make_tier, pool_override, production_doc
 PRICES = load_prices()
 H = 730  # hours in the table's month
 OD = PRICES.ec2.on_demand_per_hour
-SPOT = 1 - 0.4  # the table's spot discount
+SPOT = 1 - 0.4  # the table's spot discount for a family without an observed one
+SPOT_G6E = 1 - 0.60  # the table's observed spot discount of the g6e family
 
 
 def line(estimate: CostEstimate, item: str) -> CostLine:
@@ -81,9 +82,13 @@ def test_every_section_names_a_source() -> None:
 
 
 def test_unsourced_figures_are_marked_as_estimates() -> None:
-    assert {"ec2.spot_discount", "eks.auto_mode_fee_share", "amp.collector_per_hour"} <= set(
-        PRICES.estimated_figures()
-    )
+    assert {
+        "ec2.spot_discount",
+        "ec2.spot_discounts.g6e",
+        "eks.auto_mode_fee_share",
+        "bedrock.models",
+        "fsx_lustre.500",
+    } <= set(PRICES.estimated_figures())
 
 
 def test_bedrock_price_of_an_inference_profile_is_its_models() -> None:
@@ -137,7 +142,12 @@ def test_bedrock_prices_of_the_preset_models() -> None:
 
 
 def test_spot_without_a_measured_price_applies_the_discount() -> None:
-    assert PRICES.spot("g6e.12xlarge") == pytest.approx(10.4926 * SPOT)
+    # p5: no observed spot discount in the table, so the flat fallback applies.
+    assert PRICES.spot("p5.48xlarge") == pytest.approx(55.04 * SPOT)
+
+
+def test_spot_without_a_measured_price_applies_the_familys_observed_discount() -> None:
+    assert PRICES.spot("g6e.12xlarge") == pytest.approx(10.4926 * SPOT_G6E)
 
 
 def test_measured_spot_price_wins() -> None:
@@ -255,11 +265,12 @@ def test_production_serving_pool_peak(production: CostEstimate) -> None:
 def test_production_batch_pool_is_spot(production: CostEstimate) -> None:
     # qwen3-32b-batch: 2 GPUs x 0..4 replicas on a spot + on-demand pool: spot first.
     got = line(production, "GPU pool batch: g6e.12xlarge")
-    assert (got.capacity_type, got.quantity, got.peak_quantity, got.peak_monthly_usd) == (
+    assert (got.capacity_type, got.quantity, got.peak_quantity, got.peak_monthly_usd, got.note) == (
         "spot",
         0,
         2,
-        pytest.approx(2 * 10.4926 * SPOT * H),
+        pytest.approx(2 * 10.4926 * SPOT_G6E * H),
+        "observed spot discount of the g6e family: 60% off on-demand",
     )
 
 
@@ -333,7 +344,7 @@ def test_production_cost_by_capacity_type_at_peak(production: CostEstimate) -> N
     expected = {
         "reserved": 0.0,
         "on-demand": 6 * 10.4926 * H + 4 * 0.4032 * H,
-        "spot": 2 * 10.4926 * SPOT * H,
+        "spot": 2 * 10.4926 * SPOT_G6E * H,
     }
     assert production.by_capacity_type(peak=True) == pytest.approx(expected)
 
@@ -342,13 +353,14 @@ def test_production_cost_by_capacity_type_at_peak(production: CostEstimate) -> N
 
 
 def test_poc_gpu_pool(poc: CostEstimate) -> None:
-    # qwen3-8b: 1 GPU x 1 replica -> 1 x g6e.xlarge, the cheapest L40S per GPU.
-    got = line(poc, "GPU pool l40s: g6e.xlarge")
-    assert (got.capacity_type, got.quantity, got.monthly_usd) == ("on-demand", 1, pytest.approx(1.861 * H))
+    # qwen3-8b: 1 GPU, 6 CPU and 48 GiB x 1 replica. A g6e.xlarge (4 vCPUs, 32 GiB) cannot hold
+    # the pod; the g6e.2xlarge (8 vCPUs, 64 GiB) is the cheapest L40S that can.
+    got = line(poc, "GPU pool l40s: g6e.2xlarge")
+    assert (got.capacity_type, got.quantity, got.monthly_usd) == ("on-demand", 1, pytest.approx(2.24208 * H))
 
 
 def test_poc_auto_mode_fee(poc: CostEstimate) -> None:
-    assert line(poc, "EKS Auto Mode fee: l40s").monthly_usd == pytest.approx(1.861 * 0.12 * H)
+    assert line(poc, "EKS Auto Mode fee: l40s").monthly_usd == pytest.approx(2.24208 * 0.12 * H)
 
 
 def test_poc_system_nodes_in_auto_mode(poc: CostEstimate) -> None:
@@ -405,7 +417,7 @@ def test_enterprise_background_pool_is_spot(enterprise: CostEstimate) -> None:
     assert (got.capacity_type, got.peak_quantity, got.peak_monthly_usd) == (
         "spot",
         2,
-        pytest.approx(2 * 10.4926 * SPOT * H),
+        pytest.approx(2 * 10.4926 * SPOT_G6E * H),
     )
 
 
@@ -555,13 +567,14 @@ def test_measured_spot_price_prices_a_spot_pool() -> None:
 
 
 def test_type_without_a_price_is_reported() -> None:
-    # g5.4xlarge: large enough for the poc model's pod (48 GiB), absent from the price table.
-    tier = make_tier(pool_override(instance_families=["g5"], instance_types=["g5.4xlarge"]))
+    # p5e.48xlarge: large enough for the poc model's pod, absent from the price table (no source
+    # showed an on-demand price for it).
+    tier = make_tier(pool_override(instance_families=["p5e"], instance_types=["p5e.48xlarge"], gpu_limit=8))
     with pytest.raises(PriceNotFoundError) as info:
         monthly_cost(tier)
     assert str(info.value) == (
-        "no EC2 on-demand price for 'g5.4xlarge' in the price table (pool 'l40s' may launch "
-        "g5.4xlarge; add one under ec2.on_demand_per_hour in a --prices file)"
+        "no EC2 on-demand price for 'p5e.48xlarge' in the price table (pool 'l40s' may launch "
+        "p5e.48xlarge; add one under ec2.on_demand_per_hour in a --prices file)"
     )
 
 
