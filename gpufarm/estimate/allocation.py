@@ -16,6 +16,7 @@ from gpufarm.config.model import (
 )
 from gpufarm.core.instances import Host, gpus_in, host_of
 from gpufarm.core.pools import instances_for, pool_instance_types, pool_loads
+from gpufarm.estimate.report import EstimateError
 from gpufarm.pricing import CAPACITY_TYPES, PriceNotFoundError, PriceTable, load_prices
 
 LAUNCH_PRIORITY = (CapacityType.RESERVED, CapacityType.SPOT, CapacityType.ON_DEMAND)
@@ -150,17 +151,25 @@ def choose_instance_type(
 
     As Karpenter and Auto Mode launch for a pending pod, a type must hold the pod's GPUs *and* its
     CPU and memory requests within the node's allocatable (:func:`pods_per_node`; default 0: GPUs
-    only). Types without a price in the table are skipped; PriceNotFoundError when none is priced.
+    only). Types without a price in the table are skipped. EstimateError when no type holds the
+    pod, PriceNotFoundError when none of those that do is priced.
     """
-    fitting = [t for t in pool_instance_types(pool) if pods_per_node(t, node_gpus, cpu, memory_gib) >= 1]
+    types = pool_instance_types(pool)
+    fitting = [t for t in types if pods_per_node(t, node_gpus, cpu, memory_gib) >= 1]
+    if not fitting:
+        asks = f"{node_gpus} GPU(s)" + (f", {cpu:g} CPU and {memory_gib:g} GiB" if cpu or memory_gib else "")
+        raise EstimateError(
+            f"pool {pool.name!r}: none of its instance types ({', '.join(types) or 'none'}) holds a pod "
+            f"of {asks} once the node keeps its reserve (the kubelet's, {DAEMONSET_CPU:g} CPU and "
+            f"{DAEMONSET_MEMORY_GIB:g} GiB for DaemonSets, {SIDECAR_CPU:g} CPU and "
+            f"{SIDECAR_MEMORY_GIB:g} GiB for gpufarm's sidecars): allow a larger size"
+        )
     priced = [t for t in fitting if t in prices.ec2.on_demand_per_hour]
     if not priced:
-        asks = f"{node_gpus} GPUs" + (f", {cpu:g} vCPUs and {memory_gib:g} GiB" if cpu or memory_gib else "")
-        wanted = fitting[0] if fitting else f"{pool.name} (no type holds {asks})"
         raise PriceNotFoundError(
             "EC2 on-demand",
-            wanted,
-            f"pool {pool.name!r} may launch {', '.join(fitting) or 'none of its types'}; add one "
+            fitting[0],
+            f"pool {pool.name!r} may launch {', '.join(fitting)}; add one "
             "under ec2.on_demand_per_hour in a --prices file",
         )
 

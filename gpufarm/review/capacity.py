@@ -46,13 +46,17 @@ def tier_facts(stack: StackTemplate) -> TierFacts:
         return TierFacts(
             note=f"the tier metadata does not match this gpufarm version ({exc.error_count()} error(s))"
         )
-    from gpufarm.estimate import gpu_capacity, monthly_cost
+    from gpufarm.estimate import EstimateError, gpu_capacity, monthly_cost
     from gpufarm.pricing import PriceNotFoundError
 
-    gpus = gpu_capacity(tier)
+    try:
+        # The pools' instance types are chosen on price and on the pods' CPU and memory: either can fail.
+        gpus = gpu_capacity(tier)
+    except (PriceNotFoundError, EstimateError) as exc:
+        return TierFacts(tier=tier.name, note=f"no cost estimate: {exc}")
     try:
         cost = monthly_cost(tier)
-    except PriceNotFoundError as exc:
+    except (PriceNotFoundError, EstimateError) as exc:
         return TierFacts(tier=tier.name, gpus=gpus, note=f"no cost estimate: {exc}")
     return TierFacts(
         tier=tier.name, gpus=gpus, monthly_usd=cost.total_usd, peak_monthly_usd=cost.peak_total_usd
