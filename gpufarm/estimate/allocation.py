@@ -42,8 +42,9 @@ KUBE_RESERVED_MIB_PER_POD = 11
 KUBE_RESERVED_MIB_BASE = 255
 EVICTION_MIB = 100
 MAX_PODS = 110
-"""Pods per node the memory reserve is computed for (the kubelet's default `maxPods`); the largest
-types allow more, so their reserve is understated by a few GiB of several hundred."""
+"""Pods per node the memory reserve is computed for: the kubelet's default `--max-pods`
+("--max-pods int32 Default: 110", the kubelet's flag reference); Karpenter uses each type's
+ENI-limited count, so the largest types keep a few GiB more than this, of several hundred."""
 
 DAEMONSET_CPU = 0.5
 DAEMONSET_MEMORY_GIB = 1.0
