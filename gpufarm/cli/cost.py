@@ -16,6 +16,7 @@ from gpufarm.config import TierConfig, load_preset, load_tier_file, preset_names
 from gpufarm.config.model import TIER_METADATA_KEY
 from gpufarm.eks_support import today
 from gpufarm.estimate import CostEstimate, EstimateError, instance_types_of, monthly_cost
+from gpufarm.estimate.usage import Usage, load_usage
 from gpufarm.pricing import PriceNotFoundError, PriceTable, PriceTableError, load_prices
 
 
@@ -167,8 +168,16 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         nat_gb_per_month: Annotated[
-            float, typer.Option("--nat-gb-per-month", help="GB through the NAT gateways in a month.")
-        ] = 0.0,
+            float | None,
+            typer.Option(
+                "--nat-gb-per-month",
+                help="GB through the NAT gateways in a month (default: derived from image and weight pulls).",
+            ),
+        ] = None,
+        usage_file: Annotated[
+            Path | None,
+            typer.Option("--usage", help="A YAML file of usage assumptions (docs/cli.md lists the keys)."),
+        ] = None,
         live: Annotated[
             bool, typer.Option("--live", help="Read EC2 prices from the AWS Price List API and spot history.")
         ] = False,
@@ -183,7 +192,7 @@ def register(app: typer.Typer) -> None:
         _check_share("--fallback-share", fallback_share, below_one=False, example="0.05")
         if tokens_per_month is not None and not tokens_per_month > 0:
             bad_input(f"--tokens-per-month must be a number of tokens above 0, got {tokens_per_month:g}")
-        if nat_gb_per_month < 0 or math.isnan(nat_gb_per_month):
+        if nat_gb_per_month is not None and (nat_gb_per_month < 0 or math.isnan(nat_gb_per_month)):
             bad_input(f"--nat-gb-per-month must be at least 0, got {nat_gb_per_month:g}")
         if fallback_share > 0 and tokens_per_month is None:
             bad_input(
@@ -193,6 +202,10 @@ def register(app: typer.Typer) -> None:
         if region is not None and not live:
             bad_input("--region applies only with --live (the price table is for us-east-1)")
         tiers = _tiers(tier, tier_file, assembly)
+        usage = Usage()
+        if usage_file is not None:
+            with config_errors():
+                usage = load_usage(usage_file)
         try:
             table_prices = load_prices(prices)
         except PriceTableError as exc:
@@ -214,6 +227,7 @@ def register(app: typer.Typer) -> None:
                     tokens_per_month=tokens_per_month,
                     nat_gb_per_month=nat_gb_per_month,
                     day=today(),
+                    usage=usage,
                 )
             except (EstimateError, PriceNotFoundError) as exc:
                 bad_input(f"{stack}: {exc}")
@@ -223,6 +237,7 @@ def register(app: typer.Typer) -> None:
                 {
                     "estimates": [{"stack": stack, **est.to_json()} for stack, est in estimates],
                     "estimated_figures": table_prices.estimated_figures(),
+                    "usage": usage.to_json(),
                     "warnings": warnings,
                 }
             )

@@ -11,11 +11,12 @@ from gpufarm.config.fsx_capacity import fsx_storage_capacity_gib
 from gpufarm.config.model import (
     CapacityType,
     LoadBalancerKind,
+    ModelConfig,
     ModelStoreKind,
     Provisioning,
     TierConfig,
 )
-from gpufarm.core.endpoints import gateway_through_nlb
+from gpufarm.core.endpoints import endpoints_of, gateway_through_nlb
 from gpufarm.core.pools import pod_sets, replica_bounds
 from gpufarm.eks_support import Phase, support_status
 from gpufarm.estimate.allocation import (
@@ -24,7 +25,9 @@ from gpufarm.estimate.allocation import (
     gpu_allocations,
 )
 from gpufarm.estimate.report import CostEstimate, CostLine, EstimateError
-from gpufarm.pricing import PriceTable, load_prices
+from gpufarm.estimate.usage import Usage
+from gpufarm.k8s.karpenter import ROOT_VOLUME_IOPS, ROOT_VOLUME_THROUGHPUT_MIBPS
+from gpufarm.pricing import SECTIONS, PriceTable, load_prices
 
 LCUS_PER_HOUR = 1.0
 """Capacity units an ALB, NLB or GWLB is assumed to use each hour when none are reserved.
@@ -140,8 +143,9 @@ def monthly_cost(
     reserved_discount: float = 0.0,
     fallback_share: float = 0.0,
     tokens_per_month: float | None = None,
-    nat_gb_per_month: float = 0.0,
+    nat_gb_per_month: float | None = None,
     day: dt.date | None = None,
+    usage: Usage | None = None,
 ) -> CostEstimate:
     """The tier's monthly bill from `prices` (default: the shipped table), line by line.
 
@@ -150,12 +154,14 @@ def monthly_cost(
     `fallback_share` (0 to 1, default 0) of `tokens_per_month` is answered by each model's
     Bedrock fallback; tokens are spread over the models by their peak GPUs, and a model without
     a Bedrock target pays nothing for its share. `tokens_per_month` (default: none) also gives
-    the cost per million tokens; a fallback share above 0 needs it. `nat_gb_per_month` (default 0)
-    is traffic through the NAT gateways. `day` (default: none) prices the control plane by the
-    EKS support calendar on that date: a Kubernetes version in extended support bills at
-    `eks.extended_support_cluster_per_hour`, and one within 60 days of it gets a note; with no
-    `day`, the standard-support rate. Raises EstimateError for arguments out of range and
-    PriceNotFoundError when the table lacks a price the tier needs.
+    the cost per million tokens; a fallback share above 0 needs it. `nat_gb_per_month` (default:
+    derived from the images and Hugging Face weights pulled per launch, see `usage`) is traffic
+    through the NAT gateways. `usage` (default: :class:`Usage`'s documented figures) sets what
+    the usage-billed lines assume: logs, requests, KMS and Secrets Manager calls, endpoint data.
+    `day` (default: none) prices the control plane by the EKS support calendar on that date: a
+    Kubernetes version in extended support bills at `eks.extended_support_cluster_per_hour`, and one
+    within 60 days of it gets a note; with no `day`, the standard-support rate. Raises EstimateError
+    for arguments out of range and PriceNotFoundError when the table lacks a price the tier needs.
     """
     _check_share("reserved_discount", reserved_discount, below_one=True)
     _check_share("fallback_share", fallback_share, below_one=False)
@@ -166,9 +172,10 @@ def monthly_cost(
             f"fallback_share {fallback_share:g} needs tokens_per_month "
             "(the tokens the tier serves in a month)"
         )
-    if nat_gb_per_month < 0:
+    if nat_gb_per_month is not None and not nat_gb_per_month >= 0:
         raise EstimateError(f"nat_gb_per_month must be at least 0, got {nat_gb_per_month:g}")
     prices = prices or load_prices()
+    usage = usage or Usage()
     hours = prices.hours_per_month
     auto_mode = tier.cluster.provisioning is Provisioning.AUTO_MODE
     out = _Lines()
@@ -254,10 +261,10 @@ def monthly_cost(
         peak_quantity=ebs_peak,
         unit="GB-month",
         unit_price=prices.ebs.gp3_per_gb_month,
-        note="IOPS and throughput above the gp3 baseline not included",
+        note="IOPS and throughput above the gp3 baseline are their own lines",
     )
 
-    _network(tier, prices, out, nat_gb_per_month)
+    _network(tier, prices, out)
     _ingress(tier, prices, out)
     if tier.model_store.kind is ModelStoreKind.FSX_LUSTRE:
         fsx = tier.model_store.fsx
@@ -272,10 +279,19 @@ def monthly_cost(
         _prometheus(tier, prices, out, allocations)
     if tier.fallback.enabled and fallback_share > 0 and tokens_per_month:
         _bedrock(tier, prices, out, fallback_share, tokens_per_month, notes)
+    if tier.fallback.enabled and tier.fallback.guardrail.enabled:
+        _guardrail(tier, prices, out, fallback_share, tokens_per_month)
+    _logs(tier, prices, out, usage)
+    _public_ipv4(tier, prices, out)
+    _keys_and_secrets(tier, prices, out, usage)
+    _ebs_performance(tier, prices, out)
+    _data_processing(tier, prices, out, usage, allocations, nat_gb_per_month)
+    _monitoring(tier, prices, out, usage)
 
     notes.append(
-        "Not included: data transfer, CloudWatch (logs, metrics, alarms, dashboard), S3, KMS, "
-        "WAF requests, Secrets Manager."
+        "Not included: data transfer out to the internet, S3 requests and the model bucket's "
+        "storage, CloudWatch metric API calls and Logs Insights queries, and the account's free "
+        "allowances (the usage-billed lines are priced before them)."
     )
     lines = sorted(out.lines, key=lambda line: _CATEGORY_ORDER.index(line.category))
     return CostEstimate(
@@ -283,10 +299,7 @@ def monthly_cost(
         region=tier.environment.region,
         price_region=prices.region,
         prices_as_of=prices.as_of.isoformat(),
-        price_sources={
-            name: getattr(prices, name).source
-            for name in ("ec2", "eks", "ebs", "vpc", "elb", "fsx_lustre", "amp", "waf", "bedrock")
-        },
+        price_sources={name: getattr(prices, name).source for name in SECTIONS},
         reserved_discount=reserved_discount,
         fallback_share=fallback_share,
         tokens_per_month=tokens_per_month,
@@ -302,7 +315,7 @@ def _interface_endpoints(tier: TierConfig) -> int:
     return len(endpoints)
 
 
-def _network(tier: TierConfig, prices: PriceTable, out: _Lines, nat_gb_per_month: float) -> None:
+def _network(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
     hours = prices.hours_per_month
     zones = len(tier.environment.availability_zones)
     if tier.network.nat_gateways:
@@ -313,14 +326,6 @@ def _network(tier: TierConfig, prices: PriceTable, out: _Lines, nat_gb_per_month
             unit="gateway-month",
             unit_price=prices.vpc.nat_gateway_per_hour * hours,
         )
-        if nat_gb_per_month:
-            out.add(
-                item="NAT gateway data processed",
-                category="network",
-                quantity=nat_gb_per_month,
-                unit="GB",
-                unit_price=prices.vpc.nat_gateway_per_gb,
-            )
     endpoints = _interface_endpoints(tier)
     if endpoints:
         out.add(
@@ -526,6 +531,8 @@ def _prometheus(tier: TierConfig, prices: PriceTable, out: _Lines, allocations: 
             unit_price=prices.amp.query_per_billion_samples,
             note=f"estimate: each KEDA query reads {KEDA_QUERY_WINDOW_SECONDS}s of every replica's series",
         )
+    if prom.alerts:
+        _amp_rules(tier, prices, out, series_base, series_peak)
 
 
 def _bedrock(
@@ -567,3 +574,438 @@ def _bedrock(
             f"No Bedrock cost for {', '.join(skipped)}: no Bedrock target, so its share of "
             "fallback traffic waits for GPUs instead."
         )
+
+
+# --------------------------------------------------------------------------- usage-billed lines
+# Each function prices one area of the bill the templates create and the first estimate left
+# out (docs/decisions/0053-every-billed-resource.md). Quantities a config cannot fix come from
+# `Usage`, whose defaults are documented there and in docs/cli.md; each line's note names them.
+
+GB = 1e9
+"""Bytes in a GB as AWS bills data (decimal)."""
+
+DAYS_PER_MONTH = 365 / 12
+"""Days in an average month."""
+
+CHARACTERS_PER_TOKEN = 4
+"""Characters of English text per token, to turn fallback tokens into Guardrail text units."""
+
+RULE_EVALUATIONS_PER_MONTH = 730 * 60
+"""Evaluations of the AMP alerting rules in a month: once a minute."""
+
+RULE_WINDOW_SECONDS = 300
+"""Range each alerting rule reads per series (a five-minute window)."""
+
+
+def _gib_to_gb(gib: float) -> float:
+    return gib * GIB / GB
+
+
+def _months_kept(retention_days: int) -> float:
+    return retention_days / DAYS_PER_MONTH
+
+
+def _log_lines(
+    out: _Lines,
+    prices: PriceTable,
+    *,
+    name: str,
+    gb: float,
+    months: float,
+    vended: bool,
+    note: str,
+    peak_gb: float | None = None,
+) -> None:
+    """Ingestion and steady-state storage of one log group: `gb` a month, kept `months`."""
+    ingest = prices.cloudwatch.vended_logs_ingest_per_gb if vended else prices.cloudwatch.logs_ingest_per_gb
+    peak = gb if peak_gb is None else peak_gb
+    out.add(
+        item=f"CloudWatch Logs ingestion: {name}",
+        category="observability",
+        quantity=gb,
+        peak_quantity=peak,
+        unit="GB",
+        unit_price=ingest,
+        note=note,
+    )
+    out.add(
+        item=f"CloudWatch Logs storage: {name}",
+        category="observability",
+        quantity=gb * months,
+        peak_quantity=peak * months,
+        unit="GB-month",
+        unit_price=prices.cloudwatch.logs_storage_per_gb_month,
+        note=f"{months:.1f} months of data held at steady state",
+    )
+
+
+def _logs(tier: TierConfig, prices: PriceTable, out: _Lines, usage: Usage) -> None:
+    """CloudWatch Logs: control-plane, VPC flow, inspection flow and WAF logs, by their retention."""
+    types = len(tier.cluster.control_plane_logging)
+    if types:
+        _log_lines(
+            out,
+            prices,
+            name="EKS control-plane logs",
+            gb=types * usage.control_plane_log_gb_per_type,
+            months=usage.unexpiring_log_months,
+            vended=False,
+            note=f"usage: {usage.control_plane_log_gb_per_type:g} GB per log type ({types} enabled); "
+            "EKS creates the group without a retention",
+        )
+    flow = tier.network.flow_logs
+    if flow.enabled:
+        _log_lines(
+            out,
+            prices,
+            name="VPC flow logs",
+            gb=usage.flow_log_gb_per_vpc,
+            months=_months_kept(flow.retention_days),
+            vended=True,
+            note=f"usage: {usage.flow_log_gb_per_vpc:g} GB per VPC; kept {flow.retention_days} days",
+        )
+    if tier.ingress.inspection.enabled:
+        # The inspection VPC's flow logs keep the tier's flow-log retention (stacks/tier.py).
+        _log_lines(
+            out,
+            prices,
+            name="inspection VPC flow logs",
+            gb=usage.flow_log_gb_per_vpc,
+            months=_months_kept(flow.retention_days),
+            vended=True,
+            note=f"usage: {usage.flow_log_gb_per_vpc:g} GB per VPC; kept {flow.retention_days} days",
+        )
+    if tier.ingress.kind is not LoadBalancerKind.NLB and tier.ingress.waf.enabled:
+        gb = usage.requests_per_month * usage.waf_log_bytes_per_request / GB
+        _log_lines(
+            out,
+            prices,
+            name="WAF logs",
+            gb=gb,
+            months=_months_kept(WAF_LOG_RETENTION_DAYS),
+            vended=True,
+            note=f"usage: {usage.requests_per_month:g} requests of {usage.waf_log_bytes_per_request:g} "
+            f"bytes each; kept {WAF_LOG_RETENTION_DAYS} days",
+        )
+
+
+WAF_LOG_RETENTION_DAYS = 90
+"""Days the WAF log group keeps records (`InferenceWaf`'s `log_retention_days` default)."""
+
+
+def _public_ipv4(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
+    """Public IPv4 addresses: NAT gateways' Elastic IPs, one per AZ of an internet-facing load balancer."""
+    zones = len(tier.environment.availability_zones)
+    internet_facing = tier.ingress.scheme.value == "internet-facing"
+    addresses = tier.network.nat_gateways + (zones if internet_facing else 0)
+    if not addresses:
+        return
+    parts = [f"{tier.network.nat_gateways} NAT gateway(s)"]
+    if internet_facing:
+        parts.append(f"{zones} load balancer nodes, one per AZ")
+    out.add(
+        item=f"Public IPv4 addresses ({', '.join(parts)})",
+        category="network",
+        quantity=addresses,
+        unit="address-month",
+        unit_price=prices.data_transfer.public_ipv4_per_hour * prices.hours_per_month,
+    )
+
+
+def _kms_keys(tier: TierConfig) -> int:
+    keys = 1  # the logs key, on every tier
+    keys += int(tier.cluster.secrets_encryption)
+    keys += int(tier.observability.alarms.enabled)  # the alarm topic's key
+    keys += int(tier.model_store.kind is ModelStoreKind.FSX_LUSTRE)
+    return keys
+
+
+def _secrets(tier: TierConfig) -> set[str]:
+    """The Secrets Manager secrets the tier reads (created outside the stack, billed all the same)."""
+    names = {m.hf_token_secret for m in tier.models if m.hf_token_secret}
+    if tier.fallback.enabled and tier.fallback.master_key_secret:
+        names.add(tier.fallback.master_key_secret)
+    if tier.ingress.oidc is not None:
+        names.add(tier.ingress.oidc.client_secret)
+    return names
+
+
+def _keys_and_secrets(tier: TierConfig, prices: PriceTable, out: _Lines, usage: Usage) -> None:
+    """KMS keys and their requests; the Secrets Manager secrets the tier reads and their calls."""
+    keys = _kms_keys(tier)
+    out.add(
+        item=f"KMS keys ({keys} customer managed)",
+        category="security",
+        quantity=keys,
+        unit="key-month",
+        unit_price=prices.kms.key_per_month,
+    )
+    out.add(
+        item="KMS requests",
+        category="security",
+        quantity=keys * usage.kms_requests_per_key / 1e4,
+        unit="10K requests",
+        unit_price=prices.kms.per_10k_requests,
+        note=f"usage: {usage.kms_requests_per_key:g} requests per key; before the account's "
+        "20,000 free requests",
+    )
+    secrets = _secrets(tier)
+    if secrets:
+        out.add(
+            item=f"Secrets Manager secrets ({len(secrets)} referenced)",
+            category="security",
+            quantity=len(secrets),
+            unit="secret-month",
+            unit_price=prices.secrets_manager.secret_per_month,
+            note="created outside the stack; billed to the account that holds them",
+        )
+        out.add(
+            item="Secrets Manager API calls",
+            category="security",
+            quantity=len(secrets) * usage.secret_api_calls_per_secret / 1e4,
+            unit="10K calls",
+            unit_price=prices.secrets_manager.per_10k_api_calls,
+            note=f"usage: {usage.secret_api_calls_per_secret:g} calls per secret",
+        )
+
+
+def _ebs_performance(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
+    """gp3 IOPS and throughput above the baseline on the GPU nodes' root volumes.
+
+    Reserved node groups and Karpenter GPU pools provision `ROOT_VOLUME_THROUGHPUT_MIBPS` at
+    `ROOT_VOLUME_IOPS` (gpufarm/k8s/karpenter.py, constructs/reserved_capacity.py); Auto Mode
+    nodes keep the NodeClass defaults.
+    """
+    if tier.cluster.provisioning is Provisioning.AUTO_MODE:
+        return
+    perf = prices.ebs_performance
+    extra_mibps = max(ROOT_VOLUME_THROUGHPUT_MIBPS - perf.gp3_baseline_throughput_mibps, 0)
+    extra_iops = max(ROOT_VOLUME_IOPS - perf.gp3_baseline_iops, 0)
+    allocations = gpu_allocations(tier, prices)
+    base = sum(a.base_instances for a in allocations)
+    peak = sum(a.peak_instances for a in allocations)
+    if extra_mibps and (base or peak):
+        out.add(
+            item=f"EBS gp3 throughput above baseline ({ROOT_VOLUME_THROUGHPUT_MIBPS} MiB/s GPU root volumes)",
+            category="storage",
+            quantity=base * extra_mibps,
+            peak_quantity=peak * extra_mibps,
+            unit="MiB/s-month",
+            unit_price=perf.gp3_throughput_per_mibps_month,
+            note=f"{extra_mibps} MiB/s above the {perf.gp3_baseline_throughput_mibps} MiB/s "
+            "baseline per GPU node",
+        )
+    if extra_iops and (base or peak):
+        out.add(
+            item=f"EBS gp3 IOPS above baseline ({ROOT_VOLUME_IOPS} IOPS GPU root volumes)",
+            category="storage",
+            quantity=base * extra_iops,
+            peak_quantity=peak * extra_iops,
+            unit="IOPS-month",
+            unit_price=perf.gp3_iops_per_month,
+        )
+
+
+def _pod_starts(model: ModelConfig, usage: Usage) -> tuple[float, float]:
+    """Times a month the model's pods start, at base and at peak: node replacement and daily scale-ups."""
+    low, high = replica_bounds(model)
+    base = low * usage.launches_per_base_node
+    peak = high * usage.launches_per_base_node + (high - low) * usage.scale_ups_per_month
+    return base, peak
+
+
+def _nat_pull_gb(
+    tier: TierConfig, allocations: list[GpuAllocation], usage: Usage
+) -> tuple[float, float, str]:
+    """GB a month through NAT: images on each GPU node launch, and weights that no endpoint serves."""
+    nodes_base = sum(a.base_instances for a in allocations)
+    nodes_peak = sum(a.peak_instances for a in allocations)
+    launches_base = nodes_base * usage.launches_per_base_node
+    launches_peak = (
+        nodes_peak * usage.launches_per_base_node + (nodes_peak - nodes_base) * usage.scale_ups_per_month
+    )
+    base = launches_base * usage.image_gb_per_node_launch
+    peak = launches_peak * usage.image_gb_per_node_launch
+    unsized: list[str] = []
+    for model in tier.models:
+        if model.weights.startswith("s3://") and (
+            tier.network.s3_gateway_endpoint or tier.model_store.kind is ModelStoreKind.FSX_LUSTRE
+        ):
+            continue  # S3 through the gateway endpoint, or imported by the file system
+        if model.weights_gib is None:
+            unsized.append(model.name)
+            continue
+        starts_base, starts_peak = _pod_starts(model, usage)
+        base += starts_base * _gib_to_gb(model.weights_gib)
+        peak += starts_peak * _gib_to_gb(model.weights_gib)
+    note = (
+        f"usage: {usage.image_gb_per_node_launch:g} GB of images per GPU node launch, "
+        f"{usage.launches_per_base_node:g} launch(es) per base node, {usage.scale_ups_per_month:g} "
+        "scale-ups; Hugging Face weights per pod start"
+    )
+    if unsized:
+        note += f"; no weights_gib for {', '.join(unsized)}, so their weights are not counted"
+    return base, peak, note
+
+
+def _data_processing(
+    tier: TierConfig,
+    prices: PriceTable,
+    out: _Lines,
+    usage: Usage,
+    allocations: list[GpuAllocation],
+    nat_gb_per_month: float | None,
+) -> None:
+    """Data the tier moves: NAT pulls, interface endpoints, WAF requests, GWLB endpoints, FSx across AZs."""
+    if tier.network.nat_gateways:
+        if nat_gb_per_month is None:
+            base, peak, note = _nat_pull_gb(tier, allocations, usage)
+        else:
+            base = peak = nat_gb_per_month
+            note = "given with --nat-gb-per-month"
+        out.add(
+            item="NAT gateway data processed",
+            category="network",
+            quantity=base,
+            peak_quantity=peak,
+            unit="GB",
+            unit_price=prices.vpc.nat_gateway_per_gb,
+            note=note,
+        )
+    if _interface_endpoints(tier):
+        out.add(
+            item="VPC interface endpoint data processed",
+            category="network",
+            quantity=usage.interface_endpoint_gb,
+            unit="GB",
+            unit_price=prices.vpc.interface_endpoint_per_gb,
+            note=f"usage: {usage.interface_endpoint_gb:g} GB",
+        )
+    request_gb = usage.requests_per_month * usage.kib_per_request * 1024 / GB
+    if tier.ingress.kind is not LoadBalancerKind.NLB and tier.ingress.waf.enabled:
+        out.add(
+            item="AWS WAF requests",
+            category="security",
+            quantity=usage.requests_per_month / 1e6,
+            unit="1M requests",
+            unit_price=prices.waf.per_million_requests,
+            note=f"usage: {usage.requests_per_month:g} requests",
+        )
+    if tier.ingress.inspection.enabled:
+        out.add(
+            item="GWLB endpoint data processed",
+            category="security",
+            quantity=request_gb,
+            unit="GB",
+            unit_price=prices.data_transfer.gwlb_endpoint_per_gb,
+            note=f"usage: {usage.requests_per_month:g} requests of {usage.kib_per_request:g} KiB",
+        )
+    if tier.model_store.kind is ModelStoreKind.FSX_LUSTRE:
+        zones = len(tier.environment.availability_zones)
+        share = (zones - 1) / zones
+        base = peak = 0.0
+        for model in tier.models:
+            if not model.weights.startswith("s3://") or model.weights_gib is None:
+                continue
+            starts_base, starts_peak = _pod_starts(model, usage)
+            base += starts_base * _gib_to_gb(model.weights_gib) * share
+            peak += starts_peak * _gib_to_gb(model.weights_gib) * share
+        out.add(
+            item="Cross-AZ reads from FSx for Lustre",
+            category="network",
+            quantity=base,
+            peak_quantity=peak,
+            unit="GB",
+            unit_price=2 * prices.data_transfer.inter_az_per_gb,
+            note=f"the file system sits in one AZ: {zones - 1} of {zones} pod starts read weights from "
+            "another, billed on both sides",
+        )
+
+
+def _monitoring(tier: TierConfig, prices: PriceTable, out: _Lines, usage: Usage) -> None:
+    """CloudWatch alarms and dashboard, Managed Grafana, the access-log bucket."""
+    obs = tier.observability
+    if obs.alarms.enabled:
+        targets = len(endpoints_of(tier)) + int(tier.fallback.enabled)
+        if tier.ingress.kind is LoadBalancerKind.NLB:
+            alarms = targets + 1  # unhealthy hosts per target group, TCP resets
+        else:  # 5xx and error rate, then p99 and unhealthy hosts per target group, optimizer rejects
+            alarms = 2 + 2 * targets + int(tier.ingress.target_optimizer.enabled)
+        out.add(
+            item=f"CloudWatch alarms ({alarms})",
+            category="observability",
+            quantity=alarms,
+            unit="alarm-month",
+            unit_price=prices.cloudwatch.alarm_per_month,
+            note="before the account's 10 free alarms",
+        )
+    if obs.dashboard:
+        out.add(
+            item="CloudWatch dashboard",
+            category="observability",
+            quantity=1,
+            unit="dashboard-month",
+            unit_price=prices.cloudwatch.dashboard_per_month,
+            note="before the account's 3 free dashboards",
+        )
+    if obs.grafana.enabled:
+        out.add(
+            item="Managed Grafana editor license",
+            category="observability",
+            quantity=1,
+            unit="license-month",
+            unit_price=prices.grafana.editor_per_month,
+            note="every workspace needs one editor license; add one per active editor",
+        )
+    logs = tier.ingress.access_logs
+    if logs.enabled:
+        gb = usage.requests_per_month * usage.access_log_bytes_per_request / GB
+        months = _months_kept(logs.retention_days)
+        out.add(
+            item="S3 access logs (load balancer)",
+            category="observability",
+            quantity=gb * months,
+            unit="GB-month",
+            unit_price=prices.s3.standard_per_gb_month,
+            note=f"usage: {usage.requests_per_month:g} requests of {usage.access_log_bytes_per_request:g} "
+            f"bytes, kept {logs.retention_days} days",
+        )
+
+
+def _amp_rules(
+    tier: TierConfig, prices: PriceTable, out: _Lines, series_base: float, series_peak: float
+) -> None:
+    """AMP alerting rules: each evaluation reads the scraped series over its window."""
+    prom = tier.observability.prometheus
+    window = RULE_WINDOW_SECONDS / prom.scrape_interval_seconds
+    out.add(
+        item="AMP query samples (rules)",
+        category="observability",
+        quantity=series_base * window * RULE_EVALUATIONS_PER_MONTH / 1e9,
+        peak_quantity=series_peak * window * RULE_EVALUATIONS_PER_MONTH / 1e9,
+        unit="billion samples",
+        unit_price=prices.amp.query_per_billion_samples,
+        note=f"estimate: the alerting rules read every series over {RULE_WINDOW_SECONDS}s once a minute",
+    )
+
+
+def _guardrail(
+    tier: TierConfig, prices: PriceTable, out: _Lines, fallback_share: float, tokens_per_month: float | None
+) -> None:
+    """Bedrock Guardrail content filters on the fallback path: text units of prompts and completions."""
+    guard = prices.bedrock_guardrails
+    tokens = (tokens_per_month or 0.0) * fallback_share
+    units = tokens * CHARACTERS_PER_TOKEN / guard.text_unit_characters
+    out.add(
+        item="Bedrock Guardrail text units",
+        category="fallback",
+        quantity=units / 1000,
+        unit="1K text units",
+        unit_price=guard.content_filter_per_1k_text_units,
+        note=(
+            f"{fallback_share:g} of the tokens at {CHARACTERS_PER_TOKEN} characters per token, "
+            "prompts and completions both screened"
+            if tokens
+            else "nothing screened without --fallback-share and --tokens-per-month"
+        ),
+    )
