@@ -42,10 +42,8 @@ def costing_gaps(template: dict[str, Any]) -> list[str]:
     ]
     tier = TierConfig.model_validate(template["Metadata"][TIER_METADATA_KEY])
     share = 0.05 if tier.fallback.enabled else 0.0
-    items = [
-        line.item
-        for line in monthly_cost(tier, fallback_share=share, tokens_per_month=TOKENS_PER_MONTH).lines
-    ]
+    lines = monthly_cost(tier, fallback_share=share, tokens_per_month=TOKENS_PER_MONTH).lines
+    items = [line.item for line in lines]
     gaps += [
         f"{k}: priced as {PRICED_TYPES[k]} but the estimate of {tier.name} has no such line"
         for k in unpriced_lines(kinds, items, priced=PRICED_TYPES)
@@ -54,4 +52,28 @@ def costing_gaps(template: dict[str, Any]) -> list[str]:
         f"Kubernetes {k}: priced as {PRICED_KINDS[k]} but the estimate of {tier.name} has no such line"
         for k in unpriced_lines(k8s, items, priced=PRICED_KINDS)
     ]
+    gaps += _count_gaps(template, {line.item: line.quantity for line in lines})
+    return gaps
+
+
+COUNTED = {
+    "AWS::CloudWatch::Alarm": "CloudWatch alarms",
+    "AWS::KMS::Key": "KMS keys",
+}
+"""Types whose line counts them one by one: the line's quantity must equal the template's count."""
+
+
+def _count_gaps(template: dict[str, Any], quantities: dict[str, float]) -> list[str]:
+    resources = (template.get("Resources") or {}).values()
+    gaps = []
+    for resource_type, item in COUNTED.items():
+        count = sum(1 for r in resources if r.get("Type") == resource_type)
+        priced = sum(q for i, q in quantities.items() if i.startswith(item))
+        if count and priced != count:
+            gaps.append(f"{resource_type}: the template has {count}, the line {item!r} counts {priced:g}")
+    # Every Elastic IP is a public address; the line also counts the load balancer nodes'.
+    eips = sum(1 for r in resources if r.get("Type") == "AWS::EC2::EIP")
+    addresses = sum(q for i, q in quantities.items() if i.startswith("Public IPv4 addresses"))
+    if addresses < eips:
+        gaps.append(f"AWS::EC2::EIP: the template has {eips}, the public IPv4 line counts {addresses:g}")
     return gaps

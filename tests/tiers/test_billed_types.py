@@ -86,6 +86,17 @@ def test_the_walk_fails_on_a_load_balancer_service(poc_template: dict[str, Any])
     ]
 
 
+def test_the_walk_fails_when_a_line_miscounts_its_resources(poc_template: dict[str, Any]) -> None:
+    # One alarm and one key more than the tier's config makes: the lines count from the config.
+    template = copy.deepcopy(poc_template)
+    template["Resources"]["ExtraAlarm"] = {"Type": "AWS::CloudWatch::Alarm", "Properties": {}}
+    template["Resources"]["ExtraKey"] = {"Type": "AWS::KMS::Key", "Properties": {}}
+    assert costing_gaps(template) == [
+        "AWS::CloudWatch::Alarm: the template has 7, the line 'CloudWatch alarms' counts 6",
+        "AWS::KMS::Key: the template has 4, the line 'KMS keys' counts 3",
+    ]
+
+
 def test_no_type_is_both_priced_and_free() -> None:
     assert set(PRICED_TYPES) & set(FREE_TYPES) == set()
 
