@@ -33,7 +33,9 @@ rest on assumptions rather than on the configuration are the constants of
 Bedrock token mix); each line built from one says so in its `note`.
 
 The package is split by job: :mod:`.allocation` (GPUs and instances per pool and node group),
-:mod:`.cost` (the bill's lines) and :mod:`.report` (the bill itself). Every public name is
+:mod:`.cost` (the bill's lines), :mod:`.usage` (the usage the usage-billed lines assume),
+:mod:`.billing` (which resource types bill, and the line that prices each) and :mod:`.report`
+(the bill itself). Every public name is
 importable from ``gpufarm.estimate`` itself.
 """
 
@@ -50,6 +52,7 @@ from gpufarm.estimate.allocation import (
     instance_types_of,
     pool_capacity_type,
 )
+from gpufarm.estimate.billing import FREE_TYPES, PRICED_TYPES
 from gpufarm.estimate.cost import (
     AMP_BYTES_PER_SAMPLE,
     AMP_RETENTION_MONTHS,
@@ -63,6 +66,7 @@ from gpufarm.estimate.cost import (
     monthly_cost,
 )
 from gpufarm.estimate.report import CostEstimate, CostLine, EstimateError
+from gpufarm.estimate.usage import Usage, load_usage
 
 __all__ = [
     "AMP_BYTES_PER_SAMPLE",
@@ -71,19 +75,23 @@ __all__ = [
     "AUTO_MODE_ROOT_VOLUME_GIB",
     "BEDROCK_INPUT_TOKEN_SHARE",
     "DCGM_SERIES_PER_GPU",
+    "FREE_TYPES",
     "GIB",
     "KEDA_QUERY_WINDOW_SECONDS",
     "LAUNCH_PRIORITY",
     "LCUS_PER_HOUR",
+    "PRICED_TYPES",
     "VLLM_SERIES_PER_REPLICA",
     "CostEstimate",
     "CostLine",
     "EstimateError",
     "GpuAllocation",
+    "Usage",
     "choose_instance_type",
     "gpu_allocations",
     "gpu_capacity",
     "instance_types_of",
+    "load_usage",
     "monthly_cost",
     "pool_capacity_type",
     "pool_instance_types",

@@ -170,7 +170,9 @@ FREE_KINDS: dict[str, str] = {
     "NetworkPolicy": _K8S_OBJECT,
     "PriorityClass": _K8S_OBJECT,
     "TargetGroupBinding": "registers pods in a target group the stack creates; the load balancer is priced",
-    "PersistentVolume": "a static volume naming the FSx file system, which is priced",
+    "PersistentVolume": (
+        "a static volume naming the FSx file system (priced) or the model bucket (created outside the stack)"
+    ),
     "PersistentVolumeClaim": "bound to a static volume (FSx or S3 Mountpoint); no EBS volume is provisioned",
     "StorageClass": _K8S_OBJECT,
     "IngressClass": _K8S_OBJECT,
