@@ -11,6 +11,7 @@ from gpufarm.config.fsx_capacity import fsx_storage_capacity_gib
 from gpufarm.config.model import (
     CapacityType,
     LoadBalancerKind,
+    LoadBalancerScheme,
     ModelConfig,
     ModelStoreKind,
     Provisioning,
@@ -696,7 +697,7 @@ WAF_LOG_RETENTION_DAYS = 90
 def _public_ipv4(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
     """Public IPv4 addresses: NAT gateways' Elastic IPs, one per AZ of an internet-facing load balancer."""
     zones = len(tier.environment.availability_zones)
-    internet_facing = tier.ingress.scheme.value == "internet-facing"
+    internet_facing = tier.ingress.scheme is LoadBalancerScheme.INTERNET_FACING
     addresses = tier.network.nat_gateways + (zones if internet_facing else 0)
     if not addresses:
         return
