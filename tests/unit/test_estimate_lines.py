@@ -6,6 +6,7 @@ usage defaults, as the comment above it shows; none is copied from the estimate'
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from gpufarm.config import ConfigError, load_preset
 from gpufarm.estimate import CostEstimate, CostLine, monthly_cost
 from gpufarm.estimate.usage import USAGE_KEYS, Usage, build_usage, load_usage
+from gpufarm.pricing import SECTIONS, PriceTable, load_prices
 
 from .factories import make_tier, model_override
 
@@ -295,3 +297,42 @@ def test_an_empty_usage_file_keeps_every_default(tmp_path: Path) -> None:
     file = tmp_path / "usage.yaml"
     file.write_text("")
     assert load_usage(file) == Usage()
+
+
+# --------------------------------------------------------------------------- the new table sections
+
+NEW_SECTIONS = (
+    "cloudwatch",
+    "kms",
+    "secrets_manager",
+    "ebs_performance",
+    "data_transfer",
+    "bedrock_guardrails",
+    "grafana",
+    "s3",
+)
+
+
+def test_every_section_is_listed_sourced_and_dated() -> None:
+    prices = load_prices()
+    assert set(NEW_SECTIONS) <= set(SECTIONS)
+    assert set(SECTIONS) == set(PriceTable.model_fields) - {"as_of", "region", "currency", "hours_per_month"}
+    for name in NEW_SECTIONS:
+        section = getattr(prices, name)
+        assert (bool(section.source.strip()), section.as_of) == (True, dt.date(2026, 12, 2)), name
+
+
+def test_figures_no_primary_source_showed_are_marked_as_estimates() -> None:
+    assert {
+        "cloudwatch.vended_logs_ingest_per_gb",
+        "cloudwatch.logs_storage_per_gb_month",
+        "data_transfer.gwlb_endpoint_per_gb",
+        "kms.key_per_month",
+    } <= set(load_prices().estimated_figures())
+
+
+def test_every_estimate_of_a_new_section_names_one_of_its_figures() -> None:
+    prices = load_prices()
+    for name in NEW_SECTIONS:
+        section = getattr(prices, name)
+        assert set(section.estimates) <= set(type(section).model_fields), name
