@@ -20,7 +20,7 @@ from gpufarm.config.model import (
     TierConfig,
 )
 from gpufarm.core.endpoints import gateway_through_nlb
-from gpufarm.core.pools import pod_sets, pool_loads, replica_bounds
+from gpufarm.core.pools import PodSet, Role, pod_sets, pool_loads, replica_bounds
 from gpufarm.eks_support import Phase, support_status
 from gpufarm.estimate.allocation import (
     AUTO_MODE_ROOT_VOLUME_GIB,
@@ -380,9 +380,14 @@ def monthly_cost(
     )
 
 
-def _model_share(autoscaling: ModelAutoscalingConfig | None, override: float | None) -> float:
+def _pods_share(pods: PodSet, override: float | None) -> float:
+    """The busy share of a set of pods: the model's, or for prefill pods their own scaling's."""
     if override is not None:
         return override
+    autoscaling = pods.model.autoscaling
+    if pods.role is Role.PREFILL:
+        pd = pods.model.prefill_decode
+        autoscaling = pd.prefill_autoscaling if pd is not None else None
     return DEFAULT_BUSY_SHARE if autoscaling is None else autoscaling.expected_busy_share
 
 
@@ -391,9 +396,7 @@ def busy_shares(tier: TierConfig, override: float | None = None) -> dict[str, fl
     adds there between base and peak (a target no model scales on gets the tier's share)."""
     out: dict[str, float] = {}
     for load in pool_loads(tier):
-        weights = [
-            (p.peak_gpus - p.base_gpus, _model_share(p.pods.model.autoscaling, override)) for p in load.placed
-        ]
+        weights = [(p.peak_gpus - p.base_gpus, _pods_share(p.pods, override)) for p in load.placed]
         total = sum(w for w, _ in weights)
         out[load.name] = sum(w * s for w, s in weights) / total if total else tier_busy_share(tier, override)
     return out
@@ -408,7 +411,7 @@ def tier_busy_share(tier: TierConfig, override: float | None = None) -> float:
     if override is not None:
         return override
     weights = [
-        (pods.gpus_at(peak=True) - pods.gpus_at(peak=False), _model_share(pods.model.autoscaling, None))
+        (pods.gpus_at(peak=True) - pods.gpus_at(peak=False), _pods_share(pods, None))
         for pods in pod_sets(tier)
     ]
     total = sum(w for w, _ in weights)

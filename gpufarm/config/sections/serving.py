@@ -44,8 +44,8 @@ class ModelAutoscalingConfig(_Model):
         0.5,
         ge=0,
         le=1,
-        description="Share of the month the model runs at `max_replicas` (else `min_replicas`), for "
-        "the expected monthly cost; 0.5 unless measured.",
+        description="Share of the month spent at `max_replicas` (the rest at `min_replicas`), for the "
+        "expected figure of `gpufarm cost`; 0.5 is no measurement.",
     )
 
 
