@@ -1,5 +1,6 @@
-"""The monthly bill, line by line: GPU and system instances, the control plane, storage, network,
-ingress, observability and the Bedrock fallback.
+"""The monthly bill, line by line: GPU and system instances, reservations and commitments as
+billed, the control plane, storage, network, ingress, observability and the Bedrock fallback,
+each at floor, expected and ceiling.
 """
 
 from __future__ import annotations
