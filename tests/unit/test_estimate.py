@@ -661,21 +661,29 @@ def _cost_docs() -> str:
 
 def test_docs_preset_totals_are_current() -> None:
     rows = re.findall(
-        r"^\| (poc|production|enterprise) \| ([\d,]+) \| ([\d,]+) \| (\d+) / (\d+) / (\d+) \|$",
+        r"^\| (poc|production|enterprise) \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \| "
+        r"([\d.]+%) \| (\d+) / (\d+) / (\d+) \|$",
         _cost_docs(),
         re.M,
     )
-    got = {name: (base, peak, (int(r), int(o), int(s))) for name, base, peak, r, o, s in rows}
-    expected = {}
+    got = {
+        name: (floor, expected, peak, on_demand, saving, (int(r), int(o), int(s)))
+        for name, floor, expected, peak, on_demand, saving, r, o, s in rows
+    }
+    want = {}
     for name in ("poc", "production", "enterprise"):
         tier = load_preset(name)
         estimate = monthly_cost(tier)
         gpus = gpu_capacity(tier)
-        expected[name] = (
+        want[name] = (
             f"{estimate.total_usd:,.0f}",
+            f"{estimate.expected_total_usd:,.0f}",
             f"{estimate.peak_total_usd:,.0f}",
+            f"{estimate.all_on_demand_at('ceiling'):,.0f}",
+            f"{estimate.saving_at('ceiling'):.1%}",
             (gpus["reserved"], gpus["on-demand"], gpus["spot"]),
         )
+    expected = want
     assert got == expected
 
 
