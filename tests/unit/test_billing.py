@@ -19,6 +19,7 @@ from gpufarm.estimate.billing import (
     apply_commitments,
     parse_commitment,
 )
+from gpufarm.estimate.cost import tier_busy_share
 from gpufarm.pricing import PriceNotFoundError, load_prices
 
 from .factories import (
@@ -375,3 +376,21 @@ def test_expected_busy_share_defaults_to_one_half() -> None:
     assert "expected_busy_share" not in enterprise_document()["models"][1]["autoscaling"]
     assert tier.models[1].autoscaling is not None
     assert tier.models[1].autoscaling.expected_busy_share == 0.5
+
+
+def test_prefill_pods_take_their_own_busy_share() -> None:
+    # The 70B's decode pods add 12 GPUs from floor to ceiling (1 -> 4 replicas of 4) at share 0;
+    # its prefill pods add 8 (1 -> 3 pods of 4) at share 1; the batch model adds 8 (0 -> 4 of 2)
+    # at the default 0.5. The 405B runs fixed replicas and weighs nothing.
+    models = enterprise_document()["models"]
+    models[1]["autoscaling"] = {**models[1]["autoscaling"], "expected_busy_share": 0.0}
+    models[1]["prefill_decode"] = {
+        "prefill_autoscaling": {
+            "min_replicas": 1,
+            "max_replicas": 3,
+            "queue_target": 4,
+            "expected_busy_share": 1.0,
+        }
+    }
+    tier = make_enterprise({"ingress": {"target_optimizer": {"enabled": False}}}, {"models": models})
+    assert tier_busy_share(tier) == pytest.approx((12 * 0.0 + 8 * 1.0 + 8 * 0.5) / (12 + 8 + 8))
