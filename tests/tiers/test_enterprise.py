@@ -346,8 +346,6 @@ scales is a model's cost)."""
 RESOURCES_PER_MODEL = 7
 """A model's serving manifest, binding, target group, two alarms, and a listener rule on each of
 the client's and the gateway's listeners (ADR 0050: the gateway calls each model's route)."""
-"""What one more single-pool model adds at most: its serving manifest, its binding, a target group,
-a listener rule and two alarms."""
 
 
 def test_eight_models_stay_within_budget_of_cloudformation_limits(
