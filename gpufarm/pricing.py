@@ -30,6 +30,29 @@ CAPACITY_TYPES = ("reserved", "on-demand", "spot")
 `gpufarm synth` and `gpufarm review`."""
 
 
+PRICE_SECTIONS = (
+    "ec2",
+    "eks",
+    "ebs",
+    "vpc",
+    "elb",
+    "fsx_lustre",
+    "amp",
+    "waf",
+    "bedrock",
+    "capacity_blocks",
+    "cloudwatch",
+    "kms",
+    "secrets_manager",
+    "ebs_performance",
+    "data_transfer",
+    "bedrock_guardrails",
+    "grafana",
+    "s3",
+)
+"""The sections of the price table, each with its own source, date and estimates."""
+
+
 class PriceTableError(ValueError):
     """A price file cannot be read or does not have the shape of the price table."""
 
@@ -147,6 +170,14 @@ class BedrockPrices(_Section):
     models: dict[str, BedrockModelPrice] = Field(description="Price by foundation-model ID.")
 
 
+class CapacityBlockPrices(_Section):
+    """EC2 Capacity Blocks for ML: a reservation fee paid up front, at the rate of the day of purchase."""
+
+    per_instance_hour: dict[str, float] = Field(
+        description="Effective reservation rate by instance type, $ per instance-hour of the block."
+    )
+
+
 class CloudWatchPrices(_Section):
     """Amazon CloudWatch: Logs, alarms and dashboards."""
 
@@ -217,28 +248,6 @@ class S3Prices(_Section):
     standard_per_gb_month: float = Field(ge=0, description="S3 Standard storage, $ per GB-month.")
 
 
-SECTIONS = (
-    "ec2",
-    "eks",
-    "ebs",
-    "vpc",
-    "elb",
-    "fsx_lustre",
-    "amp",
-    "waf",
-    "bedrock",
-    "cloudwatch",
-    "kms",
-    "secrets_manager",
-    "ebs_performance",
-    "data_transfer",
-    "bedrock_guardrails",
-    "grafana",
-    "s3",
-)
-"""The table's sections, each with its own source and date."""
-
-
 class PriceTable(BaseModel):
     """Unit prices for one region, by service, each section with its source and date."""
 
@@ -257,6 +266,7 @@ class PriceTable(BaseModel):
     amp: AmpPrices
     waf: WafPrices
     bedrock: BedrockPrices
+    capacity_blocks: CapacityBlockPrices
     cloudwatch: CloudWatchPrices
     kms: KmsPrices
     secrets_manager: SecretsManagerPrices
@@ -304,6 +314,18 @@ class PriceTable(BaseModel):
             for kind in CAPACITY_TYPES
         }
 
+    def capacity_block(self, instance_type: str) -> float:
+        """Capacity Block $ per instance-hour of `instance_type`; PriceNotFoundError when it is not listed."""
+        try:
+            return self.capacity_blocks.per_instance_hour[instance_type]
+        except KeyError:
+            raise PriceNotFoundError(
+                "EC2 Capacity Block",
+                instance_type,
+                "add it under capacity_blocks.per_instance_hour in a --prices file, at the rate "
+                "you bought the block at",
+            ) from None
+
     def fsx_per_gb_month(self, throughput_per_tib: int) -> float:
         """FSx for Lustre PERSISTENT_2 $ per GB-month at `throughput_per_tib` MB/s/TiB."""
         try:
@@ -328,7 +350,7 @@ class PriceTable(BaseModel):
     def estimated_figures(self) -> dict[str, str]:
         """Every figure marked as an estimate, as 'section.key' -> reason."""
         out: dict[str, str] = {}
-        for name in SECTIONS:
+        for name in (*PRICE_SECTIONS,):
             section: _Section = getattr(self, name)
             out.update({f"{name}.{key}": reason for key, reason in section.estimates.items()})
         return out

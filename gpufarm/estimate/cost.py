@@ -1,34 +1,40 @@
-"""The monthly bill, line by line: GPU and system instances, the control plane, storage, network,
-ingress, observability and the Bedrock fallback.
+"""The monthly bill, line by line: GPU and system instances, reservations and commitments as
+billed, the control plane, storage, network, ingress, observability and the Bedrock fallback,
+each at floor, expected and ceiling.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Sequence
 
 from gpufarm.config.fsx_capacity import fsx_storage_capacity_gib
 from gpufarm.config.model import (
     CapacityType,
     LoadBalancerKind,
     LoadBalancerScheme,
+    ModelAutoscalingConfig,
     ModelConfig,
     ModelStoreKind,
+    NodeGroupConfig,
     Provisioning,
+    ReservationKind,
     TierConfig,
 )
 from gpufarm.core.endpoints import endpoints_of, gateway_through_nlb
-from gpufarm.core.pools import pod_sets, replica_bounds
+from gpufarm.core.pools import PodSet, Role, pod_sets, pool_loads, replica_bounds
 from gpufarm.eks_support import Phase, support_status
 from gpufarm.estimate.allocation import (
     AUTO_MODE_ROOT_VOLUME_GIB,
     GpuAllocation,
     gpu_allocations,
 )
+from gpufarm.estimate.billing import Commitment, Ec2Usage, apply_commitments, check_capacity_block_days
 from gpufarm.estimate.report import CostEstimate, CostLine, EstimateError
 from gpufarm.estimate.usage import Usage
 from gpufarm.k8s.karpenter import ROOT_VOLUME_IOPS, ROOT_VOLUME_THROUGHPUT_MIBPS
-from gpufarm.pricing import SECTIONS, PriceTable, load_prices
+from gpufarm.pricing import PRICE_SECTIONS, PriceTable, load_prices
 
 LCUS_PER_HOUR = 1.0
 """Capacity units an ALB, NLB or GWLB is assumed to use each hour when none are reserved.
@@ -60,7 +66,20 @@ BEDROCK_INPUT_TOKEN_SHARE = 0.75
 
 GIB = 2**30
 
-_CATEGORY_ORDER = ("cluster", "gpu", "compute", "storage", "network", "security", "observability", "fallback")
+DEFAULT_BUSY_SHARE: float = ModelAutoscalingConfig.model_fields["expected_busy_share"].default
+"""A model's share of the month at its most replicas unless its config says (0.5: no measurement)."""
+
+_CATEGORY_ORDER = (
+    "cluster",
+    "gpu",
+    "compute",
+    "commitment",
+    "storage",
+    "network",
+    "security",
+    "observability",
+    "fallback",
+)
 
 # --------------------------------------------------------------------------- cost
 
@@ -68,8 +87,17 @@ _CATEGORY_ORDER = ("cluster", "gpu", "compute", "storage", "network", "security"
 class _Lines:
     """Collects lines; every quantity is per month, `unit_price` per unit per month."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, busy_share: float = DEFAULT_BUSY_SHARE) -> None:
         self.lines: list[CostLine] = []
+        self.busy_share = busy_share
+        """The share between base and peak a line's expected quantity lies at, unless it says."""
+        self.ec2_usage: list[tuple[str, float, float, float]] = []
+        """EC2 instances billed at the on-demand rate (commitments may cover them): type and
+        instances at floor, expected and ceiling."""
+
+    def expected(self, base: float, peak: float) -> float:
+        """The expected quantity between `base` and `peak` at the tier's busy share."""
+        return base + self.busy_share * (peak - base)
 
     def add(
         self,
@@ -82,8 +110,12 @@ class _Lines:
         peak_quantity: float | None = None,
         capacity_type: str | None = None,
         note: str = "",
+        expected_quantity: float | None = None,
+        on_demand_unit_price: float | None = None,
     ) -> None:
         peak = quantity if peak_quantity is None else peak_quantity
+        if expected_quantity is None and peak != quantity:
+            expected_quantity = self.expected(quantity, peak)
         self.lines.append(
             CostLine(
                 item=item,
@@ -96,6 +128,8 @@ class _Lines:
                 peak_monthly_usd=peak * unit_price,
                 category=category,
                 note=note,
+                expected_quantity=expected_quantity,
+                on_demand_unit_price=on_demand_unit_price,
             )
         )
 
@@ -141,17 +175,27 @@ def monthly_cost(
     tier: TierConfig,
     *,
     prices: PriceTable | None = None,
-    reserved_discount: float = 0.0,
+    commitments: Sequence[Commitment] = (),
+    busy_share: float | None = None,
+    capacity_block_days: int | None = None,
     fallback_share: float = 0.0,
     tokens_per_month: float | None = None,
     nat_gb_per_month: float | None = None,
     day: dt.date | None = None,
     usage: Usage | None = None,
 ) -> CostEstimate:
-    """The tier's monthly bill from `prices` (default: the shipped table), line by line.
+    """The tier's monthly bill from `prices` (default: the shipped table), line by line, at floor,
+    expected and ceiling.
 
-    `reserved_discount` (0 to below 1, default 0) lowers reserved capacity (node groups, pools
-    with the reserved capacity type) to what a Reserved Instance or Savings Plan charges.
+    Reserved capacity is billed as AWS bills it (:mod:`gpufarm.estimate.billing`): a node group
+    on an On-Demand Capacity Reservation at the on-demand rate, with the reservation's instances
+    beyond the group's nodes as their own "reserved, unused" line; a node group on a Capacity
+    Block at the block's rate (`capacity_blocks` in the table) for `capacity_block_days`
+    (default: none, blocks bought back to back all month). `commitments` (default: none) are
+    Savings Plans and Reserved Instances the account holds, applied to the on-demand-rate EC2
+    usage they cover, each with its fee and the usage it covers as lines. `busy_share` (0 to 1,
+    default: each model's `autoscaling.expected_busy_share`) replaces every model's busy share
+    for the expected figure.
     `fallback_share` (0 to 1, default 0) of `tokens_per_month` is answered by each model's
     Bedrock fallback; tokens are spread over the models by their peak GPUs, and a model without
     a Bedrock target pays nothing for its share. `tokens_per_month` (default: none) also gives
@@ -164,7 +208,10 @@ def monthly_cost(
     within 60 days of it gets a note; with no `day`, the standard-support rate. Raises EstimateError
     for arguments out of range and PriceNotFoundError when the table lacks a price the tier needs.
     """
-    _check_share("reserved_discount", reserved_discount, below_one=True)
+    if busy_share is not None:
+        _check_share("busy_share", busy_share, below_one=False)
+    if capacity_block_days is not None:
+        check_capacity_block_days(capacity_block_days)
     _check_share("fallback_share", fallback_share, below_one=False)
     if tokens_per_month is not None and not tokens_per_month > 0:
         raise EstimateError(f"tokens_per_month must be a number of tokens above 0, got {tokens_per_month:g}")
@@ -176,10 +223,10 @@ def monthly_cost(
     if nat_gb_per_month is not None and not nat_gb_per_month >= 0:
         raise EstimateError(f"nat_gb_per_month must be at least 0, got {nat_gb_per_month:g}")
     prices = prices or load_prices()
-    usage = usage or Usage()
+    assumed = usage or Usage()
     hours = prices.hours_per_month
     auto_mode = tier.cluster.provisioning is Provisioning.AUTO_MODE
-    out = _Lines()
+    out = _Lines(busy_share=tier_busy_share(tier, busy_share))
     notes: list[str] = []
     if prices.region != tier.environment.region:
         notes.append(
@@ -190,32 +237,69 @@ def monthly_cost(
     _control_plane(tier, prices, out, notes, day)
 
     allocations = gpu_allocations(tier, prices)
+    shares = busy_shares(tier, busy_share)
+    ec2_usage = out.ec2_usage
     ebs_base = 0.0
     ebs_peak = 0.0
     for alloc in allocations:
-        rate = prices.instance_hourly(
-            alloc.instance_type, alloc.capacity_type, reserved_discount=reserved_discount
-        )
+        group = next((g for g in tier.node_groups if g.name == alloc.target), None)
+        block = group is not None and group.capacity.kind is ReservationKind.CAPACITY_BLOCK
+        on_demand = prices.on_demand(alloc.instance_type)
+        share = shares.get(alloc.target, 0.0)
+        expected = alloc.base_instances + share * (alloc.peak_instances - alloc.base_instances)
         item = f"GPU {alloc.kind} {alloc.target}: {alloc.instance_type}"
-        note = ""
-        if alloc.kind == "node group":
-            note = "reserved capacity is billed whether or not models use it"
-        out.add(
-            item=item,
-            category="gpu",
-            capacity_type=alloc.capacity_type,
-            quantity=alloc.base_instances,
-            peak_quantity=alloc.peak_instances,
-            unit="instance-month",
-            unit_price=rate * hours,
-            note=note,
-        )
+        if block:
+            block_hours = hours if capacity_block_days is None else min(capacity_block_days * 24, hours)
+            rate = prices.capacity_block(alloc.instance_type)
+            note = "Capacity Block reservation fee, prepaid at its own rate; " + (
+                "blocks bought back to back all month"
+                if capacity_block_days is None
+                else f"a {capacity_block_days}-day block ({block_hours:g} h of the month)"
+            )
+            out.add(
+                item=f"{item} (Capacity Block)",
+                category="gpu",
+                capacity_type=alloc.capacity_type,
+                quantity=alloc.base_instances,
+                expected_quantity=expected,
+                peak_quantity=alloc.peak_instances,
+                unit="instance-month",
+                unit_price=rate * block_hours,
+                on_demand_unit_price=on_demand * block_hours,
+                note=note,
+            )
+        else:
+            rate = prices.instance_hourly(alloc.instance_type, alloc.capacity_type, reserved_discount=0.0)
+            note = ""
+            if alloc.kind == "node group":
+                note = "an On-Demand Capacity Reservation: the on-demand rate whether or not models use it"
+            elif alloc.capacity_type == CapacityType.RESERVED.value:
+                note = (
+                    "in the pool's reservations: the on-demand rate (an ODCR; a Capacity Block bills its own)"
+                )
+            out.add(
+                item=item,
+                category="gpu",
+                capacity_type=alloc.capacity_type,
+                quantity=alloc.base_instances,
+                expected_quantity=expected,
+                peak_quantity=alloc.peak_instances,
+                unit="instance-month",
+                unit_price=rate * hours,
+                on_demand_unit_price=on_demand * hours,
+                note=note,
+            )
+            if alloc.capacity_type != CapacityType.SPOT.value:
+                ec2_usage.append((alloc.instance_type, alloc.base_instances, expected, alloc.peak_instances))
+        if group is not None:
+            _unused_reservation(group, prices, out, ec2_usage, notes)
         if auto_mode:
             out.add(
                 item=f"EKS Auto Mode fee: {alloc.target} ({alloc.instance_type})",
                 category="cluster",
                 capacity_type=None,
                 quantity=alloc.base_instances,
+                expected_quantity=expected,
                 peak_quantity=alloc.peak_instances,
                 unit="instance-month",
                 unit_price=prices.on_demand(alloc.instance_type) * prices.eks.auto_mode_fee_share * hours,
@@ -244,6 +328,7 @@ def monthly_cost(
         unit_price=prices.on_demand(system_type) * hours,
         note=system_note,
     )
+    ec2_usage.append((system_type, base_nodes, out.expected(base_nodes, peak_nodes), peak_nodes))
     if auto_mode:
         out.add(
             item=f"EKS Auto Mode fee: system nodes ({system_type})",
@@ -282,13 +367,15 @@ def monthly_cost(
         _bedrock(tier, prices, out, fallback_share, tokens_per_month, notes)
     if tier.fallback.enabled and tier.fallback.guardrail.enabled:
         _guardrail(tier, prices, out, fallback_share, tokens_per_month)
-    _logs(tier, prices, out, usage)
+    _logs(tier, prices, out, assumed)
     _public_ipv4(tier, prices, out)
-    _keys_and_secrets(tier, prices, out, usage)
-    _ebs_performance(tier, prices, out)
-    _data_processing(tier, prices, out, usage, allocations, nat_gb_per_month)
-    _monitoring(tier, prices, out, usage)
+    _keys_and_secrets(tier, prices, out, assumed)
+    _ebs_performance(tier, prices, out, allocations)
+    _data_processing(tier, prices, out, assumed, allocations, nat_gb_per_month)
+    _monitoring(tier, prices, out, assumed)
 
+    _commitments(list(commitments), prices, out)
+    _reservation_notes(tier, commitments, notes)
     notes.append(
         "Not included: data transfer out to the internet, S3 requests and the model bucket's "
         "storage, CloudWatch metric API calls and Logs Insights queries, and the account's free "
@@ -300,13 +387,133 @@ def monthly_cost(
         region=tier.environment.region,
         price_region=prices.region,
         prices_as_of=prices.as_of.isoformat(),
-        price_sources={name: getattr(prices, name).source for name in SECTIONS},
-        reserved_discount=reserved_discount,
+        price_sources={name: getattr(prices, name).source for name in PRICE_SECTIONS},
+        commitments=[c.to_json() for c in commitments],
+        busy_share=busy_share,
+        capacity_block_days=capacity_block_days,
         fallback_share=fallback_share,
         tokens_per_month=tokens_per_month,
         lines=lines,
         notes=notes,
     )
+
+
+def _pods_share(pods: PodSet, override: float | None) -> float:
+    """The busy share of a set of pods: the model's, or for prefill pods their own scaling's."""
+    if override is not None:
+        return override
+    autoscaling = pods.model.autoscaling
+    if pods.role is Role.PREFILL:
+        pd = pods.model.prefill_decode
+        autoscaling = pd.prefill_autoscaling if pd is not None else None
+    return DEFAULT_BUSY_SHARE if autoscaling is None else autoscaling.expected_busy_share
+
+
+def busy_shares(tier: TierConfig, override: float | None = None) -> dict[str, float]:
+    """The busy share of each pool and node group: its models' shares, weighted by the GPUs each
+    adds there between base and peak (a target no model scales on gets the tier's share)."""
+    out: dict[str, float] = {}
+    for load in pool_loads(tier):
+        weights = [(p.peak_gpus - p.base_gpus, _pods_share(p.pods, override)) for p in load.placed]
+        total = sum(w for w, _ in weights)
+        out[load.name] = sum(w * s for w, s in weights) / total if total else tier_busy_share(tier, override)
+    return out
+
+
+def tier_busy_share(tier: TierConfig, override: float | None = None) -> float:
+    """The tier's busy share: every model's, weighted by the GPUs it adds between base and peak.
+
+    Lines other than GPU instances (system nodes, volumes, samples) take their expected quantity
+    at this share between base and peak.
+    """
+    if override is not None:
+        return override
+    weights = [
+        (pods.gpus_at(peak=True) - pods.gpus_at(peak=False), _pods_share(pods, None))
+        for pods in pod_sets(tier)
+    ]
+    total = sum(w for w, _ in weights)
+    return sum(w * s for w, s in weights) / total if total else DEFAULT_BUSY_SHARE
+
+
+def _unused_reservation(
+    group: NodeGroupConfig,
+    prices: PriceTable,
+    out: _Lines,
+    usage: list[tuple[str, float, float, float]],
+    notes: list[str],
+) -> None:
+    """The instances an ODCR gpufarm creates holds beyond the group's nodes, billed used or not."""
+    capacity = group.capacity
+    if capacity.kind is not ReservationKind.CREATE or capacity.instance_count is None:
+        return
+    spare = capacity.instance_count - group.nodes
+    if spare <= 0:
+        return
+    out.add(
+        item=f"GPU node group {group.name}: {group.instance_type} reserved, unused",
+        category="gpu",
+        capacity_type=CapacityType.RESERVED.value,
+        quantity=spare,
+        unit="instance-month",
+        unit_price=prices.on_demand(group.instance_type) * prices.hours_per_month,
+        on_demand_unit_price=0.0,
+        note=f"the reservation holds {capacity.instance_count} instances, the group runs {group.nodes}: "
+        "AWS bills the rest as unused reservation at the on-demand rate",
+    )
+    usage.append((group.instance_type, spare, spare, spare))
+
+
+def _commitments(commitments: list[Commitment], prices: PriceTable, out: _Lines) -> None:
+    """Each commitment's fee and the on-demand-rate usage it covers, at floor, expected and ceiling."""
+    if not commitments:
+        return
+    hours = prices.hours_per_month
+    by_level = []
+    for level in range(3):
+        usage = [
+            Ec2Usage(instance_type=t, on_demand_per_hour=prices.on_demand(t), instances=row[level])
+            for t, *row in out.ec2_usage
+        ]
+        by_level.append(apply_commitments(usage, commitments, prices.on_demand))
+    for floor, expected, ceiling in zip(*by_level, strict=True):
+        name = floor.commitment.describe()
+        out.add(
+            item=f"Commitment: {name}",
+            category="commitment",
+            quantity=1,
+            unit="commitment-month",
+            unit_price=floor.fee_per_hour * hours,
+            on_demand_unit_price=0.0,
+            note="not created by this stack: billed whether or not usage fills it",
+        )
+        out.add(
+            item=f"Usage covered by the commitment: {name}",
+            category="commitment",
+            quantity=floor.covered_per_hour * hours,
+            expected_quantity=expected.covered_per_hour * hours,
+            peak_quantity=ceiling.covered_per_hour * hours,
+            unit="USD at on-demand rates",
+            unit_price=-1.0,
+            on_demand_unit_price=0.0,
+            note="not created by this stack: the on-demand charge of the usage it covers, taken off; "
+            "expected: applied to the month's average usage",
+        )
+
+
+def _reservation_notes(tier: TierConfig, commitments: Sequence[Commitment], notes: list[str]) -> None:
+    existing = [g.name for g in tier.node_groups if g.capacity.kind is ReservationKind.ODCR]
+    if existing:
+        notes.append(
+            f"Existing On-Demand Capacity Reservations ({', '.join(existing)}): their instances beyond "
+            "the groups' nodes bill whether or not this stack runs; their size is not in the config, "
+            "so they are not counted."
+        )
+    if not commitments:
+        notes.append(
+            "No commitment applied: reserved capacity bills at the on-demand rate. Give the Savings "
+            "Plans or Reserved Instances the account holds with --commitment."
+        )
 
 
 def _interface_endpoints(tier: TierConfig) -> int:
@@ -448,6 +655,14 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
             peak_quantity=appliances.max_size,
             unit="instance-month",
             unit_price=prices.on_demand(appliances.instance_type) * hours,
+        )
+        out.ec2_usage.append(
+            (
+                appliances.instance_type,
+                appliances.min_size,
+                out.expected(appliances.min_size, appliances.max_size),
+                appliances.max_size,
+            )
         )
         # The appliances' subnets reach Systems Manager through three endpoints per AZ.
         out.add(
@@ -770,7 +985,9 @@ def _keys_and_secrets(tier: TierConfig, prices: PriceTable, out: _Lines, usage: 
         )
 
 
-def _ebs_performance(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
+def _ebs_performance(
+    tier: TierConfig, prices: PriceTable, out: _Lines, allocations: list[GpuAllocation]
+) -> None:
     """gp3 IOPS and throughput above the baseline on the GPU nodes' root volumes.
 
     Reserved node groups and Karpenter GPU pools provision `ROOT_VOLUME_THROUGHPUT_MIBPS` at
@@ -782,7 +999,6 @@ def _ebs_performance(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
     perf = prices.ebs_performance
     extra_mibps = max(ROOT_VOLUME_THROUGHPUT_MIBPS - perf.gp3_baseline_throughput_mibps, 0)
     extra_iops = max(ROOT_VOLUME_IOPS - perf.gp3_baseline_iops, 0)
-    allocations = gpu_allocations(tier, prices)
     base = sum(a.base_instances for a in allocations)
     peak = sum(a.peak_instances for a in allocations)
     if extra_mibps and (base or peak):

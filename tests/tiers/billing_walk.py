@@ -11,7 +11,7 @@ from typing import Any
 from gpufarm.config import TierConfig
 from gpufarm.config.model import TIER_METADATA_KEY
 from gpufarm.estimate import monthly_cost
-from gpufarm.estimate.billing import (
+from gpufarm.estimate.resource_types import (
     FREE_KINDS,
     FREE_TYPES,
     PRICED_KINDS,
@@ -33,11 +33,11 @@ def costing_gaps(template: dict[str, Any]) -> list[str]:
     kinds = template_kinds(template)
     k8s = {kubernetes_kind(m) for m in manifests(template)}
     gaps = [
-        f"{k}: neither in PRICED_TYPES nor in FREE_TYPES (gpufarm/estimate/billing.py)"
+        f"{k}: neither in PRICED_TYPES nor in FREE_TYPES (gpufarm/estimate/resource_types.py)"
         for k in unaccounted(kinds, priced=PRICED_TYPES, free=FREE_TYPES)
     ]
     gaps += [
-        f"Kubernetes {k}: neither in PRICED_KINDS nor in FREE_KINDS (gpufarm/estimate/billing.py)"
+        f"Kubernetes {k}: neither in PRICED_KINDS nor in FREE_KINDS (gpufarm/estimate/resource_types.py)"
         for k in unaccounted(k8s, priced=PRICED_KINDS, free=FREE_KINDS)
     ]
     tier = TierConfig.model_validate(template["Metadata"][TIER_METADATA_KEY])

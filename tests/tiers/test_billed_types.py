@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gpufarm.estimate.billing import (
+from gpufarm.estimate.resource_types import (
     FREE_TYPES,
     PRICED_TYPES,
     kubernetes_kind,
@@ -54,7 +54,8 @@ def test_the_walk_fails_on_a_billed_type_it_does_not_know(poc_template: dict[str
     template = copy.deepcopy(poc_template)
     template["Resources"]["Madeup"] = {"Type": "AWS::Example::BilledThing", "Properties": {}}
     assert costing_gaps(template) == [
-        "AWS::Example::BilledThing: neither in PRICED_TYPES nor in FREE_TYPES (gpufarm/estimate/billing.py)"
+        "AWS::Example::BilledThing: neither in PRICED_TYPES nor in FREE_TYPES "
+        "(gpufarm/estimate/resource_types.py)"
     ]
 
 
@@ -82,7 +83,7 @@ def test_the_walk_fails_on_a_load_balancer_service(poc_template: dict[str, Any])
     }
     assert costing_gaps(template) == [
         "Kubernetes Service/LoadBalancer: neither in PRICED_KINDS nor in FREE_KINDS "
-        "(gpufarm/estimate/billing.py)"
+        "(gpufarm/estimate/resource_types.py)"
     ]
 
 

@@ -14,7 +14,7 @@ import pytest
 from gpufarm.config import ConfigError, load_preset
 from gpufarm.estimate import CostEstimate, CostLine, monthly_cost
 from gpufarm.estimate.usage import USAGE_KEYS, Usage, build_usage, load_usage
-from gpufarm.pricing import SECTIONS, PriceTable, load_prices
+from gpufarm.pricing import PRICE_SECTIONS, PriceTable, load_prices
 
 from .factories import make_tier, model_override
 
@@ -315,8 +315,13 @@ NEW_SECTIONS = (
 
 def test_every_section_is_listed_sourced_and_dated() -> None:
     prices = load_prices()
-    assert set(NEW_SECTIONS) <= set(SECTIONS)
-    assert set(SECTIONS) == set(PriceTable.model_fields) - {"as_of", "region", "currency", "hours_per_month"}
+    assert set(NEW_SECTIONS) <= set(PRICE_SECTIONS)
+    assert set(PRICE_SECTIONS) == set(PriceTable.model_fields) - {
+        "as_of",
+        "region",
+        "currency",
+        "hours_per_month",
+    }
     for name in NEW_SECTIONS:
         section = getattr(prices, name)
         assert (bool(section.source.strip()), section.as_of) == (True, dt.date(2026, 12, 2)), name
