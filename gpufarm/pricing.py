@@ -28,13 +28,33 @@ STALE_AFTER_DAYS = 90
 """A table whose oldest section was read more than this many days ago draws a warning from
 `gpufarm cost`: list prices change, and an old table prices a tier at old rates."""
 
-SECTIONS = ("ec2", "eks", "ebs", "vpc", "elb", "fsx_lustre", "amp", "waf", "bedrock")
-"""The table's sections, each with its own source and date."""
-
 CAPACITY_TYPES = ("reserved", "on-demand", "spot")
 """EC2 purchase options a GPU instance is priced under (the values of the config's
 `CapacityType`), in the order every report lists them: `gpufarm cost`, `gpufarm plan`,
 `gpufarm synth` and `gpufarm review`."""
+
+
+PRICE_SECTIONS = (
+    "ec2",
+    "eks",
+    "ebs",
+    "vpc",
+    "elb",
+    "fsx_lustre",
+    "amp",
+    "waf",
+    "bedrock",
+    "capacity_blocks",
+    "cloudwatch",
+    "kms",
+    "secrets_manager",
+    "ebs_performance",
+    "data_transfer",
+    "bedrock_guardrails",
+    "grafana",
+    "s3",
+)
+"""The sections of the price table, each with its own source, date and estimates."""
 
 
 class PriceTableError(ValueError):
@@ -160,6 +180,84 @@ class BedrockPrices(_Section):
     models: dict[str, BedrockModelPrice] = Field(description="Price by foundation-model ID.")
 
 
+class CapacityBlockPrices(_Section):
+    """EC2 Capacity Blocks for ML: a reservation fee paid up front, at the rate of the day of purchase."""
+
+    per_instance_hour: dict[str, float] = Field(
+        description="Effective reservation rate by instance type, $ per instance-hour of the block."
+    )
+
+
+class CloudWatchPrices(_Section):
+    """Amazon CloudWatch: Logs, alarms and dashboards."""
+
+    logs_ingest_per_gb: float = Field(ge=0, description="$ per GB ingested into a Standard log group.")
+    vended_logs_ingest_per_gb: float = Field(
+        ge=0, description="$ per GB of vended logs (VPC flow logs, WAF logs) delivered, first tier."
+    )
+    logs_storage_per_gb_month: float = Field(ge=0, description="$ per GB-month of archived log data.")
+    alarm_per_month: float = Field(ge=0, description="$ per standard-resolution metric alarm-month.")
+    dashboard_per_month: float = Field(ge=0, description="$ per custom dashboard-month.")
+
+
+class KmsPrices(_Section):
+    """AWS Key Management Service."""
+
+    key_per_month: float = Field(ge=0, description="$ per customer managed key-month.")
+    per_10k_requests: float = Field(ge=0, description="$ per 10,000 symmetric-key requests.")
+
+
+class SecretsManagerPrices(_Section):
+    """AWS Secrets Manager."""
+
+    secret_per_month: float = Field(ge=0, description="$ per secret-month.")
+    per_10k_api_calls: float = Field(ge=0, description="$ per 10,000 API calls.")
+
+
+class EbsPerformancePrices(_Section):
+    """Amazon EBS gp3 performance above the baseline included in the storage price."""
+
+    gp3_baseline_iops: int = Field(ge=0, description="IOPS every gp3 volume includes.")
+    gp3_baseline_throughput_mibps: int = Field(ge=0, description="MiB/s every gp3 volume includes.")
+    gp3_iops_per_month: float = Field(ge=0, description="$ per provisioned IOPS-month above the baseline.")
+    gp3_throughput_per_mibps_month: float = Field(
+        ge=0, description="$ per provisioned MiB/s-month above the baseline."
+    )
+
+
+class DataTransferPrices(_Section):
+    """Public IPv4 addresses, data between Availability Zones and through GWLB endpoints."""
+
+    public_ipv4_per_hour: float = Field(ge=0, description="$ per public IPv4 address-hour.")
+    inter_az_per_gb: float = Field(
+        ge=0, description="$ per GB between Availability Zones, charged in each direction."
+    )
+    gwlb_endpoint_per_gb: float = Field(
+        ge=0, description="$ per GB through a Gateway Load Balancer endpoint."
+    )
+
+
+class BedrockGuardrailPrices(_Section):
+    """Amazon Bedrock Guardrails."""
+
+    content_filter_per_1k_text_units: float = Field(
+        ge=0, description="$ per 1,000 text units (1,000 characters each) screened by content filters."
+    )
+    text_unit_characters: int = Field(gt=0, description="Characters in one text unit.")
+
+
+class GrafanaPrices(_Section):
+    """Amazon Managed Grafana."""
+
+    editor_per_month: float = Field(ge=0, description="$ per active editor license, workspace and month.")
+
+
+class S3Prices(_Section):
+    """Amazon S3."""
+
+    standard_per_gb_month: float = Field(ge=0, description="S3 Standard storage, $ per GB-month.")
+
+
 class PriceTable(BaseModel):
     """Unit prices for one region, by service, each section with its source and date."""
 
@@ -178,6 +276,15 @@ class PriceTable(BaseModel):
     amp: AmpPrices
     waf: WafPrices
     bedrock: BedrockPrices
+    capacity_blocks: CapacityBlockPrices
+    cloudwatch: CloudWatchPrices
+    kms: KmsPrices
+    secrets_manager: SecretsManagerPrices
+    ebs_performance: EbsPerformancePrices
+    data_transfer: DataTransferPrices
+    bedrock_guardrails: BedrockGuardrailPrices
+    grafana: GrafanaPrices
+    s3: S3Prices
 
     def on_demand(self, instance_type: str) -> float:
         """On-demand $ per hour of `instance_type`; PriceNotFoundError when the table lacks it."""
@@ -236,6 +343,18 @@ class PriceTable(BaseModel):
             for kind in CAPACITY_TYPES
         }
 
+    def capacity_block(self, instance_type: str) -> float:
+        """Capacity Block $ per instance-hour of `instance_type`; PriceNotFoundError when it is not listed."""
+        try:
+            return self.capacity_blocks.per_instance_hour[instance_type]
+        except KeyError:
+            raise PriceNotFoundError(
+                "EC2 Capacity Block",
+                instance_type,
+                "add it under capacity_blocks.per_instance_hour in a --prices file, at the rate "
+                "you bought the block at",
+            ) from None
+
     def fsx_per_gb_month(self, throughput_per_tib: int) -> float:
         """FSx for Lustre PERSISTENT_2 $ per GB-month at `throughput_per_tib` MB/s/TiB."""
         try:
@@ -259,7 +378,7 @@ class PriceTable(BaseModel):
 
     def section_dates(self) -> dict[str, dt.date]:
         """The date each section's figures were read, by section name."""
-        return {name: getattr(self, name).as_of for name in SECTIONS}
+        return {name: getattr(self, name).as_of for name in PRICE_SECTIONS}
 
     def oldest_as_of(self) -> dt.date:
         """The date of the table's oldest section (a live lookup renews only the EC2 section)."""
@@ -285,7 +404,7 @@ class PriceTable(BaseModel):
     def estimated_figures(self) -> dict[str, str]:
         """Every figure marked as an estimate, as 'section.key' -> reason."""
         out: dict[str, str] = {}
-        for name in SECTIONS:
+        for name in PRICE_SECTIONS:
             section: _Section = getattr(self, name)
             out.update({f"{name}.{key}": reason for key, reason in section.estimates.items()})
         return out

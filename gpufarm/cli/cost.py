@@ -16,12 +16,22 @@ from gpufarm.config import TierConfig, load_preset, load_tier_file, preset_names
 from gpufarm.config.model import TIER_METADATA_KEY
 from gpufarm.eks_support import today
 from gpufarm.estimate import CostEstimate, EstimateError, instance_types_of, monthly_cost
+from gpufarm.estimate.billing import check_capacity_block_days, parse_commitment
+from gpufarm.estimate.report import LEVELS
+from gpufarm.estimate.usage import Usage, load_usage
 from gpufarm.pricing import (
     STALE_AFTER_DAYS,
     PriceNotFoundError,
     PriceTable,
     PriceTableError,
     load_prices,
+)
+
+REMOVED_RESERVED_DISCOUNT = (
+    "--reserved-discount was removed: reserved capacity bills at the on-demand rate (an ODCR) or "
+    "its Capacity Block rate; give the Savings Plan or Reserved Instance that lowers it with "
+    "--commitment, such as --commitment kind=ec2-instance-savings-plan,family=p5,usd_per_hour=30,"
+    "discount=0.4,term=3y (see docs/cli.md)"
 )
 
 
@@ -120,23 +130,35 @@ def _print(stack: str, estimate: CostEstimate) -> None:
             line.quantity,
             line.unit_price,
             line.monthly_usd,
-            line.peak_quantity,
+            line.expected_monthly_usd,
             line.peak_monthly_usd,
         )
         for line in estimate.lines
     ]
     table(
         f"{stack}: monthly cost (prices {estimate.price_region}, {estimate.prices_as_of})",
-        (escape("Item [unit]"), "Capacity", "Qty", "$ / unit", "$ / month", "Peak qty", "Peak $ / month"),
+        (escape("Item [unit]"), "Capacity", "Floor qty", "$ / unit", "Floor $", "Expected $", "Ceiling $"),
         rows,
     )
-    totals: list[tuple[str, float, float]] = [("Total", estimate.total_usd, estimate.peak_total_usd)]
-    base_by, peak_by = estimate.by_capacity_type(), estimate.by_capacity_type(peak=True)
-    totals += [(f"Instances: {kind}", base_by[kind], peak_by[kind]) for kind in base_by if peak_by[kind]]
-    per_million, peak_per_million = estimate.usd_per_million_tokens, estimate.peak_usd_per_million_tokens
-    if per_million is not None and peak_per_million is not None:
-        totals.append(("$ per 1M tokens", per_million, peak_per_million))
-    table(f"{stack}: totals (USD)", ("", "Base", "Peak"), totals)
+    totals: list[list[str | float]] = [
+        ["Total", *(estimate.total_at(level) for level in LEVELS)],
+        ["Same capacity all on-demand", *(estimate.all_on_demand_at(level) for level in LEVELS)],
+        ["Saving vs all on-demand", *(f"{estimate.saving_at(level):.1%}" for level in LEVELS)],
+    ]
+    by = [
+        estimate.by_capacity_type(),
+        estimate.by_capacity_type(expected=True),
+        estimate.by_capacity_type(peak=True),
+    ]
+    totals += [[f"Instances: {kind}", by[0][kind], by[1][kind], by[2][kind]] for kind in by[0] if by[2][kind]]
+    per_million = [
+        estimate.usd_per_million_tokens,
+        estimate.expected_usd_per_million_tokens,
+        estimate.peak_usd_per_million_tokens,
+    ]
+    if all(value is not None for value in per_million):
+        totals.append(["$ per 1M tokens", *(v if v is not None else 0.0 for v in per_million)])
+    table(f"{stack}: totals (USD)", ("", "Floor", "Expected", "Ceiling"), totals)
     table(
         f"{stack}: where the prices come from",
         ("Section", "Read", "Source"),
@@ -165,12 +187,34 @@ def register(app: typer.Typer) -> None:
         prices: Annotated[
             Path | None, typer.Option("--prices", help="A YAML file merged over the shipped price table.")
         ] = None,
-        reserved_discount: Annotated[
-            float,
+        commitment: Annotated[
+            list[str] | None,
             typer.Option(
-                "--reserved-discount", help="Discount on reserved capacity (RI / Savings Plan), 0-1."
+                "--commitment",
+                help="A Savings Plan or Reserved Instance the account holds (not created by the stack), "
+                "as key=value pairs: kind=ec2-instance-savings-plan,family=p5,usd_per_hour=30,"
+                "discount=0.4,term=3y. Repeat for several.",
             ),
-        ] = 0.0,
+        ] = None,
+        busy_share: Annotated[
+            float | None,
+            typer.Option(
+                "--busy-share",
+                help="Share of the month every autoscaled model runs at its most replicas, 0-1, for the "
+                "expected figure (default: each model's autoscaling.expected_busy_share).",
+            ),
+        ] = None,
+        capacity_block_days: Annotated[
+            int | None,
+            typer.Option(
+                "--capacity-block-days",
+                help="Days of the Capacity Block behind capacity-block node groups (default: blocks "
+                "bought back to back all month).",
+            ),
+        ] = None,
+        reserved_discount: Annotated[
+            str | None, typer.Option("--reserved-discount", hidden=True, help="Removed: use --commitment.")
+        ] = None,
         fallback_share: Annotated[
             float, typer.Option("--fallback-share", help="Share of tokens answered by Bedrock, 0-1.")
         ] = 0.0,
@@ -181,8 +225,16 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         nat_gb_per_month: Annotated[
-            float, typer.Option("--nat-gb-per-month", help="GB through the NAT gateways in a month.")
-        ] = 0.0,
+            float | None,
+            typer.Option(
+                "--nat-gb-per-month",
+                help="GB through the NAT gateways in a month (default: derived from image and weight pulls).",
+            ),
+        ] = None,
+        usage_file: Annotated[
+            Path | None,
+            typer.Option("--usage", help="A YAML file of usage assumptions (docs/cli.md lists the keys)."),
+        ] = None,
         live: Annotated[
             bool, typer.Option("--live", help="Read EC2 prices from the AWS Price List API and spot history.")
         ] = False,
@@ -191,13 +243,28 @@ def register(app: typer.Typer) -> None:
         ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
     ) -> None:
-        """Monthly cost of a tier: GPU and system instances by capacity type, load balancers, NAT,
-        FSx, AMP and the Bedrock fallback, at base and at peak replicas, and $ per 1M tokens."""
-        _check_share("--reserved-discount", reserved_discount, below_one=True, example="0.3")
+        """Monthly cost of a tier: GPU and system instances by capacity type, reservations and
+        commitments as billed, load balancers, NAT, FSx, AMP and the Bedrock fallback, at floor,
+        expected and ceiling, next to the same capacity all on-demand, and $ per 1M tokens."""
+        if reserved_discount is not None:
+            bad_input(REMOVED_RESERVED_DISCOUNT)
+        if busy_share is not None:
+            _check_share("--busy-share", busy_share, below_one=False, example="0.3")
+        commitments = []
+        for spec in commitment or []:
+            try:
+                commitments.append(parse_commitment(spec))
+            except EstimateError as exc:
+                bad_input(f"--commitment: {exc}")
+        if capacity_block_days is not None:
+            try:
+                check_capacity_block_days(capacity_block_days)
+            except EstimateError as exc:
+                bad_input(f"--capacity-block-days: {exc}")
         _check_share("--fallback-share", fallback_share, below_one=False, example="0.05")
         if tokens_per_month is not None and not tokens_per_month > 0:
             bad_input(f"--tokens-per-month must be a number of tokens above 0, got {tokens_per_month:g}")
-        if nat_gb_per_month < 0 or math.isnan(nat_gb_per_month):
+        if nat_gb_per_month is not None and (nat_gb_per_month < 0 or math.isnan(nat_gb_per_month)):
             bad_input(f"--nat-gb-per-month must be at least 0, got {nat_gb_per_month:g}")
         if fallback_share > 0 and tokens_per_month is None:
             bad_input(
@@ -207,6 +274,10 @@ def register(app: typer.Typer) -> None:
         if region is not None and not live:
             bad_input("--region applies only with --live (the price table is for us-east-1)")
         tiers = _tiers(tier, tier_file, assembly)
+        usage = Usage()
+        if usage_file is not None:
+            with config_errors():
+                usage = load_usage(usage_file)
         try:
             table_prices = load_prices(prices)
         except PriceTableError as exc:
@@ -227,11 +298,14 @@ def register(app: typer.Typer) -> None:
                 estimate = monthly_cost(
                     cfg,
                     prices=table_prices,
-                    reserved_discount=reserved_discount,
+                    commitments=commitments,
+                    busy_share=busy_share,
+                    capacity_block_days=capacity_block_days,
                     fallback_share=fallback_share,
                     tokens_per_month=tokens_per_month,
                     nat_gb_per_month=nat_gb_per_month,
                     day=day,
+                    usage=usage,
                 )
             except (EstimateError, PriceNotFoundError) as exc:
                 bad_input(f"{stack}: {exc}")
@@ -248,6 +322,7 @@ def register(app: typer.Typer) -> None:
                         "stale": stale is not None,
                         "warning": stale,
                     },
+                    "usage": usage.to_json(),
                     "warnings": warnings,
                 }
             )

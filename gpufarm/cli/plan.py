@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -187,11 +186,9 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option("--prices", help="A YAML file merged over the shipped price table.")
         ] = None,
         reserved_discount: Annotated[
-            float,
-            typer.Option(
-                "--reserved-discount", help="Discount on reserved capacity (RI / Savings Plan), 0-1."
-            ),
-        ] = 0.0,
+            str | None,
+            typer.Option("--reserved-discount", hidden=True, help="Removed: use gpufarm cost --commitment."),
+        ] = None,
         write: Annotated[Path | None, typer.Option("--write", help="Write a tier file for the plan.")] = None,
         weights: Annotated[
             str | None, typer.Option("--weights", help="Hugging Face repo id or S3 URI (with --write).")
@@ -224,9 +221,11 @@ def register(app: typer.Typer) -> None:
             moe_active_params_b=moe_active_params_b,
             kv_cache_dtype=kv_cache_dtype,
         )
-        if not 0 <= reserved_discount < 1 or math.isnan(reserved_discount):
+        if reserved_discount is not None:
             bad_input(
-                f"--reserved-discount must be at least 0 and below 1 (e.g. 0.3), got {reserved_discount:g}"
+                "--reserved-discount was removed: reserved capacity bills at the on-demand rate (an "
+                "ODCR); price the Savings Plan or Reserved Instance that lowers it with "
+                "`gpufarm cost --commitment` on the written tier file (see docs/cli.md)"
             )
         if write is not None:
             _required(
@@ -250,9 +249,7 @@ def register(app: typer.Typer) -> None:
         except PriceTableError as exc:
             bad_input(str(exc))
         try:
-            result = make_plan(
-                model, demand, table=table_, prices=price_table, reserved_discount=reserved_discount
-            )
+            result = make_plan(model, demand, table=table_, prices=price_table)
         except PlanInputError as exc:
             bad_input(str(exc))
         except NoLayoutError as exc:

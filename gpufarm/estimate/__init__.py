@@ -4,9 +4,12 @@ Pure: no AWS call, no CDK. The rules, in the order they are applied:
 
 * **Replicas.** A model runs `autoscaling.min_replicas` replicas at *base* and
   `autoscaling.max_replicas` at *peak*; a model with fixed `replicas` runs that many at both.
-  A replica holds `gpus x pipeline_parallel` GPUs. The *base* bill is what runs all month at the
-  fewest replicas; the *peak* bill is every model at its most replicas all month, an upper bound.
-  :attr:`CostEstimate.total_usd` is the base bill, :attr:`CostEstimate.peak_total_usd` the peak.
+  A replica holds `gpus x pipeline_parallel` GPUs. The *base* (floor) bill is what runs all month
+  at the fewest replicas; the *peak* (ceiling) bill is every model at its most replicas all month,
+  an upper bound; the *expected* bill has each autoscaled model at its most replicas for its
+  `autoscaling.expected_busy_share` of the month. :attr:`CostEstimate.total_usd` is the floor,
+  :attr:`CostEstimate.expected_total_usd` the expected and :attr:`CostEstimate.peak_total_usd` the
+  ceiling; :meth:`CostEstimate.figures` sets each beside the same capacity all on-demand.
 * **Placement.** A model runs on its `node_pool` (a pool or a reserved node group), or on its
   `capacity_class`, whose reserved node groups fill first and whose pools take the rest, the
   highest NodePool weight first, each up to its `gpu_limit`. A model split into `shares` is
@@ -28,8 +31,11 @@ Pure: no AWS call, no CDK. The rules, in the order they are applied:
   on-demand fallback while spot is short is not costed.
 * **Prices.** on-demand: the table's on-demand price; spot: the measured spot price, else
   on-demand x (1 - the type's or family's observed discount in `ec2.spot_discounts`, else
-  `ec2.spot_discount`); reserved (ODCRs, Capacity Blocks, reserved pools):
-  on-demand x (1 - `reserved_discount`), the rate a Reserved Instance or Savings Plan brings.
+  `ec2.spot_discount`); reserved: an On-Demand Capacity Reservation (node groups,
+  reserved pools) at the on-demand rate, used or not, its spare instances on a line of their own;
+  a Capacity Block at its own rate (`capacity_blocks`) for its duration. Savings Plans and
+  Reserved Instances are commitments given to :func:`monthly_cost`, applied to the usage they
+  cover (:mod:`.billing`).
 
 Replicas, placement and GPUs per pool are :mod:`gpufarm.core.pools`, shared with preflight
 and the validator; the estimate adds the instance type, capacity type and price. Figures that
@@ -38,7 +44,9 @@ rest on assumptions rather than on the configuration are the constants of
 Bedrock token mix); each line built from one says so in its `note`.
 
 The package is split by job: :mod:`.allocation` (GPUs and instances per pool and node group),
-:mod:`.cost` (the bill's lines) and :mod:`.report` (the bill itself). Every public name is
+:mod:`.billing` (reservations and commitments as AWS bills them), :mod:`.cost` (the bill's lines),
+:mod:`.usage` (the usage the usage-billed lines assume), :mod:`.resource_types` (which resource
+types bill, and the line that prices each) and :mod:`.report` (the bill itself). Every public name is
 importable from ``gpufarm.estimate`` itself.
 """
 
@@ -62,6 +70,7 @@ from gpufarm.estimate.allocation import (
     pods_per_node,
     pool_capacity_type,
 )
+from gpufarm.estimate.billing import Commitment, CommitmentKind, parse_commitment
 from gpufarm.estimate.cost import (
     AMP_BYTES_PER_SAMPLE,
     AMP_RETENTION_MONTHS,
@@ -75,6 +84,8 @@ from gpufarm.estimate.cost import (
     monthly_cost,
 )
 from gpufarm.estimate.report import CostEstimate, CostLine, EstimateError
+from gpufarm.estimate.resource_types import FREE_TYPES, PRICED_TYPES
+from gpufarm.estimate.usage import Usage, load_usage
 
 __all__ = [
     "AMP_BYTES_PER_SAMPLE",
@@ -85,24 +96,31 @@ __all__ = [
     "DAEMONSET_CPU",
     "DAEMONSET_MEMORY_GIB",
     "DCGM_SERIES_PER_GPU",
+    "FREE_TYPES",
     "GIB",
     "KEDA_QUERY_WINDOW_SECONDS",
     "LAUNCH_PRIORITY",
     "LCUS_PER_HOUR",
+    "PRICED_TYPES",
     "SIDECAR_CPU",
     "SIDECAR_MEMORY_GIB",
     "VLLM_SERIES_PER_REPLICA",
+    "Commitment",
+    "CommitmentKind",
     "CostEstimate",
     "CostLine",
     "EstimateError",
     "GpuAllocation",
+    "Usage",
     "allocatable",
     "choose_instance_type",
     "gpu_allocations",
     "gpu_capacity",
     "instance_types_of",
     "kube_reserved_cpu",
+    "load_usage",
     "monthly_cost",
+    "parse_commitment",
     "pods_per_node",
     "pool_capacity_type",
     "pool_instance_types",

@@ -20,8 +20,11 @@ class TierFacts:
     gpus: dict[str, int] = field(default_factory=dict)
     """GPUs by capacity type at peak (every model at its most replicas)."""
     monthly_usd: float | None = None
-    """The base bill (models at their fewest replicas)."""
+    """The floor bill (models at their fewest replicas all month)."""
     peak_monthly_usd: float | None = None
+    """The ceiling bill (models at their most replicas all month)."""
+    expected_monthly_usd: float | None = None
+    """The expected bill (each model's `expected_busy_share` of the month at its most replicas)."""
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -31,6 +34,7 @@ class TierFacts:
             "gpus": dict(self.gpus),
             "monthly_usd": self.monthly_usd,
             "peak_monthly_usd": self.peak_monthly_usd,
+            "expected_monthly_usd": self.expected_monthly_usd,
             "note": self.note,
         }
 
@@ -59,5 +63,9 @@ def tier_facts(stack: StackTemplate) -> TierFacts:
     except (PriceNotFoundError, EstimateError) as exc:
         return TierFacts(tier=tier.name, gpus=gpus, note=f"no cost estimate: {exc}")
     return TierFacts(
-        tier=tier.name, gpus=gpus, monthly_usd=cost.total_usd, peak_monthly_usd=cost.peak_total_usd
+        tier=tier.name,
+        gpus=gpus,
+        monthly_usd=cost.total_usd,
+        peak_monthly_usd=cost.peak_total_usd,
+        expected_monthly_usd=cost.expected_total_usd,
     )

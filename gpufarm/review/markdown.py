@@ -172,27 +172,20 @@ def _capacity_and_cost(stack: StackReview) -> list[str]:
                 delta,
             ]
         )
-    rows.append(
-        [
-            "Monthly cost",
-            _usd(base.monthly_usd if base else None),
-            _usd(head.monthly_usd if head else None),
-            _usd(stack.cost_delta(), signed=True) if stack.cost_delta() is not None else "",
-        ]
-    )
-    base_peak, head_peak = (
-        (base.peak_monthly_usd if base else None),
-        (head.peak_monthly_usd if head else None),
-    )
-    peak_delta = head_peak - base_peak if base_peak is not None and head_peak is not None else None
-    rows.append(
-        [
-            "Monthly cost at peak",
-            _usd(base_peak),
-            _usd(head_peak),
-            _usd(peak_delta, signed=True) if peak_delta is not None else "",
-        ]
-    )
+    for label, figure, attribute in (
+        ("Monthly cost, floor", "floor", "monthly_usd"),
+        ("Monthly cost, expected", "expected", "expected_monthly_usd"),
+        ("Monthly cost, ceiling", "ceiling", "peak_monthly_usd"),
+    ):
+        change = stack.cost_delta(figure)
+        rows.append(
+            [
+                label,
+                _usd(getattr(base, attribute) if base else None),
+                _usd(getattr(head, attribute) if head else None),
+                _usd(change, signed=True) if change is not None else "",
+            ]
+        )
     lines += _table(["", "Base", "Head", "Change"], rows)
     notes = [n for n in (base.note if base else "", head.note if head else "") if n]
     lines += [f"_{n}_" for n in dict.fromkeys(notes)] + ([""] if notes else [])
@@ -206,8 +199,20 @@ def _summary_markdown(stack: StackReview) -> list[str]:
     lines += [f"{total} resources of {len(stack.resource_counts)} types.", ""]
     if facts is not None:
         lines += _table(
-            ["GPUs reserved / on-demand / spot (at peak)", "Monthly cost", "Monthly cost at peak"],
-            [[_gpus(facts), _usd(facts.monthly_usd), _usd(facts.peak_monthly_usd)]],
+            [
+                "GPUs reserved / on-demand / spot (at peak)",
+                "Monthly cost, floor",
+                "Monthly cost, expected",
+                "Monthly cost, ceiling",
+            ],
+            [
+                [
+                    _gpus(facts),
+                    _usd(facts.monthly_usd),
+                    _usd(facts.expected_monthly_usd),
+                    _usd(facts.peak_monthly_usd),
+                ]
+            ],
         )
         if facts.note:
             lines += [f"_{facts.note}_", ""]

@@ -61,15 +61,23 @@ class StackReview:
         after = self.head.gpus if self.head else {}
         return {k: after.get(k, 0) - before.get(k, 0) for k in sorted(set(before) | set(after))}
 
-    def cost_delta(self) -> float | None:
-        """Change of the base monthly bill, USD (None when either side has no estimate)."""
-        if self.status == "added" and self.head and self.head.monthly_usd is not None:
-            return self.head.monthly_usd
-        if self.status == "removed" and self.base and self.base.monthly_usd is not None:
-            return -self.base.monthly_usd
-        if not (self.base and self.head) or self.base.monthly_usd is None or self.head.monthly_usd is None:
+    def cost_delta(self, figure: str = "floor") -> float | None:
+        """Change of the monthly bill at `figure` ('floor', 'expected' or 'ceiling'), USD (None when
+        either side has no estimate)."""
+        attribute = {
+            "floor": "monthly_usd",
+            "expected": "expected_monthly_usd",
+            "ceiling": "peak_monthly_usd",
+        }[figure]
+        before = getattr(self.base, attribute) if self.base else None
+        after = getattr(self.head, attribute) if self.head else None
+        if self.status == "added" and after is not None:
+            return float(after)
+        if self.status == "removed" and before is not None:
+            return -float(before)
+        if before is None or after is None:
             return None
-        return self.head.monthly_usd - self.base.monthly_usd
+        return float(after - before)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
@@ -108,6 +116,10 @@ class StackReview:
                 "delta_usd": self.cost_delta(),
                 "base_peak_usd": self.base.peak_monthly_usd if self.base else None,
                 "head_peak_usd": self.head.peak_monthly_usd if self.head else None,
+                "peak_delta_usd": self.cost_delta("ceiling"),
+                "base_expected_usd": self.base.expected_monthly_usd if self.base else None,
+                "head_expected_usd": self.head.expected_monthly_usd if self.head else None,
+                "expected_delta_usd": self.cost_delta("expected"),
             },
             "notes": [
                 n for n in (self.base.note if self.base else "", self.head.note if self.head else "") if n

@@ -29,7 +29,8 @@ The rules, in the order :func:`make_plan` applies them (docs/cli.md has them wit
   provides, and models between 200B and 700B need the multi-GPU H100/H200 nodes of enterprise.
   A replica that spans nodes is enterprise whatever its size (multi-node serving is there).
 * **Monthly cost** = instances x hourly price x the price table's hours per month, for each
-  capacity type: reserved (on-demand x (1 - reserved discount)), on-demand and spot (measured,
+  capacity type: reserved (an ODCR bills the on-demand rate; `gpufarm plan` prices no commitment:
+  `gpufarm cost --commitment` does), on-demand and spot (measured,
   else on-demand x (1 - spot discount)), as :meth:`gpufarm.pricing.PriceTable.instance_monthly`
   prices them for `gpufarm cost` too.
 """

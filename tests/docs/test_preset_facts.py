@@ -134,7 +134,9 @@ def _cost_table() -> list[str]:
         estimate = monthly_cost(tier)
         gpus = gpu_capacity(tier)
         rows.append(
-            f"| {name} | {estimate.total_usd:,.0f} | {estimate.peak_total_usd:,.0f} | "
+            f"| {name} | {estimate.total_usd:,.0f} | {estimate.expected_total_usd:,.0f} | "
+            f"{estimate.peak_total_usd:,.0f} | {estimate.all_on_demand_at('ceiling'):,.0f} | "
+            f"{estimate.saving_at('ceiling'):.1%} | "
             f"{gpus['reserved']} / {gpus['on-demand']} / {gpus['spot']} |"
         )
     return rows

@@ -26,6 +26,7 @@ def test_the_cli_reference_marks_its_samples() -> None:
     assert {
         ("cli.md", "gpufarm synth --tier poc", Mode.EXACT),
         ("cli.md", "gpufarm synth --tier poc --json", Mode.JSON),
+        ("cli.md", "gpufarm cost --tier enterprise", Mode.ABRIDGED),
     } <= marked
     assert any(s.command.startswith("gpufarm plan ") and s.mode is Mode.ABRIDGED for s in SAMPLES)
 

@@ -16,6 +16,7 @@ from gpufarm.k8s.gateway import route_env_name
 from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, POOL_LABEL, workload_name
 from gpufarm.k8s.lws import leader_service_name
 from tests.conftest import cfn_lint_errors, nag_violations
+from tests.tiers.billing_walk import costing_gaps
 from tests.tiers.conftest import synthesize, variant
 from tests.tiers.helpers import (
     STATEFUL_TYPES,
@@ -346,8 +347,6 @@ scales is a model's cost)."""
 RESOURCES_PER_MODEL = 7
 """A model's serving manifest, binding, target group, two alarms, and a listener rule on each of
 the client's and the gateway's listeners (ADR 0050: the gateway calls each model's route)."""
-"""What one more single-pool model adds at most: its serving manifest, its binding, a target group,
-a listener rule and two alarms."""
 
 
 def test_eight_models_stay_within_budget_of_cloudformation_limits(
@@ -436,3 +435,9 @@ def test_nlb_variant_dashboard_charts_network_metrics(nlb_variant: Path) -> None
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     assert "AWS/NetworkELB" in body and "NewFlowCount" in body
     assert "AWS/ApplicationELB" not in body
+
+
+def test_nlb_variant_bills_every_resource_type(nlb_variant: Path) -> None:
+    # The NLB's Elastic IPs per AZ, its listeners per model, no WAF (tests/tiers/billing_walk.py).
+    template = json.loads((nlb_variant / "gpufarm-enterprise.template.json").read_text())
+    assert costing_gaps(template) == []

@@ -27,6 +27,7 @@ from tests.k8s_scan import (
     stale_pending,
     unacknowledged,
 )
+from tests.tiers.billing_walk import costing_gaps
 from tests.tiers.conftest import synthesize, variant
 from tests.tiers.helpers import resolved_manifests
 
@@ -175,3 +176,10 @@ def test_every_acknowledgement_gives_a_specific_reason(result: ScanResult) -> No
 def test_every_pending_check_still_fails_somewhere(result: ScanResult) -> None:
     problems = stale_pending(result, PENDING_OTHER_PARTS)
     assert problems == [], _listing(problems)
+
+
+def test_variants_bill_every_resource_type(variants: dict[str, dict[str, Any]]) -> None:
+    # Prefill/decode, KV-cache routing, gated Hugging Face weights (tests/tiers/billing_walk.py).
+    assert {label: costing_gaps(template) for label, template in variants.items()} == {
+        label: [] for label in variants
+    }

@@ -18,6 +18,7 @@ from gpufarm.config import TierConfig
 from gpufarm.k8s.gateway import route_env_name, vllm_deployment_id
 from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, NODEPOOL_LABEL, SHARE_LABEL, workload_name
 from tests.conftest import cfn_lint_errors, nag_violations
+from tests.tiers.billing_walk import costing_gaps
 from tests.tiers.conftest import synthesize
 from tests.tiers.helpers import (
     STATEFUL_TYPES,
@@ -260,3 +261,8 @@ def test_splitting_a_model_replaces_only_its_own_target_group(alb: dict[str, Any
             )
         else:
             assert not gone, type_name
+
+
+def test_shares_bill_every_resource_type(alb: dict[str, Any], nlb: dict[str, Any]) -> None:
+    # A model split into shares behind the ALB and behind an NLB (tests/tiers/billing_walk.py).
+    assert (costing_gaps(alb), costing_gaps(nlb)) == ([], [])

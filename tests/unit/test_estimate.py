@@ -51,9 +51,7 @@ def production() -> CostEstimate:
 
 @pytest.fixture(scope="module")
 def enterprise() -> CostEstimate:
-    return monthly_cost(
-        load_preset("enterprise"), reserved_discount=0.3, fallback_share=0.05, tokens_per_month=2e9
-    )
+    return monthly_cost(load_preset("enterprise"), fallback_share=0.05, tokens_per_month=2e9)
 
 
 @pytest.fixture(scope="module")
@@ -388,12 +386,13 @@ def test_poc_gpu_capacity() -> None:
 # --------------------------------------------------------------------------- enterprise
 
 
-def test_enterprise_reserved_node_groups_with_discount(enterprise: CostEstimate) -> None:
+def test_enterprise_reserved_node_groups_bill_the_on_demand_rate(enterprise: CostEstimate) -> None:
+    # An ODCR bills the on-demand rate; no commitment is given, so nothing lowers it.
     base = line(enterprise, "GPU node group h100-base: p5.48xlarge")
     assert (base.capacity_type, base.quantity, base.monthly_usd) == (
         "reserved",
         1,
-        pytest.approx(1 * 55.04 * 0.7 * H),
+        pytest.approx(1 * 55.04 * H),
     )
     multinode = line(enterprise, "GPU node group h100-multinode: p5.48xlarge")
     assert (multinode.capacity_type, multinode.quantity) == ("reserved", 2)
@@ -499,9 +498,7 @@ def test_enterprise_gpu_capacity() -> None:
 def split_tier() -> CostEstimate:
     # The enterprise tier with an L40S pool (g6e.12xlarge only) and llama-3-3-70b split into
     # 2 x 4 GPUs on class h100 and 1 x 4 GPUs on l40s (fixed replicas: base = peak).
-    return monthly_cost(
-        make_enterprise(split()), reserved_discount=0.3, fallback_share=0.05, tokens_per_month=2e9
-    )
+    return monthly_cost(make_enterprise(split()), fallback_share=0.05, tokens_per_month=2e9)
 
 
 def test_a_share_on_its_own_pool_is_costed_on_that_pools_instance_type(split_tier: CostEstimate) -> None:
@@ -625,8 +622,23 @@ def test_json_document_carries_totals_and_lines(production: CostEstimate) -> Non
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"reserved_discount": -0.1}, "reserved_discount must be a share from 0 to below 1, got -0.1"),
-        ({"reserved_discount": 1.0}, "reserved_discount must be a share from 0 to below 1, got 1"),
+        ({"busy_share": -0.1}, "busy_share must be a share from 0 to 1, got -0.1"),
+        ({"busy_share": 1.5}, "busy_share must be a share from 0 to 1, got 1.5"),
+        (
+            {"capacity_block_days": 15},
+            "capacity_block_days must be 1 to 14 days, or a multiple of 7 up to 182 (the durations AWS "
+            "sells), got 15",
+        ),
+        (
+            {"capacity_block_days": 189},
+            "capacity_block_days must be 1 to 14 days, or a multiple of 7 up to 182 (the durations AWS "
+            "sells), got 189",
+        ),
+        (
+            {"capacity_block_days": 0},
+            "capacity_block_days must be 1 to 14 days, or a multiple of 7 up to 182 (the durations AWS "
+            "sells), got 0",
+        ),
         (
             {"fallback_share": 1.5, "tokens_per_month": 1e9},
             "fallback_share must be a share from 0 to 1, got 1.5",
@@ -662,21 +674,29 @@ def _cost_docs() -> str:
 
 def test_docs_preset_totals_are_current() -> None:
     rows = re.findall(
-        r"^\| (poc|production|enterprise) \| ([\d,]+) \| ([\d,]+) \| (\d+) / (\d+) / (\d+) \|$",
+        r"^\| (poc|production|enterprise) \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \| "
+        r"([\d.]+%) \| (\d+) / (\d+) / (\d+) \|$",
         _cost_docs(),
         re.M,
     )
-    got = {name: (base, peak, (int(r), int(o), int(s))) for name, base, peak, r, o, s in rows}
-    expected = {}
+    got = {
+        name: (floor, expected, peak, on_demand, saving, (int(r), int(o), int(s)))
+        for name, floor, expected, peak, on_demand, saving, r, o, s in rows
+    }
+    want = {}
     for name in ("poc", "production", "enterprise"):
         tier = load_preset(name)
         estimate = monthly_cost(tier)
         gpus = gpu_capacity(tier)
-        expected[name] = (
+        want[name] = (
             f"{estimate.total_usd:,.0f}",
+            f"{estimate.expected_total_usd:,.0f}",
             f"{estimate.peak_total_usd:,.0f}",
+            f"{estimate.all_on_demand_at('ceiling'):,.0f}",
+            f"{estimate.saving_at('ceiling'):.1%}",
             (gpus["reserved"], gpus["on-demand"], gpus["spot"]),
         )
+    expected = want
     assert got == expected
 
 

@@ -29,6 +29,8 @@ from gpufarm.review import (
     tier_facts,
 )
 
+from .factories import make_production, production_model
+
 SCHEMAS = CreateOnlyProperties()
 TABLE = CreateOnlyProperties(use_cfn_lint=False)
 
@@ -430,3 +432,33 @@ def test_an_unchanged_stack_says_so() -> None:
     same = stack({"B": resource("AWS::S3::Bucket")})
     review = review_assemblies({"s": same}, {"s": same})
     assert (review.stacks[0].status, "### s\n\nNo changes." in render_markdown(review)) == ("unchanged", True)
+
+
+def test_the_cost_change_is_shown_at_floor_expected_and_ceiling() -> None:
+    scaling = {"min_replicas": 3, "max_replicas": 8, "queue_target": 5, "kv_cache_target": 0.8}
+    before, after = load_preset("production"), make_production(production_model(0, autoscaling=scaling))
+    old = stack({}, metadata={"gpufarm:tier": before.model_dump(mode="json")})
+    # The model's manifest changes with its replicas.
+    new = stack(
+        {"Manifest": resource("Custom::AWSCDK-EKS-KubernetesResource")},
+        metadata={"gpufarm:tier": after.model_dump(mode="json")},
+    )
+    review = review_assemblies({"s": old}, {"s": new})
+    costs = review.stacks[0].to_dict()["monthly_cost"]
+    was, now = monthly_cost(before), monthly_cost(after)
+    assert (costs["delta_usd"], costs["expected_delta_usd"], costs["peak_delta_usd"]) == (
+        pytest.approx(now.total_usd - was.total_usd),
+        pytest.approx(now.expected_total_usd - was.expected_total_usd),
+        pytest.approx(now.peak_total_usd - was.peak_total_usd),
+    )
+    report = render_markdown(review)
+    for label, delta in (
+        ("floor", now.total_usd - was.total_usd),
+        ("expected", now.expected_total_usd - was.expected_total_usd),
+        ("ceiling", now.peak_total_usd - was.peak_total_usd),
+    ):
+        assert delta > 0
+        assert (
+            f"| Monthly cost, {label} | ${was.total_at(label):,.2f} | ${now.total_at(label):,.2f} | "
+            f"+${delta:,.2f} |"
+        ) in report

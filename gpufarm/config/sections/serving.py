@@ -40,6 +40,13 @@ class ModelAutoscalingConfig(_Model):
     scale_down_stabilization_seconds: int = Field(
         600, ge=0, le=3600, description="Time a lower replica count must hold before pods are removed."
     )
+    expected_busy_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Share of the month spent at `max_replicas` (the rest at `min_replicas`), for the "
+        "expected figure of `gpufarm cost`; 0.5 is no measurement.",
+    )
 
 
 class KvTransport(StrEnum):
