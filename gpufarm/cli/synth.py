@@ -30,6 +30,7 @@ from gpufarm.cli._output import (
     table,
 )
 from gpufarm.config import TierConfig
+from gpufarm.debug import kind_of
 
 ANNOTATIONS_PLUGIN = "Construct Annotations"
 """The validation report's plugin for CDK warnings: not a compliance pack, never a failure."""
@@ -123,9 +124,7 @@ def cdk_context(folder: Path) -> dict[str, Any]:
     except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
         bad_input(f"{str(file)!r} is not JSON: {exc}")
     if not isinstance(document, dict):
-        bad_input(
-            f"{str(file)!r} must hold a JSON object with a 'context' key, got {type(document).__name__}"
-        )
+        bad_input(f"{str(file)!r} must hold a JSON object with a 'context' key, got {kind_of(document)}")
     context = document.get("context", {})
     return dict(context) if isinstance(context, dict) else {}
 

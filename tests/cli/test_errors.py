@@ -129,7 +129,7 @@ def test_synth_out_that_cannot_be_created_exits_2() -> None:
             "is not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
         ),
         (BINARY, "is not JSON: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"),
-        (b"[]", "must hold a JSON object with a 'context' key, got list"),
+        (b"[]", "must hold a JSON object with a 'context' key, got a list"),
     ],
     ids=["not-json", "binary", "array"],
 )

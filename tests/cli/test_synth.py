@@ -250,7 +250,7 @@ def test_tier_and_tier_file_together_exit_2(tmp_path: Path) -> None:
     result = _bad(["--tier", "poc", "--tier-file", "x.yaml", "--out", str(tmp_path)])
     assert _messages(result) == [
         "invalid command line:",
-        "  - tier: give either --tier or --tier-file, not both (got tier='poc', tier_file='x.yaml'); "
+        "  - give either --tier or --tier-file, not both (got --tier poc and --tier-file x.yaml); "
         "a tier file can start with `extends: poc`",
     ]
 
