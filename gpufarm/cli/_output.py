@@ -9,11 +9,12 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NoReturn, TypeVar
+from typing import Any, ClassVar, NoReturn, TypeVar
 
 import typer
 from rich.cells import cell_len
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markdown import Markdown, MarkdownElement, TableElement
 from rich.table import Table
 from rich.text import Text
 
@@ -137,6 +138,32 @@ def _fitted_widths(
         widths[i] += give
         left -= give
     return widths
+
+
+class _FoldedTable(TableElement):
+    """A Markdown table whose cells wrap and fold long words (rich's own cuts them with `…`)."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for table in super().__rich_console__(console, options):
+            if isinstance(table, Table):
+                for column in table.columns:
+                    column.overflow = "fold"
+            yield table
+
+
+class _TerminalMarkdown(Markdown):
+    elements: ClassVar[dict[str, type[MarkdownElement]]] = {**Markdown.elements, "table_open": _FoldedTable}
+
+
+def markdown(text: str) -> None:
+    """Print a Markdown document: rendered on a terminal (tables that fit it), as written otherwise.
+
+    Piped or redirected, the text is unchanged, so `gpufarm review ... > review.md` stays Markdown.
+    """
+    if console.is_terminal:
+        console.print(_TerminalMarkdown(text))
+    else:
+        sys.stdout.write(text)
 
 
 def _cell(value: Any) -> str:

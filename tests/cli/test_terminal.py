@@ -281,8 +281,9 @@ def test_the_preflight_table_fits(folder: Path) -> None:
     assert "--quota-code L-DB2E81BA --desired-value 192 --region us-east-1" in column(screen.lines, 4)
 
 
-def test_the_synth_summary_fits(folder: Path) -> None:
-    """The summary keeps the stack, both costs and the gates whole; the resource count gives way."""
+@pytest.fixture(scope="module")
+def synthesized(folder: Path) -> tuple[Screen, Path]:
+    """`gpufarm synth` of a poc tier file in the terminal: what it printed, and the assembly."""
     (folder / "team.yaml").write_text(
         "extends: poc\nname: team-a\ncluster:\n  public_access_cidrs: [10.20.0.0/16]\n",
         encoding="utf-8",
@@ -291,6 +292,12 @@ def test_the_synth_summary_fits(folder: Path) -> None:
     screen = in_terminal(
         gpufarm("synth", "--tier-file", "team.yaml", "--out", str(out)), cwd=folder, timeout=600
     )
+    return screen, out
+
+
+def test_the_synth_summary_fits(synthesized: tuple[Screen, Path]) -> None:
+    """The summary keeps the stack, both costs and the gates whole; the resource count gives way."""
+    screen, _ = synthesized
     assert screen.status == 0, screen.stderr
     assert_fits(screen)
     assert headers(screen.lines) == [
@@ -304,3 +311,18 @@ def test_the_synth_summary_fits(folder: Path) -> None:
     (row,) = [line for line in screen.lines if line.startswith("│ gpufarm-team-a ")]
     assert [cell.strip() for cell in row.strip("│").split("│")][2:] == ["2,422", "2,422", "passed", "passed"]
     assert "Not shown at this width: Resources (a wider terminal or --json shows them)" in screen.stdout
+
+
+def test_the_review_renders_its_tables_on_a_terminal(synthesized: tuple[Screen, Path], folder: Path) -> None:
+    """On a terminal the review's Markdown is rendered, its tables folded to fit; piped, it is Markdown."""
+    _, assembly = synthesized
+    screen = in_terminal(gpufarm("review", str(assembly)), cwd=folder)
+    assert screen.status == 0, screen.stderr
+    assert_fits(screen)
+    assert "| Resource | Type |" not in screen.stdout  # rendered, not Markdown source
+    assert "Public exposure" in screen.stdout
+    piped = subprocess.run(
+        gpufarm("review", str(assembly)), cwd=folder, capture_output=True, text=True, check=False
+    )
+    assert piped.stdout.startswith("## gpufarm review\n")
+    assert "| Resource | Type |" in piped.stdout
