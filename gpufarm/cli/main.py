@@ -8,6 +8,7 @@ handle itself is reported in one line as an internal error (exit 1), never as a 
 
 from __future__ import annotations
 
+import inspect
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from typing import Annotated, Any
@@ -101,6 +102,10 @@ for command in (synth, plan, cost, preflight, review):
 for info in app.registered_commands:
     if info.cls in (None, TyperCommand):
         info.cls = _Command
+    if info.short_help is None and info.callback is not None and info.callback.__doc__:
+        # The list of commands shows the docstring's first paragraph as one flowing line; typer
+        # would keep the docstring's own line breaks there.
+        info.short_help = " ".join(inspect.cleandoc(info.callback.__doc__).split("\n\n")[0].split())
     if info.callback is not None:
         info.callback = guarded(info.name or info.callback.__name__, info.callback)
 

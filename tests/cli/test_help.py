@@ -57,3 +57,10 @@ def test_the_arguments_of_review_show_their_names_not_their_type() -> None:
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("│") and "BASE_OR_DIR" in line]
     assert "<path>" not in line
     assert "The base cloud assembly" in line
+
+
+def test_the_command_list_flows_each_description() -> None:
+    """The docstring's own line breaks no longer break the list of commands mid-sentence."""
+    result = runner.invoke(app, ["--help"])
+    (line,) = [line for line in result.stdout.splitlines() if "summarize each stack:" in line]
+    assert "summarize each stack: resources, GPUs by capacity type" in line
