@@ -63,4 +63,4 @@ def test_the_command_list_flows_each_description() -> None:
     """The docstring's own line breaks no longer break the list of commands mid-sentence."""
     result = runner.invoke(app, ["--help"])
     (line,) = [line for line in result.stdout.splitlines() if "summarize each stack:" in line]
-    assert "summarize each stack: resources, GPUs by capacity type" in line
+    assert "summarize each stack: resources, GPUs" in line
