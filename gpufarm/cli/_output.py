@@ -41,8 +41,9 @@ def table(
     Cells wrap at spaces and fold a word longer than their column, so no cell is ever cut with
     an ellipsis. When even the longest word of each column cannot fit side by side (an
     80-column terminal and a wide table), the columns named in `drop_first` are left out, in
-    that order, until the rest fit, and a caption under the table names them (`--json` and a
-    wider terminal show them). `caption`, plain text, is printed under the table.
+    that order, until the rest fit, and a line under the table names them (`--json` and a
+    wider terminal show them). `caption`, plain text, is printed under the table too. The
+    layout: docs/decisions/0059-output-a-person-reads.md.
     """
     # Piped or captured output has no terminal width: use COLUMNS, else room for the widest cells.
     width = None if console.is_terminal else int(os.environ.get("COLUMNS") or 200)
