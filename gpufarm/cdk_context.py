@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,20 +63,38 @@ class FlagDifference:
     app_value: Any
     """The app's value, or :data:`UNSET`."""
     tested_value: Any
+    default_value: Any = None
+    """For an unset flag, the value aws-cdk-lib applies instead, when known (None otherwise)."""
 
     def describe(self) -> str:
         """`flag` = the app's value (gpufarm: its value), in one short phrase."""
-        app = "unset" if self.app_value is UNSET else json.dumps(self.app_value)
+        if self.app_value is not UNSET:
+            app = json.dumps(self.app_value)
+        elif self.default_value is None:
+            app = "unset"
+        else:
+            app = f"unset, so {json.dumps(self.default_value)}"
         return f"{self.flag}={app} (gpufarm: {json.dumps(self.tested_value)})"
 
 
-def flag_differences(app_context: Mapping[str, Any]) -> list[FlagDifference]:
-    """The tested flags whose value in `app_context` differs (or is unset), in flag order."""
+def flag_differences(
+    app_context: Mapping[str, Any], *, default_of: Callable[[str], Any] | None = None
+) -> list[FlagDifference]:
+    """The tested flags whose value in `app_context` differs, in flag order.
+
+    A flag the app leaves unset differs unless gpufarm's value is a boolean and `default_of(flag)`,
+    the value aws-cdk-lib applies to the unset flag (None when unknown), is that value.
+    """
     out: list[FlagDifference] = []
     for flag, tested in sorted(_tested().items()):
         value = app_context.get(flag, UNSET)
-        if value is UNSET or _normalized(value) != tested:
-            out.append(FlagDifference(flag=flag, app_value=value, tested_value=tested))
+        if value is not UNSET:
+            if _normalized(value) != tested:
+                out.append(FlagDifference(flag=flag, app_value=value, tested_value=tested))
+            continue
+        default = default_of(flag) if default_of is not None and isinstance(tested, bool) else None
+        if default is None or default != tested:
+            out.append(FlagDifference(flag=flag, app_value=UNSET, tested_value=tested, default_value=default))
     return out
 
 

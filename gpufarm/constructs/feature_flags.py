@@ -30,6 +30,16 @@ def check_feature_flags(scope: Construct) -> None:
         return
     _CHECKED.add(stack)
     context = stack.node.get_all_context()
-    differences = flag_differences(context if isinstance(context, dict) else {})
+    flags = cdk.FeatureFlags.of(stack)
+
+    def default_of(flag: str) -> bool | None:
+        # aws-cdk-lib's value for an unset boolean flag; it throws for flags of other types.
+        try:
+            enabled = flags.is_enabled(flag)
+        except RuntimeError:
+            return None
+        return enabled if isinstance(enabled, bool) else None
+
+    differences = flag_differences(context if isinstance(context, dict) else {}, default_of=default_of)
     if differences:
         cdk.Annotations.of(stack).add_warning_v2(FEATURE_FLAG_WARNING_ID, differences_warning(differences))

@@ -61,3 +61,33 @@ def test_the_context_line_says_a_local_cdk_json_is_not_read(tmp_path: Path) -> N
     )
     (tmp_path / "cdk.json").write_text("{}")
     assert cdk_context.describe_context(tmp_path).endswith("; ./cdk.json here is not read")
+
+
+def test_an_unset_flag_whose_default_is_gpufarms_value_does_not_differ() -> None:
+    context = cdk_context.tested_context()
+    for flag in (
+        "@aws-cdk/aws-lambda:createNewPoliciesWithAddToRolePolicy",  # gpufarm: false
+        "@aws-cdk/aws-lambda:useCdkManagedLogGroup",  # gpufarm: true
+        "@aws-cdk/core:defaultCrossStackReferences",  # gpufarm: "weak"
+    ):
+        del context[flag]
+    defaults = {
+        "@aws-cdk/aws-lambda:createNewPoliciesWithAddToRolePolicy": False,
+        "@aws-cdk/aws-lambda:useCdkManagedLogGroup": False,
+    }
+    asked: list[str] = []
+
+    def default_of(flag: str) -> bool | None:
+        asked.append(flag)
+        return defaults.get(flag)
+
+    differences = cdk_context.flag_differences(context, default_of=default_of)
+    assert [d.describe() for d in differences] == [
+        "@aws-cdk/aws-lambda:useCdkManagedLogGroup=unset, so false (gpufarm: true)",
+        '@aws-cdk/core:defaultCrossStackReferences=unset (gpufarm: "weak")',
+    ]
+    # Only boolean flags have a default aws-cdk-lib can tell.
+    assert asked == [
+        "@aws-cdk/aws-lambda:createNewPoliciesWithAddToRolePolicy",
+        "@aws-cdk/aws-lambda:useCdkManagedLogGroup",
+    ]
