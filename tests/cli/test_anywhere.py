@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -155,3 +157,55 @@ def test_synth_says_which_context_it_used(templates_by_folder: dict[str, tuple[b
     assert line in templates_by_folder["empty"][1].splitlines()
     assert f"{line}; ./cdk.json here is not read" in templates_by_folder["other cdk.json"][1].splitlines()
     assert f"{line}; ./cdk.json here is not read" in templates_by_folder["repo"][1].splitlines()
+
+
+@pytest.mark.slow
+def test_a_fresh_venv_with_only_gpufarm_installed_synthesizes_the_same_template(
+    tmp_path: Path, templates_by_folder: dict[str, tuple[bytes, str]]
+) -> None:
+    """`pip install <checkout>` into a new virtualenv, then `gpufarm synth --tier poc` from an empty
+    folder with no Node on PATH and the venv not activated: the repository's template, byte for byte.
+
+    Fast form: the new venv sees this environment's installed dependencies through a path file
+    (the same pinned versions `pip install` would resolve), and gpufarm itself is built from a
+    copy of the checkout and installed with `--no-deps`. scripts/fresh_venv_check.sh does the
+    whole `pip install <checkout>` with dependencies from the package index.
+    """
+    source = tmp_path / "checkout"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    shutil.copytree(REPO / "gpufarm", source / "gpufarm", ignore=shutil.ignore_patterns("__pycache__"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.strip()  # fmt: skip
+    (Path(site) / "gpufarm-test-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(source)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    if install.returncode != 0 and "No matching distribution found for setuptools" in install.stderr:
+        pytest.skip("pip cannot fetch the build backend (setuptools) from the package index")
+    assert install.returncode == 0, install.stderr
+    empty_path, work = tmp_path / "no-node", tmp_path / "work"
+    empty_path.mkdir()
+    work.mkdir()
+    # The installed copy is the one imported, not this checkout.
+    where = subprocess.run(
+        [str(python), "-c", "import gpufarm; print(gpufarm.__file__)"],
+        capture_output=True, text=True, check=True, timeout=60, cwd=work,
+    ).stdout.strip()  # fmt: skip
+    assert where == str(Path(site) / "gpufarm" / "__init__.py")
+    synth = subprocess.run(
+        [str(venv / "bin" / "gpufarm"), "synth", "--tier", "poc", "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, cwd=work, timeout=600, check=False,
+        env={"HOME": os.environ.get("HOME", str(tmp_path)), "PATH": str(empty_path)},
+    )  # fmt: skip
+    assert synth.returncode == 0, synth.stderr
+    assert "b'" not in synth.stderr
+    repo_template, _ = templates_by_folder["repo"]
+    assert (tmp_path / "out" / "gpufarm-poc.template.json").read_bytes() == repo_template
