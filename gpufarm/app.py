@@ -21,6 +21,7 @@ from typing import Any
 
 import aws_cdk as cdk
 
+from gpufarm.cdk_context import tested_context
 from gpufarm.config import ConfigError, ConfigIssue, TierConfig, load_preset, load_tier_file, preset_names
 from gpufarm.constructs.compliance import enable_compliance_checks
 from gpufarm.debug import (
@@ -298,7 +299,13 @@ def main(*, context: Mapping[str, Any] | None = None, outdir: str | Path | None 
 
 def _synth_app(extra_context: Mapping[str, Any], outdir: Path | None) -> int:
     with staged(outdir) as staging:
-        app = new_app(context=extra_context, outdir=str(staging) if staging is not None else None)
+        # gpufarm's tested feature flags are the defaults; the CDK CLI's (cdk.json, -c) win over
+        # them (aws-cdk-lib 2.275.0, core/lib/app.d.ts, AppProps.context), and the stacks warn
+        # about any that differ (gpufarm.constructs.feature_flags).
+        app = new_app(
+            context={**tested_context(), **extra_context},
+            outdir=str(staging) if staging is not None else None,
+        )
         context = {
             key: value
             for key in ("tier", "tier_file")
@@ -326,4 +333,7 @@ def _synth_app(extra_context: Mapping[str, Any], outdir: Path | None) -> int:
                     f"{one_line(str(exc).removeprefix(CONSTRUCT_VALIDATION_PREFIX))}"
                 ) from exc
             raise
+    if outdir is None:
+        # Run as `python app.py`, not by the CDK CLI: the CDK wrote to a temporary folder.
+        print(f"cloud assembly written to {app.outdir}", file=sys.stderr)
     return EXIT_OK

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -319,3 +320,20 @@ def test_app_py_with_an_output_folder_that_is_a_file_exits_2_without_a_traceback
         f"invalid output folder {str(out)!r}: is a file, not a folder (CDK_OUTDIR, the CDK CLI's --output)"
     ]
     assert out.read_text() == "a file"
+
+
+def test_python_app_py_says_where_it_wrote_the_assembly(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run as `python app.py` (no CDK CLI, so no CDK_OUTDIR), the CDK writes to a temporary folder
+    of its choosing: the app names it, so the templates can be found."""
+    monkeypatch.delenv(app_module.OUTDIR_ENV, raising=False)
+    _fake_stacks(monkeypatch, lambda stack: None)
+    assert app_module.main(context={"tier": "poc"}) == 0
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("cloud assembly written to ")
+    folder = Path(line.removeprefix("cloud assembly written to "))
+    try:
+        assert (folder / "gpufarm-poc.template.json").is_file()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
