@@ -347,7 +347,6 @@ def register(app: typer.Typer) -> None:
         if out.exists() and not out.is_dir():
             bad_input(f"--out {str(out)!r}: is a file, not a folder")
         context = tested_context()
-        errors.print(describe_context(Path.cwd()), markup=False, soft_wrap=True)
         try:
             passed = synthesize(configs, out, context)
         except ConstructInputError as exc:
@@ -355,6 +354,8 @@ def register(app: typer.Typer) -> None:
             bad_input(str(exc))
         except OutputFolderError as exc:
             bad_input(f"--out {exc}")
+        # After synth, so that bad input stays one line.
+        errors.print(describe_context(Path.cwd()), markup=False, soft_wrap=True)
         findings = [] if passed else nag_findings(out)
         if not passed and not findings:
             findings = [
