@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -323,20 +322,16 @@ def test_app_py_with_an_output_folder_that_is_a_file_exits_2_without_a_traceback
 
 
 def test_python_app_py_says_where_it_wrote_the_assembly(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """Run as `python app.py` (no CDK CLI, so no CDK_OUTDIR), the CDK writes to a temporary folder
-    of its choosing: the app names it, so the templates can be found."""
+    """Run as `python app.py` (no CDK CLI, so no CDK_OUTDIR), the app writes to ./cdk.out, where
+    the CLI would, and says so: the CDK's own default, a temporary folder, is gone at exit."""
     monkeypatch.delenv(app_module.OUTDIR_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
     _fake_stacks(monkeypatch, lambda stack: None)
     assert app_module.main(context={"tier": "poc"}) == 0
-    (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith("cloud assembly written to ")
-    folder = Path(line.removeprefix("cloud assembly written to "))
-    try:
-        assert (folder / "gpufarm-poc.template.json").is_file()
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    assert capsys.readouterr().err.splitlines() == [f"cloud assembly written to {tmp_path / 'cdk.out'}"]
+    assert (tmp_path / "cdk.out" / "gpufarm-poc.template.json").is_file()
 
 
 def test_app_py_without_any_node_exits_2_saying_what_to_install(tmp_path: Path) -> None:

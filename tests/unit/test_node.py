@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,3 +127,34 @@ def test_jsii_node_set_by_import_counts_as_gpufarms_own(clean_env: pytest.Monkey
     node.use_packaged_node()
     choice, warning = node.prepare_node()
     assert (choice.source, choice.executable, warning) == ("gpufarm", str(node.packaged_node()), None)
+
+
+def _library_app(tmp_path: Path, first_import: str) -> subprocess.CompletedProcess[str]:
+    """A user's app, `python app.py` with the venv not activated and no Node on PATH."""
+    (tmp_path / "no-node").mkdir()
+    (tmp_path / "app.py").write_text(
+        f"{first_import}\n"
+        "import aws_cdk as cdk\n"
+        "app = cdk.App(builtin_cloud_formation_validation=False, outdir='out')\n"
+        "cdk.CfnResource(cdk.Stack(app, 'Topics'), 'Topic', type='AWS::SNS::Topic')\n"
+        "print(app.synth().directory)\n"
+    )
+    env = {"HOME": str(tmp_path), "PATH": str(tmp_path / "no-node")}
+    return subprocess.run(
+        [sys.executable, "app.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_a_library_app_that_imports_gpufarm_first_runs_on_gpufarms_node(tmp_path: Path) -> None:
+    done = _library_app(tmp_path, "import gpufarm")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "Topics.template.json").is_file()
+    assert "b'" not in done.stderr  # no banner of jsii's as Python bytes
+
+
+def test_a_library_app_that_imports_aws_cdk_first_needs_node_on_path(tmp_path: Path) -> None:
+    """The limit ADR 0055 states: jsii starts Node at the first jsii import, before gpufarm's."""
+    done = _library_app(tmp_path, "import sys")
+    assert done.returncode != 0
+    assert "FileNotFoundError" in done.stderr
