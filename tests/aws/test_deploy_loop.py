@@ -10,6 +10,7 @@ import json
 import threading
 import urllib.parse
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -44,8 +45,8 @@ def kubectl(name: str) -> list[dict[str, Any]]:
     return items
 
 
-@pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[boto3.Session]:
+@contextmanager
+def moto_account(monkeypatch: pytest.MonkeyPatch) -> Iterator[boto3.Session]:
     """A moto account with fake credentials; yields a session for the region."""
     for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(key, raising=False)
@@ -54,6 +55,13 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[boto3.Session]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     with mock_aws():
         yield boto3.Session(region_name=REGION)
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[boto3.Session]:
+    """A moto account (:func:`moto_account`)."""
+    with moto_account(monkeypatch) as session:
+        yield session
 
 
 def deploy_stack(

@@ -38,8 +38,7 @@ def _whole_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_output.errors, "soft_wrap", True)
 
 
-@pytest.fixture
-def fake_cdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def install_fake_cdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A `cdk` script first on PATH, the working folder a fresh one (no node_modules); returns the
     file the script records its argv in (absent until it runs)."""
     bin_dir = tmp_path / "bin"
@@ -54,6 +53,12 @@ def fake_cdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     work.mkdir()
     monkeypatch.chdir(work)
     return record
+
+
+@pytest.fixture
+def fake_cdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fake `cdk` on PATH (:func:`install_fake_cdk`)."""
+    return install_fake_cdk(tmp_path, monkeypatch)
 
 
 def recorded(record: Path) -> list[str]:
