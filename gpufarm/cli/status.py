@@ -20,11 +20,18 @@ HEALTHY_STACK_STATES = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_
 
 def kubernetes_factory(session: Any, region: str) -> Any:
     """Readers of a cluster by name: eks:DescribeCluster for the endpoint, an EKS token for the caller."""
-    from gpufarm.aws.eks import describe_cluster, eks_token
-    from gpufarm.aws.kube import ApiServerReader
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from gpufarm.aws.eks import ClusterNotReadyError, describe_cluster, eks_token
+    from gpufarm.aws.kube import ApiServerReader, KubernetesReadError
 
     def make(cluster_name: str) -> ApiServerReader:
-        cluster = describe_cluster(session.client("eks", region_name=region), cluster_name)
+        try:
+            cluster = describe_cluster(session.client("eks", region_name=region), cluster_name)
+        except ClusterNotReadyError as exc:
+            raise KubernetesReadError(str(exc)) from None
+        except (ClientError, BotoCoreError) as exc:
+            raise KubernetesReadError(f"eks:DescribeCluster {cluster_name}: {exc}") from None
         return ApiServerReader(
             endpoint=cluster.endpoint,
             certificate_authority=cluster.certificate_authority,

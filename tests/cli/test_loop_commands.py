@@ -231,3 +231,15 @@ def test_destroy_of_a_missing_stack_changes_nothing(aws: boto3.Session, fake_cdk
     assert result.exit_code == 0, result.output
     assert errors_of(result)[-1] == "stack gpufarm-poc does not exist in us-east-1: nothing to destroy"
     assert not fake_cdk.exists()
+
+
+def test_status_reports_a_cluster_it_cannot_describe(aws: boto3.Session) -> None:
+    # The stack names a cluster EKS does not know (deleted by hand, say): the AWS parts are shown
+    # and the Kubernetes part says why it is missing, instead of failing the command.
+    deploy_stack(aws)
+    result = RUNNER.invoke(app, ["status", "--tier", "poc", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["node_pools"] is None
+    assert document["kubernetes_note"].startswith("eks:DescribeCluster gpufarm-poc: ")
+    assert "ResourceNotFoundException" in document["kubernetes_note"]
