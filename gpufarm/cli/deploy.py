@@ -4,7 +4,8 @@ Both synthesize the tier in-process behind every gate `gpufarm synth` runs (conf
 the constructs' checks, deploy rules, cdk-nag, cfn-lint: :func:`gpufarm.cli.synth.gate`) and
 stop with exit status 1 before any CDK call when one fails. Then the CDK CLI deploys, or diffs,
 exactly the assembly that passed (:mod:`gpufarm.cli._cdk`), with the stack's CloudFormation events
-printed as they happen. A CDK CLI failure is exit status 1 and one line naming the command.
+printed as they happen. A CDK CLI failure is exit status 1 and one line naming the command; no
+AWS credentials at all is bad input (exit 2), found before the gates run.
 """
 
 from __future__ import annotations
@@ -25,6 +26,21 @@ def locate_cdk() -> Path:
     try:
         return find_cdk(Path.cwd())
     except CdkNotFoundError as exc:
+        bad_input(str(exc))
+
+
+def require_credentials(config: TierConfig, *, action: str) -> None:
+    """Exit 2 with what is needed when boto3's credential chain (the one the CDK CLI also follows:
+    environment, profiles, SSO, container and instance roles) finds no credentials, before the
+    gates spend half a minute."""
+    from gpufarm.aws.stack import AwsAccessError, aws_session
+
+    region = config.environment.region
+    try:
+        aws_session(
+            region, f"gpufarm {action} runs the CDK CLI against stack {config.stack_name} in {region}"
+        )
+    except AwsAccessError as exc:
         bad_input(str(exc))
 
 
@@ -75,6 +91,7 @@ def register(app: typer.Typer) -> None:
         """Deploy one tier: the gates of `gpufarm synth`, then `cdk deploy` with the stack's events."""
         config = one_tier(tier, tier_file, verb="deploy")
         executable = locate_cdk()
+        require_credentials(config, action="deploy")
         gated_assembly(config, out, action="deploy")
         run_action(CdkAction.DEPLOY, executable, config, out, approve=yes)
 
@@ -87,5 +104,6 @@ def register(app: typer.Typer) -> None:
         """Compare one tier with its deployed stack: the gates of `gpufarm synth`, then `cdk diff`."""
         config = one_tier(tier, tier_file, verb="diff")
         executable = locate_cdk()
+        require_credentials(config, action="diff")
         gated_assembly(config, out, action="diff")
         run_action(CdkAction.DIFF, executable, config, out, approve=False)

@@ -49,6 +49,9 @@ def install_fake_cdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     record = tmp_path / "argv.txt"
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
     monkeypatch.setenv("FAKE_CDK_RECORD", str(record))
+    # Credentials the commands' check finds; the fake CLI never uses them.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)

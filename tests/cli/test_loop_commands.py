@@ -40,8 +40,9 @@ def fake_cdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def no_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No credentials anywhere boto3 looks: environment, files, container or instance role."""
+def no_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_cdk: Path) -> Iterator[None]:
+    """No credentials anywhere boto3 looks: environment, files, container or instance role (set up
+    after the fake `cdk`, whose fixture gives the other tests credentials)."""
     for key in (
         "AWS_ACCESS_KEY_ID",
         "AWS_SECRET_ACCESS_KEY",
@@ -81,6 +82,20 @@ def test_without_credentials_says_what_is_needed(command: str, needs: str, no_cr
     result = RUNNER.invoke(app, [command, "--tier", "poc"])
     assert result.exit_code == 2
     assert errors_of(result) == [f"no AWS credentials: {needs}; {CREDENTIALS_HELP}"]
+
+
+@pytest.mark.parametrize("command", ["deploy", "diff"])
+def test_deploy_and_diff_without_credentials_stop_before_the_gates(
+    command: str, fake_cdk: Path, no_credentials: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("gpufarm.cli.synth.gate", lambda *a, **k: pytest.fail("the gates ran"))
+    result = RUNNER.invoke(app, [command, "--tier", "poc"])
+    assert result.exit_code == 2
+    assert errors_of(result) == [
+        f"no AWS credentials: gpufarm {command} runs the CDK CLI against stack gpufarm-poc in us-east-1; "
+        f"{CREDENTIALS_HELP}"
+    ]
+    assert not fake_cdk.exists()
 
 
 def test_destroy_without_credentials_stops_before_synthesis(no_credentials: None, fake_cdk: Path) -> None:
