@@ -208,3 +208,24 @@ def stack_status(session: Any, region: str, stack_name: str) -> str | None:
         return describe_stack(session.client("cloudformation", region_name=region), stack_name).status
     except StackNotFoundError:
         return None
+
+
+def destroy_until_gone(
+    plan: TeardownPlan,
+    *,
+    run_destroy: Callable[[], int],
+    status_now: Callable[[], str | None],
+    release: Callable[[], None],
+    say: Say,
+) -> int:
+    """Run `cdk destroy` (`run_destroy`, its exit status); when it fails with the stack left
+    DELETE_FAILED and the plan holds retained file systems or security groups, `release` them and
+    run it once more. Returns the last exit status."""
+    status = run_destroy()
+    if status == 0 or not (plan.file_systems or plan.security_groups):
+        return status
+    if status_now() != "DELETE_FAILED":
+        return status
+    say("the deletion stopped; clearing the retained resources that hold the VPC")
+    release()
+    return run_destroy()

@@ -21,6 +21,11 @@ from gpufarm.cli.deploy import locate_cdk
 from gpufarm.config import TierConfig
 
 
+def can_ask() -> bool:
+    """True when standard input is a terminal someone can answer the question on."""
+    return sys.stdin.isatty()
+
+
 def _synthesize(config: TierConfig, out: Path) -> None:
     from gpufarm.cli.synth import _step, cdk_context, synthesize
 
@@ -56,10 +61,16 @@ def register(app: typer.Typer) -> None:
         """Destroy one tier: protections off, `cdk destroy`, retained FSx and security group cleared if
         they hold the VPC, then the list of what is retained."""
         from gpufarm.aws.stack import AwsAccessError, StackNotFoundError, access_error, aws_session
-        from gpufarm.aws.teardown import plan_teardown, release_retained, stack_status, unprotect
+        from gpufarm.aws.teardown import (
+            destroy_until_gone,
+            plan_teardown,
+            release_retained,
+            stack_status,
+            unprotect,
+        )
 
         config = one_tier(tier, tier_file, verb="destroy")
-        if not yes and not sys.stdin.isatty():
+        if not yes and not can_ask():
             bad_input("gpufarm destroy asks for confirmation: run it in a terminal, or pass --yes")
         executable = locate_cdk()
         region = config.environment.region
@@ -98,19 +109,22 @@ def register(app: typer.Typer) -> None:
         )
         run = cdk_command(CdkAction.DESTROY, executable=executable, assembly=out, stack=config.stack_name)
         say(f"running {run.display}")
-        status = run_cdk(run, cwd=Path.cwd())
-        if (
-            status != 0
-            and (plan.file_systems or plan.security_groups)
-            and stack_status(session, region, config.stack_name) == "DELETE_FAILED"
-        ):
-            say("the deletion stopped; clearing the retained resources that hold the VPC")
+        released: set[str] = set()
+
+        def release() -> None:
             release_retained(session, region, plan, say)
-            status = run_cdk(run, cwd=Path.cwd())
+            released.update(r.logical_id for r in plan.file_systems + plan.security_groups)
+
+        status = destroy_until_gone(
+            plan,
+            run_destroy=lambda: run_cdk(run, cwd=Path.cwd()),
+            status_now=lambda: stack_status(session, region, config.stack_name),
+            release=release,
+            say=say,
+        )
         if status != 0:
             say(failure_line(run, status))
             raise SystemExit(EXIT_CHECK_FAILED)
-        released = {r.logical_id for r in plan.file_systems + plan.security_groups}
         kept = [r for r in plan.retained if r.logical_id not in released]
         if kept:
             table(

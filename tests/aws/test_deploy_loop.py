@@ -27,6 +27,7 @@ from gpufarm.aws.status import FALLBACK_WINDOW_SECONDS, fallback_share, read_sta
 from gpufarm.aws.teardown import (
     RetainedResource,
     TeardownPlan,
+    destroy_until_gone,
     plan_teardown,
     release_retained,
     retained_resources,
@@ -543,3 +544,66 @@ def test_release_deletes_the_retained_file_system_then_its_security_group(aws: b
         f"deleted FSx file system {fs}",
         f"deleted security group {group} (ModelStoreSecurityGroup)",
     ]
+
+
+class DestroyRuns:
+    """`cdk destroy` exit statuses in order, and what happened around them."""
+
+    def __init__(self, *statuses: int, after: str | None = "DELETE_FAILED") -> None:
+        self.statuses = list(statuses)
+        self.after = after
+        self.events: list[str] = []
+
+    def run(self) -> int:
+        self.events.append("destroy")
+        return self.statuses.pop(0)
+
+    def status_now(self) -> str | None:
+        self.events.append("status")
+        return self.after
+
+    def release(self) -> None:
+        self.events.append("release")
+
+
+def _plan(*retained: RetainedResource) -> TeardownPlan:
+    from gpufarm.aws.stack import StackInfo
+
+    return TeardownPlan(
+        stack=StackInfo(name="gpufarm-production", status="UPDATE_COMPLETE", reason=""),
+        retained=list(retained),
+    )
+
+
+FILE_SYSTEM = RetainedResource(
+    logical_id="ModelStoreFs", type="AWS::FSx::FileSystem", policy="Retain", physical_id="fs-1"
+)
+
+
+@pytest.mark.parametrize(
+    ("runs", "retained", "status", "events"),
+    [
+        # The first destroy succeeds: nothing retained is touched.
+        (DestroyRuns(0), [FILE_SYSTEM], 0, ["destroy"]),
+        # It stops and the stack is DELETE_FAILED with a retained file system: release, destroy again.
+        (DestroyRuns(1, 0), [FILE_SYSTEM], 0, ["destroy", "status", "release", "destroy"]),
+        # It stops for another reason (the stack is not DELETE_FAILED): its failure stands.
+        (DestroyRuns(1, after="UPDATE_ROLLBACK_COMPLETE"), [FILE_SYSTEM], 1, ["destroy", "status"]),
+        # Nothing retained that could hold the VPC: no second attempt.
+        (DestroyRuns(1), [], 1, ["destroy"]),
+        # The second attempt fails too: its status is the answer.
+        (DestroyRuns(1, 2), [FILE_SYSTEM], 2, ["destroy", "status", "release", "destroy"]),
+    ],
+)
+def test_destroy_until_gone_releases_retained_resources_only_when_the_deletion_stopped(
+    runs: DestroyRuns, retained: list[RetainedResource], status: int, events: list[str]
+) -> None:
+    said: list[str] = []
+    result = destroy_until_gone(
+        _plan(*retained),
+        run_destroy=runs.run,
+        status_now=runs.status_now,
+        release=runs.release,
+        say=said.append,
+    )
+    assert (result, runs.events) == (status, events)

@@ -258,3 +258,21 @@ def test_status_reports_a_cluster_it_cannot_describe(aws: boto3.Session) -> None
     assert document["node_pools"] is None
     assert document["kubernetes_note"].startswith("eks:DescribeCluster gpufarm-poc: ")
     assert "ResourceNotFoundException" in document["kubernetes_note"]
+
+
+def test_destroy_answered_no_changes_nothing(
+    aws: boto3.Session, fake_cdk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deploy_stack(aws, protected=True)
+    # A terminal that answers "n" to the question.
+    monkeypatch.setattr("gpufarm.cli.destroy.can_ask", lambda: True)
+    result = RUNNER.invoke(app, ["destroy", "--tier", "poc", "--out", "assembly"], input="n\n")
+    assert result.exit_code == 1
+    messages = errors_of(result)
+    assert "  - turn off termination protection on stack gpufarm-poc" in messages
+    # The question (on standard error, answered on standard input), then the outcome.
+    assert messages[-1].startswith("Destroy gpufarm-poc? [y/N]:")
+    assert messages[-1].endswith("nothing was changed")
+    assert not fake_cdk.exists()
+    stack = aws.client("cloudformation").describe_stacks(StackName="gpufarm-poc")["Stacks"][0]
+    assert stack["EnableTerminationProtection"] is True
