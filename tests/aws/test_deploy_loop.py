@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import ipaddress
 import json
+import ssl
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -607,3 +609,77 @@ def test_destroy_until_gone_releases_retained_resources_only_when_the_deletion_s
         say=said.append,
     )
     assert (result, runs.events) == (status, events)
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A certificate for 127.0.0.1 and its key (cryptography comes with moto); returns the files and
+    the certificate as base64 PEM, the form eks:DescribeCluster gives the cluster's CA in."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")])
+    now = dt.datetime.now(dt.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    pem = certificate.public_bytes(serialization.Encoding.PEM)
+    cert_file, key_file = tmp_path / "server.crt", tmp_path / "server.key"
+    cert_file.write_bytes(pem)
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_file, key_file, base64.b64encode(pem).decode()
+
+
+@pytest.fixture
+def tls_api_server(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """The recorded API server over HTTPS; yields its URL and its certificate (base64 PEM)."""
+    cert_file, key_file, ca = _self_signed(tmp_path)
+    _ApiServer.requests = []
+    server = HTTPServer(("127.0.0.1", 0), _ApiServer)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}", ca
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_api_server_reader_trusts_the_clusters_certificate_authority(tls_api_server: tuple[str, str]) -> None:
+    url, ca = tls_api_server
+    reader = ApiServerReader(endpoint=url, certificate_authority=ca, token="k8s-aws-v1.token")
+    assert len(reader.list_nodes()) == len(kubectl("nodes"))
+
+
+def test_api_server_reader_refuses_a_server_the_authority_did_not_sign(
+    tls_api_server: tuple[str, str], tmp_path: Path
+) -> None:
+    url, _ = tls_api_server
+    other = tmp_path / "other"
+    other.mkdir()
+    _, _, other_ca = _self_signed(other)  # a second, unrelated authority
+    reader = ApiServerReader(endpoint=url, certificate_authority=other_ca, token="k8s-aws-v1.token")
+    with pytest.raises(KubernetesReadError) as caught:
+        reader.list_nodes()
+    assert str(caught.value).startswith(f"cannot reach the API server at {url}: ")
+    assert "CERTIFICATE_VERIFY_FAILED" in str(caught.value)
