@@ -22,7 +22,13 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from gpufarm.aws.eks import describe_cluster, eks_token, kubeconfig_entry, merge_kubeconfig
+from gpufarm.aws.eks import (
+    ClusterNotReadyError,
+    describe_cluster,
+    eks_token,
+    kubeconfig_entry,
+    merge_kubeconfig,
+)
 from gpufarm.aws.kube import ApiServerReader, KubernetesReadError, model_pods, nodes_per_pool
 from gpufarm.aws.stack import StackNotFoundError, describe_stack, stack_resources
 from gpufarm.aws.status import FALLBACK_WINDOW_SECONDS, fallback_share, read_status, target_health
@@ -683,3 +689,24 @@ def test_api_server_reader_refuses_a_server_the_authority_did_not_sign(
         reader.list_nodes()
     assert str(caught.value).startswith(f"cannot reach the API server at {url}: ")
     assert "CERTIFICATE_VERIFY_FAILED" in str(caught.value)
+
+
+@pytest.mark.parametrize("state", ["CREATING", "DELETING", "FAILED"])
+def test_a_cluster_that_is_not_active_has_no_api_server_to_use(state: str) -> None:
+    # moto creates clusters ACTIVE: a Stubber gives the other states DescribeCluster can answer.
+    eks = boto3.client("eks", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(eks) as stub:
+        stub.add_response(
+            "describe_cluster",
+            {
+                "cluster": {
+                    "name": "gpufarm-poc",
+                    "status": state,
+                    "arn": "arn:aws:eks:us-east-1:1:cluster/gpufarm-poc",
+                }
+            },
+            {"name": "gpufarm-poc"},
+        )
+        with pytest.raises(ClusterNotReadyError) as caught:
+            describe_cluster(eks, "gpufarm-poc")
+    assert str(caught.value) == f"cluster gpufarm-poc is {state}, not ACTIVE"

@@ -14,7 +14,7 @@ from typer.testing import CliRunner, Result
 
 from gpufarm.cli import _output
 from gpufarm.cli.main import app
-from tests.aws.test_deploy_loop import REGION, deploy_stack, make_cluster, moto_account
+from tests.aws.test_deploy_loop import REGION, RecordedCluster, deploy_stack, make_cluster, moto_account
 from tests.cli.test_deploy import install_fake_cdk, recorded
 
 RUNNER = CliRunner()
@@ -276,3 +276,17 @@ def test_destroy_answered_no_changes_nothing(
     assert not fake_cdk.exists()
     stack = aws.client("cloudformation").describe_stacks(StackName="gpufarm-poc")["Stacks"][0]
     assert stack["EnableTerminationProtection"] is True
+
+
+def test_status_table_with_the_cluster_read(aws: boto3.Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The Kubernetes reader answers from recorded `kubectl get -o json` documents.
+    deploy_stack(aws)
+    monkeypatch.setattr(
+        "gpufarm.cli.status.kubernetes_factory", lambda session, region: lambda name: RecordedCluster()
+    )
+    result = RUNNER.invoke(app, ["status", "--tier", "poc"])
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if line.count("│") >= 4}
+    # l40s: two nodes, one Ready; qwen3-8b: two live pods, one Ready, one replica in the tier.
+    assert [cell.strip() for cell in rows["l40s"].split("│")[2:4]] == ["1", "2"]
+    assert [cell.strip() for cell in rows["qwen3-8b"].split("│")[2:5]] == ["1", "2", "1"]
