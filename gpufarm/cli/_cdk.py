@@ -100,8 +100,9 @@ def cdk_command(
     - ``deploy --progress events``: the complete history of the stack's CloudFormation events
       instead of a progress bar (`StackActivityProgress.EVENTS`, "Displays complete history with
       all CloudFormation stack events").
-    - ``deploy --require-approval``: ``broadening`` (the CLI's default: asks before IAM or
-      security-group changes that widen access) unless `approve`, then ``never``.
+    - ``deploy --require-approval``: ``broadening`` ("Only prompt for approval if there are
+      security related changes", cloud-assembly-schema `RequireApproval.BROADENING`), passed
+      explicitly rather than left to the CLI's default; ``never`` when `approve`.
     - ``destroy --force``: no second prompt; gpufarm has asked already (or was given ``--yes``).
     - ``diff`` exits 0 with or without differences (``--fail`` is not passed).
     """
