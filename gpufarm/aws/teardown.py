@@ -4,7 +4,9 @@ Before `cdk destroy` (docs/operations.md, "Destroying the enterprise tier"):
 
 - turn the stack's termination protection off (CloudFormation UpdateTerminationProtection);
 - turn deletion protection off on the stack's load balancers (ELBv2 ModifyLoadBalancerAttributes,
-  `deletion_protection.enabled` = `false`).
+  `deletion_protection.enabled` = `false`, the attribute the constructs set; a protected load
+  balancer must have it turned off before it can be deleted: ALB user guide, "Deletion
+  protection", docs.aws.amazon.com/elasticloadbalancing/latest/application/application-load-balancers.html).
 
 When `cdk destroy` stops (the stack is DELETE_FAILED) because retained resources keep the VPC
 (docs/operations.md, "Destroying the production tier": the retained FSx file system's network
