@@ -231,3 +231,24 @@ def destroy_until_gone(
     say("the deletion stopped; clearing the retained resources that hold the VPC")
     release()
     return run_destroy()
+
+
+LIVE_INSTANCE_STATES = ("pending", "running", "stopping", "stopped")
+
+
+def leftover_instances(ec2: Any, cluster_name: str) -> list[str]:
+    """IDs of instances still tagged as the cluster's (`kubernetes.io/cluster/<name>` = `owned`, the
+    tag docs/operations.md searches for when Karpenter was gone before it could clean up), in a
+    state that is still billed or can be started again."""
+    pages = ec2.get_paginator("describe_instances").paginate(
+        Filters=[
+            {"Name": f"tag:kubernetes.io/cluster/{cluster_name}", "Values": ["owned"]},
+            {"Name": "instance-state-name", "Values": list(LIVE_INSTANCE_STATES)},
+        ]
+    )
+    return sorted(
+        str(instance["InstanceId"])
+        for page in pages
+        for reservation in page.get("Reservations", [])
+        for instance in reservation.get("Instances", [])
+    )

@@ -63,6 +63,7 @@ def register(app: typer.Typer) -> None:
         from gpufarm.aws.stack import AwsAccessError, StackNotFoundError, access_error, aws_session
         from gpufarm.aws.teardown import (
             destroy_until_gone,
+            leftover_instances,
             plan_teardown,
             release_retained,
             stack_status,
@@ -125,6 +126,15 @@ def register(app: typer.Typer) -> None:
         if status != 0:
             say(failure_line(run, status))
             raise SystemExit(EXIT_CHECK_FAILED)
+        cluster = plan.stack.outputs.get("ClusterName")
+        if cluster:
+            left = leftover_instances(session.client("ec2", region_name=region), cluster)
+            if left:
+                say(
+                    f"warning: {len(left)} instance(s) still tagged kubernetes.io/cluster/{cluster}=owned "
+                    f"(launched by Karpenter or Auto Mode, not deleted with the stack): {', '.join(left)}; "
+                    f"terminate them with aws ec2 terminate-instances --instance-ids {' '.join(left)}"
+                )
         kept = [r for r in plan.retained if r.logical_id not in released]
         if kept:
             table(

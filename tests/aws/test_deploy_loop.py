@@ -36,6 +36,7 @@ from gpufarm.aws.teardown import (
     RetainedResource,
     TeardownPlan,
     destroy_until_gone,
+    leftover_instances,
     plan_teardown,
     release_retained,
     retained_resources,
@@ -710,3 +711,28 @@ def test_a_cluster_that_is_not_active_has_no_api_server_to_use(state: str) -> No
         with pytest.raises(ClusterNotReadyError) as caught:
             describe_cluster(eks, "gpufarm-poc")
     assert str(caught.value) == f"cluster gpufarm-poc is {state}, not ACTIVE"
+
+
+def launch(session: boto3.Session, tags: dict[str, str]) -> str:
+    """One instance with `tags` (moto's first Amazon image)."""
+    ec2 = session.client("ec2")
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    reply = ec2.run_instances(
+        ImageId=image,
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ],
+    )
+    return str(reply["Instances"][0]["InstanceId"])
+
+
+def test_leftover_instances_are_the_clusters_live_ones(aws: boto3.Session) -> None:
+    ours = launch(aws, {"kubernetes.io/cluster/gpufarm-poc": "owned", "karpenter.sh/nodepool": "gpu-l40s"})
+    gone = launch(aws, {"kubernetes.io/cluster/gpufarm-poc": "owned"})
+    aws.client("ec2").terminate_instances(InstanceIds=[gone])
+    launch(aws, {"kubernetes.io/cluster/other": "owned"})
+    # Only the cluster's instance that still runs: a terminated one costs nothing, another
+    # cluster's is not ours.
+    assert leftover_instances(aws.client("ec2"), "gpufarm-poc") == [ours]

@@ -14,7 +14,14 @@ from typer.testing import CliRunner, Result
 
 from gpufarm.cli import _output
 from gpufarm.cli.main import app
-from tests.aws.test_deploy_loop import REGION, RecordedCluster, deploy_stack, make_cluster, moto_account
+from tests.aws.test_deploy_loop import (
+    REGION,
+    RecordedCluster,
+    deploy_stack,
+    launch,
+    make_cluster,
+    moto_account,
+)
 from tests.cli.test_deploy import install_fake_cdk, recorded
 
 RUNNER = CliRunner()
@@ -225,10 +232,17 @@ def test_destroy_unprotects_runs_cdk_destroy_and_lists_what_is_retained(
     aws: boto3.Session, fake_cdk: Path
 ) -> None:
     deploy_stack(aws, protected=False)
+    # A GPU node Karpenter launched and could not clean up (the fake cdk deletes nothing).
+    node = launch(aws, {"kubernetes.io/cluster/gpufarm-poc": "owned"})
     result = RUNNER.invoke(app, ["destroy", "--tier", "poc", "--yes", "--out", "assembly"])
     assert result.exit_code == 0, result.output
     assert recorded(fake_cdk) == ["destroy", "gpufarm-poc", "--app", "assembly", "--force"]
     messages = errors_of(result)
+    assert (
+        "warning: 1 instance(s) still tagged kubernetes.io/cluster/gpufarm-poc=owned (launched by Karpenter "
+        f"or Auto Mode, not deleted with the stack): {node}; terminate them with aws ec2 "
+        f"terminate-instances --instance-ids {node}"
+    ) in messages
     assert "gpufarm destroy will, in us-east-1:" in messages
     assert "  - cdk destroy gpufarm-poc" in messages
     # The retained security group of the deployed stack is planned for if the deletion stops; the
