@@ -90,8 +90,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Deploy one tier: the gates of `gpufarm synth`, then `cdk deploy` with the stack's events."""
         config = one_tier(tier, tier_file, verb="deploy")
-        executable = locate_cdk()
         require_credentials(config, action="deploy")
+        executable = locate_cdk()
         gated_assembly(config, out, action="deploy")
         run_action(CdkAction.DEPLOY, executable, config, out, approve=yes)
 
@@ -103,7 +103,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Compare one tier with its deployed stack: the gates of `gpufarm synth`, then `cdk diff`."""
         config = one_tier(tier, tier_file, verb="diff")
-        executable = locate_cdk()
         require_credentials(config, action="diff")
+        executable = locate_cdk()
         gated_assembly(config, out, action="diff")
         run_action(CdkAction.DIFF, executable, config, out, approve=False)

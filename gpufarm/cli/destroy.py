@@ -73,7 +73,6 @@ def register(app: typer.Typer) -> None:
         config = one_tier(tier, tier_file, verb="destroy")
         if not yes and not can_ask():
             bad_input("gpufarm destroy asks for confirmation: run it in a terminal, or pass --yes")
-        executable = locate_cdk()
         region = config.environment.region
         try:
             session = aws_session(
@@ -81,6 +80,7 @@ def register(app: typer.Typer) -> None:
             )
         except AwsAccessError as exc:
             bad_input(str(exc))
+        executable = locate_cdk()
         _synthesize(config, out)
         template = json.loads((out / f"{config.stack_name}.template.json").read_text(encoding="utf-8"))
 

@@ -211,6 +211,8 @@ def test_an_unknown_preset_is_bad_input(fake_cdk: Path) -> None:
 
 def test_no_cdk_cli_is_bad_input_before_synthesis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.chdir(tmp_path)
     # Python's own folder is searched too: skip where a `cdk` is installed beside it.
     if (Path(sys.executable).parent / "cdk").exists():
