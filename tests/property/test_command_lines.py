@@ -114,6 +114,7 @@ BASE_LINES = {
         *("plan", "--params-b", "8", "--concurrency", "16", "--layers", "32", "--kv-heads", "8"),
         *("--head-dim", "128", "--target-tokens-per-s", "20"),
         *("--weights", "meta-llama/Llama-3.1-8B-Instruct", "--write", "planned.yaml"),
+        *("--hf-token-secret", "gpufarm/hf-token", "--bedrock-model-id", "us.meta.llama3-1-8b-instruct-v1:0"),
     ],
     "cost": ["cost", "--tier", "poc"],
     "preflight": ["preflight", "--region", "us-east-1", "--tier", "poc"],
