@@ -212,9 +212,13 @@ def read_hf_config(reference: str, *, fetch: Fetch | None = None) -> HfShape:
     when a repo id cannot be fetched, or with HF_HUB_OFFLINE set.
     """
     path = Path(reference)
-    if path.is_dir():
-        path = path / "config.json"
-    if path.is_file():
+    try:
+        if path.is_dir():
+            path = path / "config.json"
+        is_file = path.is_file()
+    except (OSError, ValueError):  # a name the file system refuses (too long, a NUL byte)
+        is_file = False
+    if is_file:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:

@@ -378,11 +378,8 @@ def test_the_table_output_carries_the_notes() -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     notes = lines[lines.index("Notes") + 1 :]
-    assert [n.split(":", 1)[0] for n in notes] == [
-        "  - model shape from " + MIXTRAL.split(":", 1)[0],
-        "  - mixture of experts",
-        "  - throughput",
-    ]
+    assert notes[0] == f"  - model shape from {MIXTRAL}"
+    assert [n.split(":", 1)[0] for n in notes[1:]] == ["  - mixture of experts", "  - throughput"]
 
 
 def test_the_measured_anchor_range_is_in_the_output() -> None:

@@ -210,6 +210,7 @@ def offline() -> Iterator[None]:
         patch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
         patch.setenv("AWS_CONFIG_FILE", "/nonexistent")
         patch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        patch.setenv("HF_HUB_OFFLINE", "1")  # `plan --hf-config org/model` must not fetch
         patch.setattr(aws_preflight, "run_preflight", no_aws)
         patch.setattr(aws_pricing, "live_prices", no_prices)
         patch.setattr(synth_command, "synthesize", stop)
