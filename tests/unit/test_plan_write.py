@@ -265,3 +265,21 @@ def test_a_file_that_is_not_json_is_refused(tmp_path: Path) -> None:
 def test_a_folder_is_read_through_its_config_json(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text((CONFIGS / "mixtral-8x7b-instruct.json").read_text())
     assert read_hf_config(str(tmp_path)).experts == 8
+
+
+# --------------------------------------------------------------------------- pods fit their nodes
+
+
+def test_every_planned_pod_fits_its_instance_by_the_rules_cost_places_pods_by() -> None:
+    from gpufarm.estimate.allocation import pods_per_node
+    from gpufarm.sizing.plan import candidate_layouts, pod_resources
+
+    unfit = []
+    for layout in candidate_layouts(PRICES):
+        cpu, memory = pod_resources(layout)
+        wanted = layout.replicas_per_instance
+        if pods_per_node(layout.instance_type, layout.tensor_parallel, cpu, memory) < wanted:
+            unfit.append((layout.describe(), cpu, memory))
+    # The pods of every replica an instance holds are scheduled on it: a whole g7e.24xlarge used
+    # to give its one pod 95 of the 95.19 vCPUs the node allocates, with the sidecars' 0.5 on top.
+    assert unfit == []
