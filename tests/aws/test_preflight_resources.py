@@ -437,3 +437,18 @@ def test_an_unknown_model_fails() -> None:
         Status.FAIL,
         f"Bedrock knows no foundation model {POC_MODEL} in us-east-1",
     )
+
+
+def test_every_location_in_a_missing_bucket_gets_its_row() -> None:
+    tier = load_preset("production")
+    models = [
+        m.model_copy(update={"weights": "s3://gone-models/meta/Llama-3.3-70B/"}) for m in tier.models[:1]
+    ]
+    fsx = tier.model_store.fsx.model_copy(update={"import_path": "s3://gone-models/"})
+    tier = tier.model_copy(
+        update={"model_store": tier.model_store.model_copy(update={"fsx": fsx}), "models": models}
+    )
+    assert {s: status for s, (status, _, _) in bucket_rows(tier).items()} == {
+        "models[0].weights: s3://gone-models/meta/Llama-3.3-70B/": Status.FAIL,
+        "model_store.fsx.import_path: s3://gone-models/": Status.FAIL,
+    }

@@ -540,3 +540,34 @@ def test_the_write_report_names_changes_inherited_and_review(tmp_path: Path) -> 
         "  - cluster.public_access_cidrs[0] = '198.51.100.0/24' is a documentation value (RFC 5737 "
         "TEST-NET-2, 198.51.100.0/24): replace it before deploying"
     )
+
+
+def test_a_production_tier_written_for_huggingface_weights_synthesizes(tmp_path: Path) -> None:
+    """The fixes --write makes on production (its own name, Mountpoint instead of the example FSx
+    import, autoscaling, room for a rolling update) pass the synth gates."""
+    target = tmp_path / "llama.yaml"
+    result = plan(
+        "--params-b", "70", "--precision", "fp8", *LLAMA_70B, "--concurrency", "100",
+        "--target-tokens-per-s", "20", "--write", str(target),
+        "--weights", "meta-llama/Llama-3.3-70B-Instruct", "--hf-token-secret", "gpufarm/hf-token",
+        "--bedrock-model-id", "us.meta.llama3-3-70b-instruct-v1:0",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    tier = load_tier_file(target)
+    assert (tier.name, tier.model_store.kind.value, tier.models[0].autoscaling is not None) == (
+        "llama-3-3-70b-instruct",
+        "s3-mountpoint",
+        True,
+    )
+    out = tmp_path / "out"
+    synth = RUNNER.invoke(app, ["synth", "--tier-file", str(target), "--out", str(out), "--json"])
+    assert synth.exit_code == 0, synth.output
+    (stack,) = json.loads(synth.stdout)["stacks"]
+    assert (stack["stack"], stack["nag"]["status"], stack["cfn_lint"]["status"]) == (
+        "gpufarm-llama-3-3-70b-instruct",
+        "passed",
+        "passed",
+    )
+    # The pod fits its node by the rules the estimate places pods by (it used to ask 95 of 95.19
+    # allocatable vCPUs on a g7e.24xlarge, with the sidecars on top, and had no estimate).
+    assert stack["estimate_error"] is None

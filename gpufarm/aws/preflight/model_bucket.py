@@ -36,6 +36,8 @@ def check_model_bucket(tier: TierConfig, *, region: str, s3: Any) -> list[CheckR
         return [_row(Status.PASS, "weights", "no weights come from S3 (nothing to check)")]
     rows: list[CheckResult] = []
     regions: dict[str, str | None] = {}
+    unreadable: dict[str, bool] = {}
+    """Bucket -> True when it does not exist, False when the caller may not read it."""
     for path, uri, is_model in locations:
         bucket, prefix = split_s3_uri(uri)
         subject = f"{path}: {uri}"
@@ -48,22 +50,22 @@ def check_model_bucket(tier: TierConfig, *, region: str, s3: Any) -> list[CheckR
                 if code not in {"404", "NoSuchBucket", "403", "AccessDenied", "Forbidden"}:
                     raise
                 regions[bucket] = None
-                missing = code in {"404", "NoSuchBucket"}
-                rows.append(
-                    _row(
-                        Status.FAIL,
-                        subject,
-                        f"bucket {bucket} does not exist"
-                        if missing
-                        else f"bucket {bucket} is not readable by the caller (access denied)",
-                        f"create the bucket and upload the weights, or set {path}"
-                        if missing
-                        else f"grant s3:ListBucket on {bucket} to the caller, or set {path}",
-                    )
-                )
-                continue
+                unreadable[bucket] = code in {"404", "NoSuchBucket"}
         bucket_region = regions[bucket]
         if bucket_region is None:
+            missing = unreadable[bucket]
+            rows.append(
+                _row(
+                    Status.FAIL,
+                    subject,
+                    f"bucket {bucket} does not exist"
+                    if missing
+                    else f"bucket {bucket} is not readable by the caller (access denied)",
+                    f"create the bucket and upload the weights, or set {path}"
+                    if missing
+                    else f"grant s3:ListBucket on {bucket} to the caller, or set {path}",
+                )
+            )
             continue
         listed = s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1000)
         keys = [str(o["Key"]) for o in listed.get("Contents", [])]
