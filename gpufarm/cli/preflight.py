@@ -44,7 +44,7 @@ def _refuse(message: str) -> NoReturn:
 
 
 def select_tier(tier: str | None, tier_file: Path | None) -> TierConfig:
-    """The tier named by exactly one of `--tier` and `--tier-file` (exit 2 otherwise)."""
+    """The tier named by exactly one of `--tier` and `--tier-file` (bad input otherwise: exit 2)."""
     if tier is not None and tier_file is not None:
         _refuse(
             f"give either --tier or --tier-file, not both (got --tier {tier} and --tier-file {tier_file})"
@@ -58,7 +58,7 @@ def select_tier(tier: str | None, tier_file: Path | None) -> TierConfig:
 
 
 def check_region(region: str) -> str:
-    """`region` when it is an AWS region name (exit 2 otherwise)."""
+    """`region` when it is an AWS region name (bad input otherwise: exit 2)."""
     try:
         return _REGION.validate_python(region)
     except ValidationError:
