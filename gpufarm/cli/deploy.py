@@ -46,10 +46,9 @@ def require_credentials(config: TierConfig, *, action: str) -> None:
 
 def gated_assembly(config: TierConfig, out: Path, *, action: str) -> None:
     """Synthesize `config` into `out` behind synth's gates; exit 1 when one failed (no CDK call)."""
-    from gpufarm.cli.synth import _step, gate
+    from gpufarm.cli.synth import gate, start_cdk
 
-    with _step("loading aws-cdk-lib", "aws-cdk-lib loaded"):
-        import gpufarm.app  # noqa: F401  (starts the Node process once, before the gates)
+    start_cdk()
     # Absolute: the Node process behind aws-cdk-lib resolves a relative outdir against its own
     # working folder, which is the one it started in.
     if not gate([config], out.absolute()):

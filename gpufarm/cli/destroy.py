@@ -27,14 +27,16 @@ def can_ask() -> bool:
 
 
 def _synthesize(config: TierConfig, out: Path) -> None:
-    from gpufarm.cli.synth import _step, cdk_context, synthesize
+    from gpufarm.cdk_context import tested_context
+    from gpufarm.cli.synth import start_cdk, synthesize
 
-    with _step("loading aws-cdk-lib", "aws-cdk-lib loaded"):
-        from gpufarm.app import ConstructInputError, OutputFolderError
+    start_cdk()
+    from gpufarm.app import ConstructInputError, OutputFolderError
+
     if out.exists() and not out.is_dir():
         bad_input(f"--out {str(out)!r}: is a file, not a folder")
     try:
-        passed = synthesize([config], out.absolute(), cdk_context(Path.cwd()))
+        passed = synthesize([config], out.absolute(), tested_context())
     except ConstructInputError as exc:
         bad_input(str(exc))
     except OutputFolderError as exc:

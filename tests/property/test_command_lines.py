@@ -115,6 +115,7 @@ BASE_LINES = {
         *("plan", "--params-b", "8", "--concurrency", "16", "--layers", "32", "--kv-heads", "8"),
         *("--head-dim", "128", "--target-tokens-per-s", "20"),
         *("--weights", "meta-llama/Llama-3.1-8B-Instruct", "--write", "planned.yaml"),
+        *("--hf-token-secret", "gpufarm/hf-token", "--bedrock-model-id", "us.meta.llama3-1-8b-instruct-v1:0"),
     ],
     "cost": ["cost", "--tier", "poc"],
     "preflight": ["preflight", "--region", "us-east-1", "--tier", "poc"],
@@ -230,6 +231,7 @@ def offline() -> Iterator[None]:
         patch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
         patch.setenv("AWS_CONFIG_FILE", "/nonexistent")
         patch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        patch.setenv("HF_HUB_OFFLINE", "1")  # `plan --hf-config org/model` must not fetch
         patch.setattr(aws_preflight, "run_preflight", no_aws)
         patch.setattr(aws_pricing, "live_prices", no_prices)
         patch.setattr(synth_command, "synthesize", stop)
