@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-from gpufarm.cli import cost, plan, preflight, review, synth
+from gpufarm.cli import cost, deploy, destroy, kubeconfig, plan, preflight, review, status, synth
 from gpufarm.cli._output import guarded
 
 METAVARS = {"str": "TEXT", "path": "PATH", "int": "INTEGER", "float": "NUMBER", "list[str]": "TEXT"}
@@ -98,6 +98,10 @@ def _main(
 
 for command in (synth, plan, cost, preflight, review):
     command.register(app)
+deploy.register(app)  # deploy and diff
+destroy.register(app)
+status.register(app)
+kubeconfig.register(app)
 
 for info in app.registered_commands:
     if info.cls in (None, TyperCommand):
