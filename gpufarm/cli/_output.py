@@ -156,6 +156,12 @@ class _TerminalMarkdown(Markdown):
     elements: ClassVar[dict[str, type[MarkdownElement]]] = {**Markdown.elements, "table_open": _FoldedTable}
 
 
+def say(text: str) -> None:
+    """Print a line of prose to standard output: wrapped at words to a terminal's width, one line
+    when piped (so scripts and grep see it whole)."""
+    console.print(text, markup=False, soft_wrap=not console.is_terminal)
+
+
 def markdown(text: str) -> None:
     """Print a Markdown document: rendered on a terminal (tables that fit it), as written otherwise.
 

@@ -16,6 +16,7 @@ from gpufarm.cli._output import (
     console,
     emit_json,
     errors,
+    say,
     table,
 )
 from gpufarm.pricing import PriceTableError, load_prices
@@ -555,7 +556,7 @@ def register(app: typer.Typer) -> None:
             _print(result)
             console.print("Notes", markup=False)
             for note in notes:
-                console.print(f"  - {note}", markup=False, soft_wrap=True)
+                say(f"  - {note}")
         if written is not None:
             _report_written(str(write), result.tier, written)
 

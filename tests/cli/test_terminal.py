@@ -30,6 +30,8 @@ from rich.cells import cell_len
 ROOT = Path(__file__).resolve().parents[2]
 GPUFARM = Path(sys.executable).with_name("gpufarm")
 WIDTH = 80
+TYPE_METAVAR = r"<(?:bool|str|int|float|path|list\[[a-z]+\])>"
+"""How typer 0.29 shows an option's Python type in help when no metavar is set."""
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]")
 
 
@@ -216,13 +218,19 @@ def test_the_plan_shows_no_reserved_row_equal_to_on_demand(folder: Path) -> None
     assert "Reserved capacity (an On-Demand Capacity Reservation) bills the on-demand rate;" in table
 
 
-@pytest.mark.parametrize("command", [[], ["synth"], ["plan"], ["cost"], ["preflight"], ["review"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        *([], ["synth"], ["plan"], ["cost"], ["preflight"], ["review"]),
+        *(["deploy"], ["diff"], ["destroy"], ["status"], ["kubeconfig"]),
+    ],
+)
 def test_help_fits_and_names_values_in_words(command: list[str], folder: Path) -> None:
     screen = in_terminal(gpufarm(*command, "--help"), cwd=folder)
     assert screen.status == 0, screen.stderr
     assert_fits(screen)
     # Python's types are not a user's: no `<bool>`, `<list[str]>`, `<path>` or `<str>`.
-    assert not re.search(r"<[a-z\[\]]+>", screen.stdout), screen.stdout
+    assert not re.search(TYPE_METAVAR, screen.stdout), screen.stdout
 
 
 PREFLIGHT = textwrap.dedent(
@@ -279,6 +287,60 @@ def test_the_preflight_table_fits(folder: Path) -> None:
     assert headers(screen.lines) == ["Check", "Subject", "Status", "Detail", "Fix"]
     # The fix is a command to copy: its words all there, in order (a long one folds, never cut).
     assert "--quota-code L-DB2E81BA --desired-value 192 --region us-east-1" in column(screen.lines, 4)
+
+
+STATUS = textwrap.dedent(
+    """
+    import sys
+
+    from gpufarm.aws import stack, status
+    from gpufarm.aws.kube import ModelPods, PoolNodes
+    from gpufarm.aws.stack import StackInfo
+    from gpufarm.aws.status import FallbackShare, StatusReport, TargetGroupHealth
+    from gpufarm.cli.main import main
+
+    def canned(config, **options):
+        # A production tier mid-scale-up, with the longest names the presets give.
+        return StatusReport(
+            tier=config.name,
+            region=config.environment.region,
+            stack=StackInfo(name=config.stack_name, status="UPDATE_COMPLETE", reason=""),
+            target_groups=[
+                TargetGroupHealth(
+                    logical_id="IngressLlama3370bTargetGroupData8080Control30005D47F26C",
+                    arn="arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/x/1",
+                    states={"healthy": 2, "initial": 1, "unhealthy": 1, "draining": 1},
+                ),
+            ],
+            fallback=FallbackShare(window_seconds=900, bedrock_invocations=12, gateway_requests=4800),
+            pools=[
+                PoolNodes(pool="serving", nodes=3, ready=2, instance_types=("g6e.12xlarge", "p5.48xlarge")),
+                PoolNodes(pool="system", nodes=2, ready=2, instance_types=("m7i.2xlarge",)),
+            ],
+            models=[ModelPods(model="llama-3-3-70b", pods=3, ready=2, desired=None)],
+        )
+
+    stack.aws_session = lambda region, needs: object()
+    status.read_status = canned
+    sys.argv = ["gpufarm", *sys.argv[1:]]
+    main()
+    """
+)
+
+
+def test_the_status_tables_fit(folder: Path) -> None:
+    """`status` reads a deployed stack: its reads are canned, its command line and tables are real."""
+    script = folder / "canned_status.py"
+    script.write_text(STATUS, encoding="utf-8")
+    screen = in_terminal(
+        [sys.executable, str(script), "status", "--tier", "production", "--no-kubernetes"], cwd=folder
+    )
+    assert screen.status == 0, screen.stderr
+    assert_fits(screen)
+    assert headers(screen.lines) == ["Target group", "Healthy", "Targets", "States"]
+    assert "IngressLlama3370bTargetGroupData8080Control30005D47F26C" in column(screen.lines, 0).replace(
+        " ", ""
+    )
 
 
 @pytest.fixture(scope="module")
