@@ -62,5 +62,14 @@ def test_the_arguments_of_review_show_their_names_not_their_type() -> None:
 def test_the_command_list_flows_each_description() -> None:
     """The docstring's own line breaks no longer break the list of commands mid-sentence."""
     result = runner.invoke(app, ["--help"])
-    (line,) = [line for line in result.stdout.splitlines() if "summarize each stack:" in line]
-    assert "summarize each stack: resources, GPUs" in line
+    raw = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(raw) if line.startswith("│ synth "))
+    entry = [raw[start]]
+    for line in raw[start + 1 :]:
+        if not line.startswith("│   "):  # the next command, or the panel's end
+            break
+        entry.append(line)
+    text = " ".join(" ".join(line.strip("│ ").split()) for line in entry)
+    # The docstring breaks after "each stack:"; the list wraps only where the width ends.
+    assert "and summarize each stack: resources, GPUs by capacity type" in text
+    assert not any(line.rstrip("│ ").endswith("summarize each stack:") for line in raw)
