@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpufarm.config import TierConfig
+from gpufarm.config.model import TierConfig
 
 
 def bedrock_model_ids(tier: TierConfig) -> list[str]:

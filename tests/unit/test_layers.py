@@ -2,8 +2,9 @@
 
 The order enforced here, lowest first (read from the code, not wished for):
 
-1. **leaves** - `images`, `debug`, `eks_support`, `assembly`, `client`: import no other part of
-   gpufarm (`client`, the applications' fallback transport, must also import without the CDK).
+1. **leaves** - `images`, `debug`, `eks_support`, `assembly`, `client`, `node`, `cdk_context`:
+   import no other part of gpufarm (`client`, the applications' fallback transport, must also
+   import without the CDK; `node`, which picks jsii's Node, runs before the CDK is imported).
 2. **config model** - every `gpufarm.config` module but those below: the pydantic model (its
    sections in `config.sections`, gathered by `config.model`) and the small tables and parsers it
    uses (catalog, bedrock, names, errors, image pins, ...).
@@ -17,10 +18,11 @@ The order enforced here, lowest first (read from the code, not wished for):
 5. **k8s** - pure manifests.
 6. **constructs**, then 7. **stacks**, then 8. **app**.
 
-Beside that line stand the **reports**: `pricing`, then `estimate`, `aws` and `sizing`, then
-`review`. A report may import the leaves, the config, the core, `k8s` (pure manifest functions,
-no CDK) and an earlier report; no construct, stack or app, and nothing of the line above imports a
-report. `cli` sits on top and may import anything.
+Beside that line stand the **reports**: `pricing`, then `estimate` and `aws`, then `sizing` (a
+planned pod asks no more than the estimate's node allocation leaves it) and `review`. A report
+may import the leaves, the config, the core, `k8s` (pure manifest functions, no CDK) and an
+earlier report; no construct, stack or app, and nothing of the line above imports a report.
+`cli` sits on top and may import anything.
 
 Imports under `if TYPE_CHECKING:` count too: mypy follows them like any other.
 """
@@ -40,7 +42,7 @@ import gpufarm.core
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gpufarm"
 
-LEAVES = ("images", "debug", "eks_support", "assembly", "client")
+LEAVES = ("images", "debug", "eks_support", "assembly", "client", "node", "cdk_context")
 CONFIG_VALIDATION = (
     "gpufarm.config",
     "gpufarm.config.validate",
@@ -51,7 +53,7 @@ CONFIG_VALIDATION_PACKAGES = ("gpufarm.config.checks",)
 """Packages whose every module is config validation."""
 LINE = ("leaves", "config model", "core", "config validation", "k8s", "constructs", "stacks", "app")
 REPORTS = ("pricing", "estimate", "aws", "sizing", "review")
-REPORT_RANK = {"pricing": 0, "estimate": 1, "aws": 1, "sizing": 1, "review": 2}
+REPORT_RANK = {"pricing": 0, "estimate": 1, "aws": 1, "sizing": 2, "review": 2}
 HIGHEST_FOR_REPORTS = LINE.index("k8s")
 
 
