@@ -245,7 +245,8 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     (
         "compliance_packs",
         "at least one, none twice; with `control-tower`, `network.flow_logs.retention_days` is at "
-        "least 365 (control CT.CLOUDWATCH.PR.2).",
+        "least 365 (control CT.CLOUDWATCH.PR.2) and `termination_protection` is true (the load "
+        "balancers' deletion protection, CT.ELASTICLOADBALANCING.PR.5).",
     ),
     (
         "models[].kv_cache_routing",

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpufarm.config import load_preset
+from gpufarm.config import ConfigError, load_preset
 from gpufarm.constructs.compliance import CONTROL_TOWER_PLUGIN, control_tower_violations
 from gpufarm.constructs.reserved_capacity import node_group_efa_interfaces
 from tests.tiers.conftest import synthesize, variant
@@ -116,27 +116,40 @@ def test_appliance_group_names_the_zones_of_its_subnets(enterprise_template: dic
     assert len(group["Properties"]["VPCZoneIdentifier"]) == len(zones)
 
 
-def test_production_asking_for_the_pack_fails_on_its_own_config_choices(
-    production_document: dict[str, Any], tmp_path: Path
+def test_production_asking_for_the_pack_is_refused_on_its_own_config_choices(
+    production_document: dict[str, Any],
 ) -> None:
     """What production's settings break: flow logs kept 90 days (the control asks for a year) and
     an ALB and its gateway NLB without deletion protection (`termination_protection: false`). The
-    acknowledgements the constructs carry cover the rest, as in enterprise."""
-    config = variant(production_document, {"compliance_packs": ["aws-solutions", "control-tower"]})
-    with pytest.raises(RuntimeError, match="ValidationFailed"):
-        synthesize([config], tmp_path)
-    violations = {
-        v["ruleName"]: sorted(c["constructPath"] for c in v["violatingConstructs"])
-        for v in _plugin(tmp_path)["violations"]
-    }
-    assert violations == {
-        "CT.CLOUDWATCH.PR.2": ["gpufarm-production/Network/FlowLogGroup/Resource"],
-        # The ALB and the gateway's NLB in front of it (ADR 0050): no deletion protection.
-        "CT.ELASTICLOADBALANCING.PR.5": [
-            "gpufarm-production/Ingress/Gateway-Route/Nlb/Resource/Resource",
-            "gpufarm-production/Ingress/Resource/Resource",
-        ],
-    }
+    config names both before any construct is built."""
+    with pytest.raises(ConfigError) as caught:
+        variant(production_document, {"compliance_packs": ["aws-solutions", "control-tower"]})
+    assert [f"{issue.path}: {issue.message}" for issue in caught.value.issues] == [
+        "network.flow_logs.retention_days: must be at least 365 with the 'control-tower' compliance "
+        "pack (its control CT.CLOUDWATCH.PR.2 requires a CloudWatch log group kept at least one "
+        "year), got 90",
+        "termination_protection: must be true with the 'control-tower' compliance pack (its control "
+        "CT.ELASTICLOADBALANCING.PR.5 requires deletion protection on the load balancers, which "
+        "follows termination_protection), got false",
+    ]
+
+
+def test_production_with_those_choices_changed_passes_the_pack(
+    production_document: dict[str, Any], tmp_path: Path
+) -> None:
+    """With the two settings the config names changed, the acknowledgements the constructs carry
+    cover the rest, as in enterprise: the gate passes."""
+    config = variant(
+        production_document,
+        {
+            "compliance_packs": ["aws-solutions", "control-tower"],
+            "network": {"flow_logs": {"retention_days": 365}},
+            "termination_protection": True,
+        },
+    )
+    synthesize([config], tmp_path)
+    report = _plugin(tmp_path)
+    assert report["violations"] == []
 
 
 @pytest.mark.parametrize("tier", ["poc", "production"])

@@ -327,6 +327,15 @@ INVALID: list[Any] = [
         id="control-tower-short-flow-log-retention",
     ),
     pytest.param(
+        {"termination_protection": False},
+        [
+            "termination_protection: must be true with the 'control-tower' compliance pack (its "
+            "control CT.ELASTICLOADBALANCING.PR.5 requires deletion protection on the load "
+            "balancers, which follows termination_protection), got false"
+        ],
+        id="control-tower-without-deletion-protection",
+    ),
+    pytest.param(
         enterprise_part("node_pools", 0, capacity_types=["reserved"]),
         [
             "node_pools[0].reservation_ids: must name the capacity reservations a pool with the "

@@ -34,6 +34,13 @@ def _compliance(cfg: TierConfig) -> Iterator[ConfigIssue]:
             "pack (its control CT.CLOUDWATCH.PR.2 requires a CloudWatch log group kept at least "
             f"one year), got {flow_logs.retention_days}",
         )
+    if control_tower and not cfg.termination_protection:
+        yield ConfigIssue(
+            path="termination_protection",
+            message="must be true with the 'control-tower' compliance pack (its control "
+            "CT.ELASTICLOADBALANCING.PR.5 requires deletion protection on the load balancers, which "
+            "follows termination_protection), got false",
+        )
 
 
 CT_MIN_LOG_RETENTION_DAYS = 365
