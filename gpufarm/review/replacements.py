@@ -11,7 +11,13 @@ from typing import Any
 from gpufarm.review.resource_classes import CreateOnlyProperties, is_critical
 from gpufarm.review.rules import reference_url, rules_for
 from gpufarm.review.templates import StackTemplate, references, render
-from gpufarm.review.values import ObjectChange, ValueChange, manifest_changes, property_changes, shown
+from gpufarm.review.values import (
+    ObjectChange,
+    ValueChange,
+    manifest_changes,
+    property_changes,
+    reference_changes,
+)
 
 
 def _get(properties: Mapping[str, Any], dotted: str) -> Any:
@@ -168,7 +174,12 @@ _EKS_VPC = "https://docs.aws.amazon.com/eks/latest/userguide/network_reqs.html"
 
 
 def _modified(
-    lid: str, old: Mapping[str, Any], new: Mapping[str, Any], change: str, props: tuple[str, ...]
+    lid: str,
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    change: str,
+    props: tuple[str, ...],
+    replaced: set[str],
 ) -> ResourceChange:
     objects = None
     if str(new.get("Type")).endswith("KubernetesResource"):
@@ -180,7 +191,7 @@ def _modified(
         resource_type=str(new["Type"]),
         change=change,
         properties=props,
-        values=property_changes(old, new),
+        values=property_changes(old, new) or reference_changes(new.get("Properties") or {}, replaced),
         objects=objects,
     )
 
@@ -195,25 +206,15 @@ def _dependents(
     resource: CloudFormation updates them with the new resource's ID or attribute at deploy."""
     out = []
     for lid in sorted((set(old) & set(new)) - listed):
-        props = new[lid].get("Properties") or {}
-        values = []
-        for name in sorted(props):
-            hit = sorted(references(props[name]) & replaced)
-            if hit:
-                text = shown(props[name])
-                values.append(
-                    ValueChange(
-                        path=name, before=text, after=f"{text} (new values: {', '.join(hit)} replaced)"
-                    )
-                )
+        values = reference_changes(new[lid].get("Properties") or {}, replaced)
         if values:
             out.append(
                 ResourceChange(
                     logical_id=lid,
                     resource_type=str(new[lid]["Type"]),
                     change="modified",
-                    properties=tuple(v.path for v in values),
-                    values=tuple(values),
+                    properties=tuple(dict.fromkeys(v.path.split(".")[0].split("[")[0] for v in values)),
+                    values=values,
                 )
             )
     return out
@@ -345,7 +346,7 @@ def diff_resources(
     ]
     for lid, props in sorted(modified.items()):
         change = "replaced" if lid in reasons else "modified"
-        changes.append(_modified(lid, old[lid], new[lid], change, props))
+        changes.append(_modified(lid, old[lid], new[lid], change, props, set(reasons)))
     removed_by_type: dict[str, list[str]] = defaultdict(list)
     added_by_type: dict[str, list[str]] = defaultdict(list)
     for lid in sorted(set(old) - set(new)):

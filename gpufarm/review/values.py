@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpufarm.review.templates import render
+from gpufarm.review.templates import references, render
 
 _INTRINSICS = frozenset(
     {"Ref", "Fn::GetAtt", "Fn::Join", "Fn::Sub", "Fn::ImportValue", "Fn::Select", "Fn::If", "Fn::Base64"}
@@ -112,11 +112,48 @@ def property_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[Va
             continue
         if name == "Manifest" and str(new.get("Type", old.get("Type"))).endswith("KubernetesResource"):
             continue
+        if name not in new_props or name not in old_props:
+            out.append(
+                ValueChange(
+                    path=name,
+                    before=shown(before) if name in old_props else None,
+                    after=shown(after) if name in new_props else None,
+                )
+            )
+            continue
         out += diff_values(_parsed(before), _parsed(after), name)
     for attribute in ("DeletionPolicy", "UpdateReplacePolicy", "Condition"):
         if old.get(attribute) != new.get(attribute):
             out += diff_values(old.get(attribute), new.get(attribute), attribute)
     return tuple(out)
+
+
+def reference_changes(properties: Mapping[str, Any], replaced: set[str]) -> tuple[ValueChange, ...]:
+    """The values, unchanged as written, that refer to a replaced resource: each resolves to the
+    new resource's ID or attribute at deploy (`ClusterName: ${Cluster} → new value`)."""
+    out = []
+    for name in sorted(properties):
+        for path, leaf in _leaves(properties[name], name):
+            hit = sorted(references(leaf) & replaced)
+            if hit:
+                out.append(
+                    ValueChange(
+                        path=path, before=shown(leaf), after=f"new value ({', '.join(hit)} is replaced)"
+                    )
+                )
+    return tuple(out)
+
+
+def _leaves(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    if isinstance(value, Mapping) and not _is_leaf(value):
+        for key in sorted(value, key=str):
+            yield from _leaves(value[key], f"{path}.{key}")
+    elif isinstance(value, list):
+        named = _keyed(value)
+        for index, item in enumerate(value):
+            yield from _leaves(item, f"{path}[{list(named)[index] if named else index}]")
+    else:
+        yield path, value
 
 
 def _parsed(value: Any) -> Any:

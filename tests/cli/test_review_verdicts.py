@@ -163,7 +163,9 @@ def test_a_new_network_cidr_cannot_move_the_cluster(assemblies: dict[str, Path])
     # The cluster itself is updated in place (its subnets are not create-only): the review must
     # not call it "modified" and stop there.
     [change] = [c for c in document["resources"]["changes"] if c["logical_id"] == cluster]
-    assert (change["change"], "ResourcesVpcConfig" in change["properties"]) == ("modified", True)
+    subnets = [v for v in change["values"] if v["path"].startswith("ResourcesVpcConfig.SubnetIds[")]
+    assert (change["change"], change["properties"], len(subnets)) == ("modified", ["ResourcesVpcConfig"], 2)
+    assert all(v["after"].startswith("new value (") and v["after"].endswith(" is replaced)") for v in subnets)
 
 
 def test_the_cidr_change_shows_before_and_after(assemblies: dict[str, Path]) -> None:
