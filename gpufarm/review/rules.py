@@ -49,6 +49,8 @@ class TypeRules:
     """The custom-name property first, then the properties that scope the name (a cluster, a VPC)."""
     same_vpc: tuple[str, ...] = ()
     """Properties that update in place only to values in the resource's own VPC."""
+    fix: str = ""
+    """What to do when a replacement of the type cannot go through, in gpufarm's terms."""
 
 
 def reference_url(resource_type: str) -> str:
@@ -203,6 +205,11 @@ REPLACEMENT_RULES: dict[str, TypeRules] = {
         ),
         names=("Name",),
         same_vpc=("ResourcesVpcConfig.SubnetIds", "ResourcesVpcConfig.SecurityGroupIds"),
+        # gpufarm names the cluster after the tier: a new name means a new tier and stack.
+        fix=(
+            "revert the change; to make it, deploy it as a new tier (a new `name`: a new stack and "
+            "cluster beside this one), move traffic, then destroy the old stack"
+        ),
     ),
     "AWS::EKS::Nodegroup": TypeRules(
         replacement=(

@@ -132,6 +132,8 @@ def test_replacing_the_custom_named_cluster_fails_the_deploy(
     assert failures[0]["reason"].startswith(f"create-only {property_name} changes, so CloudFormation")
     assert "keeps its custom name (Name) 'gpufarm-poc'" in failures[0]["reason"]
     assert "this deploy will fail" in failures[0]["reason"]
+    # The cluster's name is the tier's: the way out is a new tier beside the old one.
+    assert failures[0]["fix"].startswith("revert the change; to make it, deploy it as a new tier")
 
 
 def test_the_failing_deploy_leads_the_report(assemblies: dict[str, Path]) -> None:
