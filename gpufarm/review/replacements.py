@@ -250,9 +250,8 @@ def _name_kept(
             '("CloudFormation cannot update a stack when a custom-named resource requires replacing"), '
             "so this deploy will fail and roll back"
         ),
-        fix=(
-            f"give the new resource another {rules.names[0]} (or none), or revert the change that replaces it"
-        ),
+        fix=rules.fix
+        or f"give the new resource another {rules.names[0]} (or none), or revert the change that replaces it",
         source=f"{_CUSTOM_NAMES}; {reference_url(replacement.resource_type)}",
     )
 
