@@ -277,9 +277,16 @@ def _tier_diff(before: Any, after: Any, path: str) -> Iterator[ValueChange]:
             else:
                 yield from _tier_diff(before[key], after[key], sub)
         return
-    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
-        for i, (old, new) in enumerate(zip(before, after, strict=True)):
-            yield from _tier_diff(old, new, f"{path}[{i}]")
+    if isinstance(before, list) and isinstance(after, list) and before and after:
+        # By position, as the file writes them; an item added or dropped at the end is one row.
+        for i in range(max(len(before), len(after))):
+            sub = f"{path}[{i}]"
+            if i >= len(before):
+                yield ValueChange(path=sub, before=None, after=_yamlish(after[i]))
+            elif i >= len(after):
+                yield ValueChange(path=sub, before=_yamlish(before[i]), after=None)
+            else:
+                yield from _tier_diff(before[i], after[i], sub)
         return
     yield ValueChange(path=path, before=_yamlish(before), after=_yamlish(after))
 

@@ -104,6 +104,12 @@ def test_the_tier_diff_names_list_positions() -> None:
     assert [c.text() for c in tier_changes(before, after)] == ["models[0].replicas: 1 → 2"]
 
 
+def test_a_model_added_to_the_tier_is_one_row() -> None:
+    before = {"models": [{"name": "a"}]}
+    after = {"models": [{"name": "a"}, {"name": "b", "gpus": 2}]}
+    assert [c.text() for c in tier_changes(before, after)] == ['models[1]: (absent) → {"gpus":2,"name":"b"}']
+
+
 # --------------------------------------------------------------------------- gates
 
 
