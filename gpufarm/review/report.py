@@ -224,18 +224,24 @@ def _review_stack(
     )
 
 
+_SCOPE = "\x00"
+"""Joins a custom name with the properties that scope it, in :func:`_custom_names` keys."""
+
+
 def _custom_names(stack: StackTemplate) -> dict[tuple[str, str], str]:
-    """(type, name as written) -> logical ID of the stack's custom-named resources."""
+    """(type, name and its scope as written) -> logical ID of the stack's custom-named resources."""
     out = {}
     for lid, resource in stack.resources.items():
         rules = rules_for(str(resource.get("Type")))
         if rules is None or not rules.names:
             continue
-        value = (resource.get("Properties") or {}).get(rules.names[0])
-        # Only a literal name is the same in both stacks; one built from a reference (a function's
-        # log group, `/aws/lambda/${Function}`) resolves to each stack's own resource.
-        if isinstance(value, str):
-            out[(str(resource["Type"]), value)] = lid
+        props = resource.get("Properties") or {}
+        scoped = [props.get(p) for p in rules.names]
+        # Only a literal name in a literal scope is the same in both stacks; one built from a
+        # reference (a function's log group, `/aws/lambda/${Function}`, a rule namespace in the
+        # stack's own workspace) resolves to each stack's own resource.
+        if all(v is None or isinstance(v, str) for v in scoped) and isinstance(scoped[0], str):
+            out[(str(resource["Type"]), _SCOPE.join(str(v) for v in scoped if v is not None))] = lid
     return out
 
 
@@ -260,8 +266,8 @@ def _pair_renames(
                 logical_id=lid,
                 resource_type=rtype,
                 reason=(
-                    f"its custom name '{value}' is still held by {taken[(rtype, value)]} of {orphan}, "
-                    "which stays deployed, so creating it fails and this deploy rolls back"
+                    f"its custom name '{value.split(_SCOPE)[0]}' is still held by {taken[(rtype, value)]} of "
+                    f"{orphan}, which stays deployed, so creating it fails and this deploy rolls back"
                 ),
                 fix=f"give it another name, or destroy {orphan} first",
                 source=reference_url(rtype),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpufarm.estimate.resource_types import FREE_TYPES, PRICED_TYPES
+from gpufarm.review import StackTemplate, review_assemblies
 from gpufarm.review.gates import Gate, GateError, parse_gates
 from gpufarm.review.rules import NO_RULES, REPLACEMENT_RULES, reference_url
 from gpufarm.review.values import ValueChange, diff_values, manifest_changes, tier_changes
@@ -129,3 +130,36 @@ def test_an_empty_gate_is_an_error() -> None:
         "--fail-on: '' is not a gate; allowed: replacement, exposure, iam, "
         "cost>N (N in USD a month, a number such as 500 or 99.5)"
     )
+
+
+# --------------------------------------------------------------------------- names an orphan holds
+
+
+def _stack(name: str, resources: dict[str, dict[str, object]]) -> StackTemplate:
+    template = {"Metadata": {"gpufarm:tier": {"name": name}}, "Resources": resources}
+    return StackTemplate(name=name, region="us-east-1", template=template)
+
+
+def test_a_literal_name_the_orphan_still_holds_fails_the_new_stack() -> None:
+    group = {"Type": "AWS::Logs::LogGroup", "Properties": {"LogGroupName": "/gpufarm/shared"}}
+    review = review_assemblies(
+        {"old": _stack("old", {"Logs": group})}, {"new": _stack("new", {"Logs": group})}
+    )
+    [failure] = next(s for s in review.stacks if s.name == "new").failures
+    assert failure.reason == (
+        "its custom name '/gpufarm/shared' is still held by Logs of old, which stays deployed, so "
+        "creating it fails and this deploy rolls back"
+    )
+
+
+def test_a_name_scoped_by_the_stacks_own_resource_does_not_clash() -> None:
+    # A rule namespace's name is unique within its workspace; each stack has its own workspace.
+    rules = {
+        "Type": "AWS::APS::RuleGroupsNamespace",
+        "Properties": {"Name": "gpufarm-slo", "Workspace": {"Ref": "Workspace"}},
+    }
+    review = review_assemblies({"old": _stack("old", {"R": rules})}, {"new": _stack("new", {"R": rules})})
+    assert [(s.name, s.status, s.failures) for s in review.stacks] == [
+        ("new", "added", []),
+        ("old", "orphaned", []),
+    ]
