@@ -71,6 +71,7 @@ class Replacement:
             "critical": self.critical,
             "deletion_policy": self.deletion_policy,
             "old_resource": self.old_resource,
+            "reference": reference_url(self.resource_type) if rules_for(self.resource_type) else None,
         }
 
 

@@ -151,6 +151,11 @@ def test_replacing_a_resource_without_a_custom_name_does_not_fail(assemblies: di
         [r["type"] for r in document["replacements"] if r["critical"]],
         document["deploy_failures"],
     ) == (["AWS::ElasticLoadBalancingV2::TargetGroup"], [])
+    # Each replacement cites the type's page in the CloudFormation template reference.
+    assert {r["reference"] for r in document["replacements"] if r["critical"]} == {
+        "https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/"
+        "aws-resource-elasticloadbalancingv2-targetgroup.html"
+    }
 
 
 # --------------------------------------------------------------------------- another VPC
