@@ -73,9 +73,14 @@ def _orphan_markdown(stack: StackReview) -> list[str]:
         f"is no longer in the app: {_code(stack.name)} keeps running and billing{bill}{beside}. "
         "Nothing in it changes.",
         "",
-        "What to do: if the rename is intended, deploy the new stack, move traffic to it, then delete "
-        f"the old one (`cdk destroy {stack.name}` from the base commit, or delete the CloudFormation stack). "
-        "If it is not, keep the tier's old `name`.",
+        (
+            "What to do: if the rename is intended, deploy the new stack, move traffic to it, then delete "
+            f"the old one (`cdk destroy {stack.name}` from the base commit, or delete the CloudFormation "
+            "stack). If it is not, keep the tier's old `name`."
+            if stack.renamed_to
+            else f"What to do: to remove it, run `cdk destroy {stack.name}` from the base commit (or delete "
+            "the CloudFormation stack); resources with a Retain policy stay in the account."
+        ),
         "",
     ]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpufarm.estimate.resource_types import FREE_TYPES, PRICED_TYPES
-from gpufarm.review import StackTemplate, review_assemblies
+from gpufarm.review import StackTemplate, render_markdown, review_assemblies
 from gpufarm.review.gates import Gate, GateError, parse_gates
 from gpufarm.review.rules import NO_RULES, REPLACEMENT_RULES, reference_url
 from gpufarm.review.values import ValueChange, diff_values, manifest_changes, tier_changes
@@ -163,3 +163,14 @@ def test_a_name_scoped_by_the_stacks_own_resource_does_not_clash() -> None:
         ("new", "added", []),
         ("old", "orphaned", []),
     ]
+
+
+def test_an_orphan_without_a_successor_says_how_to_remove_it() -> None:
+    bucket = {"B": {"Type": "AWS::S3::Bucket", "Properties": {}}}
+    old = StackTemplate(name="old", region="us-east-1", template={"Resources": bucket})
+    report = " ".join(render_markdown(review_assemblies({"old": old}, {})).split())
+    assert (
+        "What to do: to remove it, run `cdk destroy old` from the base commit (or delete the "
+        "CloudFormation stack); resources with a Retain policy stay in the account." in report
+    )
+    assert "keep the tier's old `name`" not in report
