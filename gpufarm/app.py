@@ -21,6 +21,7 @@ from typing import Any
 
 import aws_cdk as cdk
 
+from gpufarm.cdk_context import tested_context
 from gpufarm.config import ConfigError, ConfigIssue, TierConfig, load_preset, load_tier_file, preset_names
 from gpufarm.constructs.compliance import enable_compliance_checks
 from gpufarm.debug import (
@@ -270,7 +271,9 @@ def main(*, context: Mapping[str, Any] | None = None, outdir: str | Path | None 
     """Entry point of `app.py` (run by the CDK CLI): exit 0, 1 or 2 with a message, no traceback.
 
     `context` is added to the CDK context the CLI passes (`-c`); `outdir` is where the cloud
-    assembly goes (default: the CLI's, from ``CDK_OUTDIR``; without either, a temporary folder).
+    assembly goes (default: the CLI's, from ``CDK_OUTDIR``; without either, as `python app.py`,
+    ``cdk.out`` in the working folder, which the app names on standard error: a temporary folder,
+    the CDK's default, is deleted when the process exits).
 
     2: bad input (a tier, the context, a value a construct rejects, an output folder that cannot
     be written); 1: the compliance gate failed, or an internal error. The cloud assembly is
@@ -296,9 +299,25 @@ def main(*, context: Mapping[str, Any] | None = None, outdir: str | Path | None 
         return EXIT_CHECK_FAILED
 
 
+PLAIN_RUN_OUTDIR = Path("cdk.out")
+"""Where `python app.py` writes when no CDK CLI gives a folder: where the CLI would (its default
+`--output`). Not the CDK's default, a temporary folder: aws-cdk-lib deletes that when the Node
+process exits (aws/aws-cdk#36043, "temporary Cloud Assemblies are not cleaned up")."""
+
+
 def _synth_app(extra_context: Mapping[str, Any], outdir: Path | None) -> int:
+    # Run as `python app.py`, not by the CDK CLI: write to ./cdk.out and say so.
+    announce = outdir is None
+    # Absolute: jsii's Node process resolves a relative folder against its own working folder.
+    outdir = outdir or PLAIN_RUN_OUTDIR.resolve()
     with staged(outdir) as staging:
-        app = new_app(context=extra_context, outdir=str(staging) if staging is not None else None)
+        # gpufarm's tested feature flags are the defaults; the CDK CLI's (cdk.json, -c) win over
+        # them (aws-cdk-lib 2.275.0, core/lib/app.d.ts, AppProps.context), and the stacks warn
+        # about any that differ (gpufarm.constructs.feature_flags).
+        app = new_app(
+            context={**tested_context(), **extra_context},
+            outdir=str(staging) if staging is not None else None,
+        )
         context = {
             key: value
             for key in ("tier", "tier_file")
@@ -326,4 +345,6 @@ def _synth_app(extra_context: Mapping[str, Any], outdir: Path | None) -> int:
                     f"{one_line(str(exc).removeprefix(CONSTRUCT_VALIDATION_PREFIX))}"
                 ) from exc
             raise
+    if announce:
+        print(f"cloud assembly written to {outdir}", file=sys.stderr)
     return EXIT_OK

@@ -1,9 +1,10 @@
 """`gpufarm synth`: synthesize tiers in-process behind the compliance gate and cfn-lint, and sum them up.
 
 The same result as `make synth`: the app of :mod:`gpufarm.app` (cdk-nag packs as validation
-plugins, so unacknowledged findings fail synth), the CDK context of `cdk.json` in the working
-folder when there is one (as the CDK CLI reads it), then cfn-lint on every written template.
-aws-cdk-lib is imported only when the command runs (it starts a Node process).
+plugins, so unacknowledged findings fail synth), with the CDK feature flags gpufarm is tested
+under (:mod:`gpufarm.cdk_context`; a `cdk.json` in the working folder is not read, so the
+templates are the same from any folder), then cfn-lint on every written template. aws-cdk-lib
+is imported only when the command runs, after the Node it runs in is chosen (:mod:`gpufarm.node`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
+from gpufarm.cdk_context import describe_context, tested_context
 from gpufarm.cli._output import (
     EXIT_CHECK_FAILED,
     bad_input,
@@ -30,6 +32,7 @@ from gpufarm.cli._output import (
     table,
 )
 from gpufarm.config import TierConfig
+from gpufarm.node import NodeNotFoundError, prepare_node
 
 ANNOTATIONS_PLUGIN = "Construct Annotations"
 """The validation report's plugin for CDK warnings: not a compliance pack, never a failure."""
@@ -100,28 +103,6 @@ class StackSummary:
                 "errors": [e.to_json() for e in self.lint or []],
             },
         }
-
-
-def cdk_context(folder: Path) -> dict[str, Any]:
-    """The `context` of `folder/cdk.json` (feature flags), or nothing when there is no cdk.json.
-
-    Exits 2 naming the file when it cannot be read or is not a JSON object.
-    """
-    file = folder / "cdk.json"
-    if not file.is_file():
-        return {}
-    try:
-        document = json.loads(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        bad_input(f"cannot read {str(file)!r}: {exc.strerror or exc}")
-    except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
-        bad_input(f"{str(file)!r} is not JSON: {exc}")
-    if not isinstance(document, dict):
-        bad_input(
-            f"{str(file)!r} must hold a JSON object with a 'context' key, got {type(document).__name__}"
-        )
-    context = document.get("context", {})
-    return dict(context) if isinstance(context, dict) else {}
 
 
 def nag_findings(outdir: Path) -> list[NagFinding]:
@@ -347,6 +328,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Synthesize tiers (as `make synth`: cdk-nag gate, then cfn-lint) and summarize each stack:
         resources, GPUs by capacity type, monthly cost estimate, gate results."""
+        try:
+            _, node_warning = prepare_node()
+        except NodeNotFoundError as exc:
+            bad_input(str(exc))
+        if node_warning:
+            errors.print(node_warning, markup=False, soft_wrap=True)
         with _step("loading aws-cdk-lib", "aws-cdk-lib loaded"):
             from gpufarm.app import ConstructInputError, OutputFolderError, select
 
@@ -359,7 +346,7 @@ def register(app: typer.Typer) -> None:
             )
         if out.exists() and not out.is_dir():
             bad_input(f"--out {str(out)!r}: is a file, not a folder")
-        context = cdk_context(Path.cwd())
+        context = tested_context()
         try:
             passed = synthesize(configs, out, context)
         except ConstructInputError as exc:
@@ -367,6 +354,8 @@ def register(app: typer.Typer) -> None:
             bad_input(str(exc))
         except OutputFolderError as exc:
             bad_input(f"--out {exc}")
+        # After synth, so that bad input stays one line.
+        errors.print(describe_context(Path.cwd()), markup=False, soft_wrap=True)
         findings = [] if passed else nag_findings(out)
         if not passed and not findings:
             findings = [

@@ -242,7 +242,11 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "appliance `min_size` <= `max_size`; appliance `root_device_name` stays `/dev/xvda` "
         "unless `ami_id` is set.",
     ),
-    ("compliance_packs", "at least one, none twice."),
+    (
+        "compliance_packs",
+        "at least one, none twice; with `control-tower`, `network.flow_logs.retention_days` is at "
+        "least 365 (control CT.CLOUDWATCH.PR.2).",
+    ),
     (
         "models[].kv_cache_routing",
         "only with `ingress.kind` `alb` and without the Target Optimizer (both would choose the pod).",

@@ -30,6 +30,7 @@ from gpufarm.constructs._util import (
     pod_identity_role,
     private_subnets,
 )
+from gpufarm.constructs.feature_flags import check_feature_flags
 from gpufarm.constructs.kubectl_provider import acknowledge_kubectl_provider, encrypt_kubectl_logs
 from gpufarm.constructs.lb_controller import AwsLoadBalancerController
 from gpufarm.core.instances import is_accelerated
@@ -180,6 +181,7 @@ class InferenceCluster(Construct):
         image_digests: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
+        check_feature_flags(self)
         auto_mode = config.provisioning is Provisioning.AUTO_MODE
         system_ami = None
         if not auto_mode:

@@ -17,6 +17,7 @@ from constructs import Construct
 from gpufarm.config.model import KarpenterConfig, NodePoolConfig
 from gpufarm.constructs._util import acknowledge_all, pod_identity_role, pseudo_parameters
 from gpufarm.constructs.cluster import helm_chart_on
+from gpufarm.constructs.feature_flags import check_feature_flags
 from gpufarm.k8s.karpenter import (
     DISCOVERY_TAG,
     SERVICE_ACCOUNT,
@@ -432,6 +433,7 @@ class Karpenter(Construct):
         discovery_value: str | None = None,
     ) -> None:
         super().__init__(scope, id)
+        check_feature_flags(self)
         name = literal_cluster_name(cluster)
         self.discovery_value: str = name if discovery_value is None else discovery_value
         _check_tag_value(self.discovery_value, "discovery_value")

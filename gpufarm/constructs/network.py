@@ -13,6 +13,7 @@ from constructs import Construct
 
 from gpufarm.config.model import LOG_RETENTION_DAYS, InterfaceEndpoint, NetworkConfig
 from gpufarm.constructs._util import acknowledge, private_subnets
+from gpufarm.constructs.feature_flags import check_feature_flags
 
 # Private subnets get an eighth of the VPC each (room for pod IPs), public ones a 128th.
 _PRIVATE_EXTRA_BITS = 3
@@ -40,6 +41,7 @@ class InferenceNetwork(Construct):
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, id)
+        check_feature_flags(self)
         self.cidr = config.cidr
         prefix = ipaddress.IPv4Network(config.cidr).prefixlen
         self.vpc = ec2.Vpc(

@@ -12,6 +12,7 @@ from constructs import Construct
 
 from gpufarm.config.model import ModelConfig, ServingConfig, TargetOptimizerConfig
 from gpufarm.constructs._util import construct_id, pod_identity_role
+from gpufarm.constructs.feature_flags import check_feature_flags
 from gpufarm.k8s import serving as k8s_serving
 from gpufarm.k8s import storage as k8s_storage
 from gpufarm.k8s.labels import workload_name
@@ -93,6 +94,7 @@ class VllmServing(Construct):
         kubernetes_version: str | None = None,
     ) -> None:
         super().__init__(scope, id)
+        check_feature_flags(self)
         sub_paths = _fsx_sub_paths(models, fsx_claim, fsx_import_path)
         self.config = config
         self.namespace = config.namespace

@@ -86,10 +86,12 @@ def test_the_text_output_lists_the_sections_it_priced_from(monkeypatch: pytest.M
     cells = [row.split("│")[1:3] for row in text.splitlines() if row.startswith("│ ")]
     rows = [(name, read) for name, read in cells if name.strip()]  # a wrapped source leaves it blank
     listed = {name.strip(): read.strip() for name, read in rows}
-    # The poc tier has no FSx, Prometheus, WAF or Bedrock line: those sections are not listed.
-    assert listed == {
-        name: getattr(load_prices(), name).as_of.isoformat() for name in ("eks", "ec2", "ebs", "vpc", "elb")
-    }
+    # The poc tier has no FSx, Prometheus, WAF, Grafana or Bedrock line, no secret and no GPU root
+    # volume above the gp3 baseline: those sections are not listed. Its logs (cloudwatch), the NAT
+    # gateway's public address (data_transfer), its keys (kms) and the ALB's access-log bucket (s3)
+    # are.
+    priced = ("eks", "ec2", "ebs", "vpc", "elb", "data_transfer", "kms", "cloudwatch", "s3")
+    assert listed == {name: getattr(load_prices(), name).as_of.isoformat() for name in priced}
 
 
 def test_a_spot_line_says_where_its_price_comes_from(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -121,29 +121,6 @@ def test_synth_out_that_cannot_be_created_exits_2() -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    ("content", "message"),
-    [
-        (
-            b"{not json",
-            "is not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
-        ),
-        (BINARY, "is not JSON: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"),
-        (b"[]", "must hold a JSON object with a 'context' key, got list"),
-    ],
-    ids=["not-json", "binary", "array"],
-)
-def test_synth_with_a_broken_cdk_json_exits_2(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes, message: str
-) -> None:
-    (tmp_path / "cdk.json").write_bytes(content)
-    monkeypatch.chdir(tmp_path)
-    assert failed(run("synth", "--tier", "poc", "--out", tmp_path / "out"), 2) == [
-        f"{str(tmp_path / 'cdk.json')!r} {message}"
-    ]
-    assert not (tmp_path / "out").exists()
-
-
 def _stack_that_raises(scope: Construct, *, config: TierConfig) -> cdk.Stack:
     cdk.Stack(scope, config.stack_name)
     raise ValueError("'subnets' must name two availability zones, got 1")

@@ -321,12 +321,3 @@ def test_nag_findings_keep_failed_packs_and_drop_annotations(tmp_path: Path) -> 
 
 def test_no_validation_report_means_no_findings(tmp_path: Path) -> None:
     assert synth_command.nag_findings(tmp_path) == []
-
-
-def test_cdk_context_is_read_from_cdk_json(tmp_path: Path) -> None:
-    (tmp_path / "cdk.json").write_text(json.dumps({"app": "x", "context": {"@aws-cdk/core:flag": True}}))
-    assert synth_command.cdk_context(tmp_path) == {"@aws-cdk/core:flag": True}
-
-
-def test_no_cdk_json_means_no_context(tmp_path: Path) -> None:
-    assert synth_command.cdk_context(tmp_path) == {}

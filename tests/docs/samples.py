@@ -144,7 +144,7 @@ def mismatch(sample: Sample, output: str) -> str | None:
 
 @contextmanager
 def sample_folder() -> Iterator[Path]:
-    """A fresh working folder with the repository's cdk.json (synth reads its feature flags)."""
+    """A fresh working folder holding the repository's cdk.json (which synth does not read)."""
     with tempfile.TemporaryDirectory(prefix="doc-sample-") as folder:
         shutil.copy(ROOT / "cdk.json", folder)
         yield Path(folder)

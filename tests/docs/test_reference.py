@@ -7,12 +7,12 @@ import re
 import types
 import typing
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from pydantic import BaseModel
 
+from gpufarm.cdk_context import FEATURE_FLAG_WARNING_ID
 from gpufarm.config import TierConfig, build_tier, load_tier_file, merge
 from gpufarm.config.loader import PRESET_DIR
 from gpufarm.config.reference import CROSS_FIELD_RULES, REGENERATE, field_paths, render_reference
@@ -120,27 +120,22 @@ def test_enterprise_shares_example_is_valid() -> None:
     assert parts == [("h100", 2, 4), ("l40s", 1, 4)]
 
 
-@pytest.fixture(scope="module")
-def cdk_context() -> dict[str, Any]:
-    """The feature flags of cdk.json, as the CDK CLI passes them to an app."""
-    data: dict[str, Any] = json.loads((REFERENCE.parents[1] / "cdk.json").read_text(encoding="utf-8"))[
-        "context"
-    ]
-    return data
-
-
-def test_readme_constructs_example_synthesizes(tmp_path: Path, cdk_context: dict[str, Any]) -> None:
-    """The README's CDK app builds and passes the cdk-nag gate (examples that no longer run mislead)."""
+def test_readme_constructs_example_synthesizes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's CDK app builds and passes the cdk-nag gate (examples that no longer run mislead),
+    says where it wrote, and its stacks carry no feature-flag warning (it uses gpufarm's flags)."""
     (example,) = [
         b for b in _code_blocks(README.read_text(encoding="utf-8"), "python") if "class InferenceStack" in b
     ]
-    assert example.count("app = cdk.App()") == 1
-    source = example.replace("app = cdk.App()", "app = cdk.App(context=CONTEXT, outdir=OUTDIR)")
-    namespace: dict[str, Any] = {
-        "CONTEXT": cdk_context,
-        "OUTDIR": str(tmp_path),
-        "__name__": "readme_example",
-    }
-    exec(compile(source, "README.md", "exec"), namespace)
-    template = json.loads((tmp_path / "Inference.template.json").read_text(encoding="utf-8"))
+    # gpufarm is imported before aws_cdk, so that jsii starts with gpufarm's Node.
+    assert example.index("from gpufarm.") < example.index("import aws_cdk")
+    # As `python app.py` runs it from a folder: no CDK CLI, so no CDK_OUTDIR.
+    monkeypatch.delenv("CDK_OUTDIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(example, "README.md", "exec"), {"__name__": "readme_example"})
+    assert capsys.readouterr().err.splitlines()[-1] == f"cloud assembly written to {tmp_path / 'cdk.out'}"
+    out = tmp_path / "cdk.out"
+    assert FEATURE_FLAG_WARNING_ID not in (out / "manifest.json").read_text(encoding="utf-8")
+    template = json.loads((out / "Inference.template.json").read_text(encoding="utf-8"))
     assert "QwenBaseUrl" in template["Outputs"]

