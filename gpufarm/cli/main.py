@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from gpufarm.cli import cost, plan, preflight, review, synth
+from gpufarm.cli import cost, deploy, destroy, kubeconfig, plan, preflight, review, status, synth
 from gpufarm.cli._output import guarded
 
 app = typer.Typer(
@@ -23,6 +23,10 @@ app = typer.Typer(
 
 for command in (synth, plan, cost, preflight, review):
     command.register(app)
+deploy.register(app)  # deploy and diff
+destroy.register(app)
+status.register(app)
+kubeconfig.register(app)
 
 for info in app.registered_commands:
     if info.callback is not None:

@@ -313,6 +313,86 @@ def _report_failures(summaries: list[StackSummary], outdir: Path) -> None:
                 errors.print(f"  - {e.rule} (line {e.line}): {e.message}", markup=False, soft_wrap=True)
 
 
+def start_cdk() -> None:
+    """Choose the Node jsii runs in (:func:`gpufarm.node.prepare_node`; none: exit 2 saying what to
+    install), then load aws-cdk-lib once, with a progress line. Every command that synthesizes
+    calls this before importing :mod:`gpufarm.app`."""
+    try:
+        _, node_warning = prepare_node()
+    except NodeNotFoundError as exc:
+        bad_input(str(exc))
+    if node_warning:
+        errors.print(node_warning, markup=False, soft_wrap=True)
+    with _step("loading aws-cdk-lib", "aws-cdk-lib loaded"):
+        import gpufarm.app  # noqa: F401  (starts the Node process)
+
+
+def gate(configs: list[TierConfig], out: Path, *, as_json: bool = False) -> bool:
+    """Synthesize `configs` into `out` behind every gate `gpufarm synth` runs; True when all passed.
+
+    The gates: the tier config (already loaded), the constructs' own checks, the deploy rules and
+    cdk-nag packs (validation plugins, :func:`synthesize`), then cfn-lint on each template. Prints
+    the summary table (or, with `as_json`, the JSON document) and each failure on standard error.
+    Exits 2 on bad input (a construct rejects the tier, `out` cannot be written). `gpufarm
+    deploy` and `gpufarm diff` call this before the CDK CLI.
+    """
+    from gpufarm.app import ConstructInputError, OutputFolderError
+
+    if out.exists() and not out.is_dir():
+        bad_input(f"--out {str(out)!r}: is a file, not a folder")
+    context = tested_context()
+    try:
+        passed = synthesize(configs, out, context)
+    except ConstructInputError as exc:
+        # A construct rejected a value the config model let through: bad input, not a bug.
+        bad_input(str(exc))
+    except OutputFolderError as exc:
+        bad_input(f"--out {exc}")
+    # After synth, so that bad input stays one line.
+    errors.print(describe_context(Path.cwd()), markup=False, soft_wrap=True)
+    findings = [] if passed else nag_findings(out)
+    if not passed and not findings:
+        findings = [
+            NagFinding(
+                plugin="validation",
+                rule="ValidationFailed",
+                path="",
+                description=f"synth failed validation; see {out / 'validation-report.json'}",
+            )
+        ]
+    lint_available = cfn_lint_installed()
+    if not lint_available:
+        errors.print(
+            "warning: cfn-lint is not installed (a dev dependency: pip install 'gpufarm[dev]'); "
+            "templates were not linted",
+            markup=False,
+            soft_wrap=True,
+        )
+    summaries = summarize(configs, out, findings=findings, lint=lint_available)
+    orphans = [f for f in findings if not any(f in s.nag for s in summaries)]
+    ok = all(s.ok for s in summaries) and not orphans
+    if as_json:
+        emit_json(
+            {
+                "outdir": str(out),
+                "ok": ok,
+                "stacks": [s.to_json() for s in summaries],
+                "other_findings": [f.to_json() for f in orphans],
+                "cfn_lint": "ran" if lint_available else "skipped",
+            }
+        )
+    else:
+        _print(summaries, out)
+    _report_failures(summaries, out)
+    for f in orphans:
+        errors.print(
+            f"compliance gate failed: {f.rule} at {f.path or '(app)'}: {f.description}",
+            markup=False,
+            soft_wrap=True,
+        )
+    return ok
+
+
 def register(app: typer.Typer) -> None:
     """Add the `synth` command to the app."""
 
@@ -328,14 +408,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Synthesize tiers (as `make synth`: cdk-nag gate, then cfn-lint) and summarize each stack:
         resources, GPUs by capacity type, monthly cost estimate, gate results."""
-        try:
-            _, node_warning = prepare_node()
-        except NodeNotFoundError as exc:
-            bad_input(str(exc))
-        if node_warning:
-            errors.print(node_warning, markup=False, soft_wrap=True)
-        with _step("loading aws-cdk-lib", "aws-cdk-lib loaded"):
-            from gpufarm.app import ConstructInputError, OutputFolderError, select
+        start_cdk()
+        from gpufarm.app import select
 
         with config_errors():
             configs = select(
@@ -344,57 +418,5 @@ def register(app: typer.Typer) -> None:
                 options=("--tier", "--tier-file"),
                 source="command line",
             )
-        if out.exists() and not out.is_dir():
-            bad_input(f"--out {str(out)!r}: is a file, not a folder")
-        context = tested_context()
-        try:
-            passed = synthesize(configs, out, context)
-        except ConstructInputError as exc:
-            # A construct rejected a value the config model let through: bad input, not a bug.
-            bad_input(str(exc))
-        except OutputFolderError as exc:
-            bad_input(f"--out {exc}")
-        # After synth, so that bad input stays one line.
-        errors.print(describe_context(Path.cwd()), markup=False, soft_wrap=True)
-        findings = [] if passed else nag_findings(out)
-        if not passed and not findings:
-            findings = [
-                NagFinding(
-                    plugin="validation",
-                    rule="ValidationFailed",
-                    path="",
-                    description=f"synth failed validation; see {out / 'validation-report.json'}",
-                )
-            ]
-        lint_available = cfn_lint_installed()
-        if not lint_available:
-            errors.print(
-                "warning: cfn-lint is not installed (a dev dependency: pip install 'gpufarm[dev]'); "
-                "templates were not linted",
-                markup=False,
-                soft_wrap=True,
-            )
-        summaries = summarize(configs, out, findings=findings, lint=lint_available)
-        orphans = [f for f in findings if not any(f in s.nag for s in summaries)]
-        ok = all(s.ok for s in summaries) and not orphans
-        if as_json:
-            emit_json(
-                {
-                    "outdir": str(out),
-                    "ok": ok,
-                    "stacks": [s.to_json() for s in summaries],
-                    "other_findings": [f.to_json() for f in orphans],
-                    "cfn_lint": "ran" if lint_available else "skipped",
-                }
-            )
-        else:
-            _print(summaries, out)
-        _report_failures(summaries, out)
-        for f in orphans:
-            errors.print(
-                f"compliance gate failed: {f.rule} at {f.path or '(app)'}: {f.description}",
-                markup=False,
-                soft_wrap=True,
-            )
-        if not ok:
+        if not gate(configs, out, as_json=as_json):
             raise SystemExit(EXIT_CHECK_FAILED)

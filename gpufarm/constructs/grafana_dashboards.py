@@ -44,6 +44,7 @@ from grafana_foundation_sdk.models import cloudwatch as cwm
 from grafana_foundation_sdk.models import dashboard as dm
 
 from gpufarm.config.model import LoadBalancerKind, TierConfig
+from gpufarm.core.fallback import bedrock_model_ids
 from gpufarm.core.names import workload_name
 from gpufarm.core.placement import placement_of
 from gpufarm.k8s.alerting import (
@@ -354,16 +355,6 @@ def _cw_query(ref: str, region: str, mode: cwm.MetricEditorMode) -> cw.CloudWatc
 
 def _cw_math(ref: str, region: str, expression: str, label: str) -> cw.CloudWatchMetricsQuery:
     return _cw_query(ref, region, cwm.MetricEditorMode.CODE).expression(expression).label(label)
-
-
-def bedrock_model_ids(tier: TierConfig) -> list[str]:
-    """The Bedrock model (or inference profile) IDs the gateway falls back to, each once."""
-    ids: list[str] = []
-    for model in tier.models:
-        target = model.bedrock_target
-        if target is not None and target.model_id not in ids:
-            ids.append(target.model_id)
-    return ids
 
 
 def _gateway_prometheus_panels(objective: GatewayObjective) -> list[timeseries.Panel]:

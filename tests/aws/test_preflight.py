@@ -1,6 +1,6 @@
-"""Preflight checks against moto (STS, EC2 types and offerings) and botocore Stubbers for the APIs
-moto does not implement (Service Quotas for EC2, Bedrock, EKS cluster versions, EC2 capacity
-reservations)."""
+"""Preflight checks against moto (STS, EC2 types and offerings, ACM, S3, Secrets Manager, SSM) and
+botocore Stubbers for the APIs moto does not implement (Service Quotas for EC2, Bedrock, including
+GetFoundationModelAvailability, EKS cluster versions, EC2 capacity reservations)."""
 
 from __future__ import annotations
 
@@ -179,6 +179,36 @@ def add_foundation_models(aws: AwsStubs, *models: tuple[str, list[str]], region:
     )
 
 
+def add_access(aws: AwsStubs, model_id: str, region: str = REGION, **answer: Any) -> None:
+    """GetFoundationModelAvailability for `model_id`: authorized and available unless `answer` says."""
+    aws.stub("bedrock", region).add_response(
+        "get_foundation_model_availability",
+        {
+            "modelId": model_id,
+            "agreementAvailability": {"status": "AVAILABLE"},
+            "authorizationStatus": "AUTHORIZED",
+            "entitlementAvailability": "AVAILABLE",
+            "regionAvailability": "AVAILABLE",
+            **answer,
+        },
+        {"modelId": model_id},
+    )
+
+
+def bootstrap(version: str = "21", region: str = REGION) -> None:
+    """The CDK bootstrap stack's version parameter, in moto's SSM."""
+    boto3.client("ssm", region_name=region).put_parameter(
+        Name="/cdk-bootstrap/hnb659fds/version", Value=version, Type="String"
+    )
+
+
+def account_ready(aws: AwsStubs) -> None:
+    """What the poc's fallback and a deploy need beyond the quotas: access to the fallback's
+    model, and a bootstrapped account."""
+    add_access(aws, "meta.llama3-1-8b-instruct-v1:0")
+    bootstrap()
+
+
 def add_versions(aws: AwsStubs, *versions: dict[str, Any]) -> None:
     aws.stub("eks").add_response(
         "describe_cluster_versions", {"clusterVersions": list(versions)}, {"includeAll": True}
@@ -231,12 +261,14 @@ def test_a_passing_account_passes_every_check(aws: AwsStubs) -> None:
         aws, version("1.35", "STANDARD_SUPPORT", default=True, standard_end=datetime(2027, 3, 23, tzinfo=UTC))
     )
     add_network_quotas(aws)
+    account_ready(aws)
     report = run_preflight(OWN_POC, region=REGION, session=aws, now=NOW, template=SMALL)
     aws.verify()
     assert (report.account, report.failed, report.counts()) == (
         "123456789012",
         False,
-        {"pass": 14, "warn": 0, "fail": 0},
+        # The one warning: Hugging Face weights with no token secret (gated or not cannot be told).
+        {"pass": 18, "warn": 1, "fail": 0},
     )
     assert [(r.check, r.subject, r.message) for r in report.results] == [
         (
@@ -260,6 +292,11 @@ def test_a_passing_account_passes_every_check(aws: AwsStubs) -> None:
             f"model qwen3-8b: {POC_PROFILE}",
             "inference profile active in us-east-1, routes meta.llama3-1-8b-instruct-v1:0 to us-east-1, "
             "us-east-2, us-west-2",
+        ),
+        (
+            Check.BEDROCK_ACCESS,
+            "model qwen3-8b: meta.llama3-1-8b-instruct-v1:0",
+            "the account may invoke meta.llama3-1-8b-instruct-v1:0 in us-east-1",
         ),
         (Check.KUBERNETES, "Kubernetes 1.35", "in standard support until 2027-03-23 00:00 UTC"),
         (
@@ -304,6 +341,18 @@ def test_a_passing_account_passes_every_check(aws: AwsStubs) -> None:
             "Security groups per network interface (L-2AFB9258)",
             "limit 5, in use 0, needed 2: security groups on NodeTemplate",
         ),
+        (Check.CERTIFICATE, "certificate", "the tier names no certificate (no TLS listener to check)"),
+        (Check.MODEL_BUCKET, "weights", "no weights come from S3 (nothing to check)"),
+        (
+            Check.HF_TOKEN,
+            "models[0]: Qwen/Qwen3-8B",
+            "Hugging Face weights with no token secret: a gated repo refuses the download",
+        ),
+        (
+            Check.CDK_BOOTSTRAP,
+            "aws://123456789012/us-east-1",
+            "bootstrap version 21 (the stack needs 6 or later)",
+        ),
     ]
 
 
@@ -311,21 +360,20 @@ def test_without_a_template_the_network_quotas_are_one_warning(aws: AwsStubs) ->
     add_quota(aws, G_ON_DEMAND, 64)
     add_profile(aws, POC_PROFILE, ["us-east-1"])
     add_versions(aws, version("1.35", "STANDARD_SUPPORT", default=True))
+    account_ready(aws)
     report = run_preflight(OWN_POC, region=REGION, session=aws, now=NOW)
     aws.verify()
-    assert (report.failed, report.counts(), report.results[-1]) == (
-        False,
-        {"pass": 6, "warn": 1, "fail": 0},
-        no_template_row(OWN_POC),
-    )
+    assert (report.failed, report.counts()) == (False, {"pass": 10, "warn": 2, "fail": 0})
+    assert [r for r in report.results if r.check is Check.NETWORK_QUOTA] == [no_template_row(OWN_POC)]
 
 
 def test_the_report_serializes_every_row(aws: AwsStubs) -> None:
     add_quota(aws, G_ON_DEMAND, 64)
     add_profile(aws, POC_PROFILE, ["us-east-1"])
     add_versions(aws, version("1.35", "STANDARD_SUPPORT", default=True))
+    account_ready(aws)
     data = run_preflight(OWN_POC, region=REGION, session=aws, now=NOW).to_dict()
-    assert (data["ok"], data["region"], data["tier"], len(data["results"])) == (True, REGION, "poc", 7)
+    assert (data["ok"], data["region"], data["tier"], len(data["results"])) == (True, REGION, "poc", 12)
     assert data["results"][1] == {
         "check": "vcpu-quota",
         "subject": "Running On-Demand G and VT instances (L-DB2E81BA)",
@@ -807,6 +855,7 @@ def test_a_denied_api_turns_its_check_into_a_warning(aws: AwsStubs) -> None:
     )
     add_profile(aws, POC_PROFILE, ["us-east-1"])
     add_versions(aws, version("1.35", "STANDARD_SUPPORT", default=True))
+    account_ready(aws)
     report = run_preflight(OWN_POC, region=REGION, session=aws, now=NOW)
     assert rows([r for r in report.results if r.check is Check.QUOTA]) == {
         "permissions": (
@@ -826,6 +875,7 @@ def test_checking_another_region_than_the_tiers_warns(aws: AwsStubs) -> None:
     add_quota(aws, G_ON_DEMAND, 64)
     add_profile(aws, POC_PROFILE, ["us-east-1"])
     add_versions(aws, version("1.35", "STANDARD_SUPPORT", default=True))
+    account_ready(aws)
     report = run_preflight(tier, region=REGION, session=aws, now=NOW)
     assert rows(report.results)["region"] == (
         Status.WARN,

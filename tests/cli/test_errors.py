@@ -174,7 +174,8 @@ def test_plan_write_into_a_folder_that_cannot_be_written_exits_2(monkeypatch: py
     folder, _ = unwritable_folder()
     # /sys itself exists and refuses new files: the temporary file of the write fails there.
     target = folder.parent / "tier.yaml"
-    lines = failed(run("plan", *PLAN, "--write", target, "--weights", "Qwen/Qwen3-8B"), 2)
+    safe = ["--public-weights", "--no-fallback"]
+    lines = failed(run("plan", *PLAN, "--write", target, "--weights", "Qwen/Qwen3-8B", *safe), 2)
     assert len(lines) == 1
     assert lines[0].startswith(f"--write {str(target)!r}: cannot write it: ")
 

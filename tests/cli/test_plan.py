@@ -189,9 +189,10 @@ def _without(flag: str, args: list[str] = BASE) -> list[str]:
             "price the Savings Plan or Reserved Instance that lowers it with `gpufarm cost --commitment` "
             "on the written tier file (see docs/cli.md)",
         ),
+        ([*BASE, "--weights", "org/model"], "--weights applies only with --write"),
         (
-            [*BASE, "--weights", "org/model"],
-            "--weights, --name and --bedrock-model-id apply only with --write",
+            [*BASE, "--public-weights", "--tier-name", "team-a"],
+            "--tier-name, --public-weights apply only with --write",
         ),
         (
             [*BASE, "--write", "tier.yaml"],
@@ -214,6 +215,7 @@ def _without(flag: str, args: list[str] = BASE) -> list[str]:
         "head-dim-twice",
         "reserved-discount",
         "weights-without-write",
+        "write-options-without-write",
         "write-without-weights",
     ],
 )
@@ -245,18 +247,38 @@ def test_an_unreadable_price_file_exits_2(tmp_path: Path) -> None:
     )
 
 
-def test_a_tier_file_the_config_rejects_exits_2_and_is_not_written(tmp_path: Path) -> None:
+def test_an_unsafe_tier_file_exits_2_listing_every_problem_and_is_not_written(tmp_path: Path) -> None:
     target = tmp_path / "dsv3.yaml"
     result = plan(
         "--params-b", "671", "--moe-active-params-b", "37", "--precision", "fp8", "--layers", "61",
         "--kv-heads", "1", "--head-dim", "576", "--concurrency", "64", "--target-tokens-per-s", "20",
-        "--write", str(target), "--weights", "deepseek-ai/DeepSeek-V3",
+        "--write", str(target), "--weights", "deepseek-ai/DeepSeek-V3", "--max-replicas", "0",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"--write {str(target)!r}: not written; the tier would synthesize but not run safely:",
+        "  - --hf-token-secret: the weights 'deepseek-ai/DeepSeek-V3' come from Hugging Face and gpufarm "
+        "cannot tell offline whether the repo is gated; give --hf-token-secret SECRET (a Secrets Manager "
+        "secret holding a token that can read it), or --public-weights if the repo is not gated",
+        "  - --bedrock-model-id: the preset enterprise falls back to Bedrock when the model is busy or down "
+        "(meta.llama3-1-405b-instruct-v1:0, us.meta.llama3-3-70b-instruct-v1:0); give --bedrock-model-id "
+        "ID, or --no-fallback to write `bedrock: none`",
+        "  - --max-replicas: must be at least the planned replicas (1), got 0",
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_tier_file_the_config_rejects_exits_2_and_is_not_written(tmp_path: Path) -> None:
+    target = tmp_path / "t.yaml"
+    result = plan(
+        *BASE, "--write", str(target), "--weights", "org/model", "--public-weights", "--no-fallback",
+        "--tier-name", "Team_A",
     )  # fmt: skip
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         f"invalid {target}:",
-        "  - fallback.guardrail.enabled: needs at least one model with a Bedrock fallback (the guardrail "
-        "applies on that path only), got true with none",
+        "  - name: must be a lowercase DNS label (a-z, 0-9, '-', starting with a letter, at most 40 "
+        "characters), got 'Team_A'",
     ]
     assert list(tmp_path.iterdir()) == []
 
@@ -271,7 +293,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, A
     document = plan_json(
         "--params-b", "8.2", *QWEN3_8B, "--context-length", "16384", "--concurrency", "40",
         "--target-tokens-per-s", "25", "--write", str(target), "--weights", "Qwen/Qwen3-8B",
-        "--bedrock-model-id", "us.meta.llama3-1-8b-instruct-v1:0",
+        "--bedrock-model-id", "us.meta.llama3-1-8b-instruct-v1:0", "--public-weights",
     )  # fmt: skip
     return target, document
 
@@ -286,7 +308,7 @@ def test_the_written_file_loads_as_the_planned_tier(written: tuple[Path, dict[st
     tier = load_tier_file(target)
     model = tier.models[0]
     assert (tier.name, model.name, model.replicas, model.gpus, model.max_model_len) == (
-        document["tier"],
+        "qwen3-8b",
         "qwen3-8b",
         document["replicas"],
         document["layout"]["tensor_parallel"],
@@ -295,12 +317,257 @@ def test_the_written_file_loads_as_the_planned_tier(written: tuple[Path, dict[st
 
 
 def test_the_written_file_synthesizes(written: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
-    target, document = written
+    target, _ = written
     result = RUNNER.invoke(app, ["synth", "--tier-file", str(target), "--out", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
     (stack,) = json.loads(result.stdout)["stacks"]
     assert (stack["tier"], stack["nag"]["status"], stack["cfn_lint"]["status"]) == (
-        document["tier"],
+        "qwen3-8b",
         "passed",
         "passed",
     )
+
+
+# --------------------------------------------------------------------------- --hf-config
+
+CONFIGS = Path(__file__).resolve().parent / "hf_configs"
+LLAMA_8B = str(CONFIGS / "llama-3.1-8b-instruct.json")
+MIXTRAL = str(CONFIGS / "mixtral-8x7b-instruct.json")
+DEMAND = ["--concurrency", "40", "--target-tokens-per-s", "25"]
+
+
+@pytest.fixture(autouse=True)
+def _no_hub(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reaches Hugging Face: a fetch that is not replaced fails the test."""
+
+    def refuse(url: str, headers: dict[str, str]) -> bytes:
+        raise AssertionError(f"the test fetched {url}")
+
+    monkeypatch.setattr("gpufarm.sizing.hf_config._urlopen", refuse)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+
+
+def test_a_dense_config_json_gives_the_model_shape() -> None:
+    document = plan_json("--hf-config", LLAMA_8B, *DEMAND)
+    assert document["model"] == {
+        "params_b": 8.03, "active_params_b": 8.03, "moe": False, "precision": "bf16", "layers": 32,
+        "kv_heads": 8, "head_dim": 128, "kv_cache_dtype": "auto",
+    }  # fmt: skip
+    assert document["hf_config"]["source"] == LLAMA_8B
+
+
+def test_an_option_given_with_the_config_wins() -> None:
+    document = plan_json("--hf-config", LLAMA_8B, *DEMAND, "--precision", "fp8", "--params-b", "8")
+    assert (document["model"]["precision"], document["model"]["params_b"]) == ("fp8", 8.0)
+
+
+def test_a_moe_config_json_plans_with_its_active_parameters_and_says_so() -> None:
+    document = plan_json("--hf-config", MIXTRAL, *DEMAND)
+    model = document["model"]
+    assert (model["moe"], model["params_b"], model["active_params_b"]) == (True, 46.7, 12.88)
+    assert document["notes"][1] == (
+        "mixture of experts: memory holds all 46.7B parameters, decode speed counts the 12.88B one token "
+        "activates; a batch routes its tokens to up to 8 experts (2 per token), so a step reads more than "
+        "that: the replica throughput and the sequences the rate allows are upper bounds"
+    )
+
+
+def test_the_table_output_carries_the_notes() -> None:
+    result = plan("--hf-config", MIXTRAL, *DEMAND)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    notes = lines[lines.index("Notes") + 1 :]
+    assert notes[0] == f"  - model shape from {MIXTRAL}"
+    assert [n.split(":", 1)[0] for n in notes[1:]] == ["  - mixture of experts", "  - throughput"]
+
+
+def test_the_measured_anchor_range_is_in_the_output() -> None:
+    from gpufarm.sizing import load_throughput_table
+
+    document = plan_json("--hf-config", LLAMA_8B, *DEMAND)
+    implied = [a.efficiency() for a in load_throughput_table().anchors]
+    calibration = document["calibration"]
+    tokens = document["layout"]["replica_tokens_per_s"]
+    efficiency = document["layout"]["efficiency"]
+    # The replica's throughput scales with the efficiency: the anchors' extremes bound it.
+    assert calibration["anchor_efficiency_range"] == [round(min(implied), 4), round(max(implied), 4)]
+    low, high = calibration["replica_tokens_per_s_range"]
+    assert low == pytest.approx(tokens * min(implied) / efficiency, rel=1e-3)
+    assert high == pytest.approx(tokens * max(implied) / efficiency, rel=1e-3)
+    assert calibration["anchors_on_gpu"] == []  # no shipped anchor ran on the chosen GPU
+    assert document["notes"][-1].startswith("throughput: efficiency 0.46 (the mean of 2 measured anchor(s);")
+
+
+def test_every_missing_option_is_reported_at_once() -> None:
+    result = plan("--precision", "bf16")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        "--params-b is required (billions of parameters)",
+        "--layers is required (transformer layers, e.g. 80 for Llama-3-70B)",
+        "--concurrency is required (concurrent users)",
+        "--kv-heads is required (key/value heads per layer, e.g. 8 for Llama-3-70B)",
+        "give --head-dim, or --hidden-size and --heads to derive it",
+        "give --target-tokens-per-s and/or --latency-slo-s (the speed each user needs)",
+    ]
+
+
+def test_what_a_config_json_lacks_is_reported(tmp_path: Path) -> None:
+    config = json.loads(Path(LLAMA_8B).read_text())
+    del config["num_hidden_layers"], config["vocab_size"]
+    partial = tmp_path / "config.json"
+    partial.write_text(json.dumps(config))
+    result = plan("--hf-config", str(partial), "--concurrency", "4")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        "--params-b is required (billions of parameters)",
+        "--layers is required (transformer layers, e.g. 80 for Llama-3-70B)",
+        "give --target-tokens-per-s and/or --latency-slo-s (the speed each user needs)",
+    ]
+
+
+def test_a_quantization_gpufarm_cannot_read_needs_the_precision(tmp_path: Path) -> None:
+    config = json.loads(Path(LLAMA_8B).read_text())
+    config["quantization_config"] = {"quant_method": "compressed-tensors"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    result = plan("--hf-config", str(tmp_path), *DEMAND)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "--precision is required: the config's quantization_config is not one gpufarm reads (fp8, awq or "
+        "gptq at 4 or 8 bits)"
+    )
+
+
+def test_an_offline_repo_id_exits_2_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = plan("--hf-config", "Qwen/Qwen3-8B", *DEMAND)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "--hf-config 'Qwen/Qwen3-8B': HF_HUB_OFFLINE is set, so the repo's config.json cannot be fetched; "
+        "save https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json and pass its path"
+    )
+
+
+def test_an_unreachable_hub_exits_2_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from urllib.error import URLError
+
+    def unreachable(url: str, headers: dict[str, str]) -> bytes:
+        raise URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr("gpufarm.sizing.hf_config._urlopen", unreachable)
+    result = plan("--hf-config", "Qwen/Qwen3-8B", *DEMAND)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "--hf-config 'Qwen/Qwen3-8B': cannot reach Hugging Face ([Errno -3] Temporary failure in name "
+        "resolution); save https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json and pass its path"
+    )
+
+
+def test_a_gated_repo_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from urllib.error import HTTPError
+
+    def gated(url: str, headers: dict[str, str]) -> bytes:
+        raise HTTPError(url, 401, "Unauthorized", {}, None)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("gpufarm.sizing.hf_config._urlopen", gated)
+    result = plan("--hf-config", "meta-llama/Llama-3.1-8B-Instruct", *DEMAND)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "--hf-config 'meta-llama/Llama-3.1-8B-Instruct': Hugging Face refused the download (HTTP 401): the "
+        "repo is gated or private; set HF_TOKEN to a token with access, or save "
+        "https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/blob/main/config.json and pass its path"
+    )
+
+
+def test_a_repo_fetched_without_a_token_is_public(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fetched: list[tuple[str, dict[str, str]]] = []
+
+    def hub(url: str, headers: dict[str, str]) -> bytes:
+        fetched.append((url, headers))
+        return Path(LLAMA_8B).read_bytes()
+
+    monkeypatch.setattr("gpufarm.sizing.hf_config._urlopen", hub)
+    target = tmp_path / "t.yaml"
+    repo = "unsloth/Llama-3.1-8B-Instruct"
+    result = plan(
+        "--hf-config", repo, *DEMAND, "--write", str(target), "--weights", repo, "--no-fallback",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert fetched == [
+        (f"https://huggingface.co/{repo}/resolve/main/config.json", {"User-Agent": "gpufarm-plan"})
+    ]
+    assert "hf_token_secret" not in load_tier_file(target).models[0].model_dump(exclude_none=True)
+
+
+def test_neither_file_nor_repo_id_exits_2() -> None:
+    result = plan("--hf-config", "no-such-config.json", *DEMAND)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "--hf-config must be a config.json file or a Hugging Face repo id such as 'Qwen/Qwen3-8B', got "
+        "'no-such-config.json' (no such file)"
+    )
+
+
+def test_help_marks_the_required_options() -> None:
+    result = CliRunner(env={"COLUMNS": "250"}).invoke(app, ["plan", "--help"])
+    assert result.exit_code == 0
+    required = [line.split()[1] for line in result.stdout.splitlines() if "[required" in line]
+    assert required == [
+        "--params-b", "--layers", "--kv-heads", "--head-dim", "--concurrency", "--target-tokens-per-s",
+        "--weights", "--bedrock-model-id", "--hf-token-secret",
+    ]  # fmt: skip
+
+
+def test_the_write_report_names_changes_inherited_and_review(tmp_path: Path) -> None:
+    target = tmp_path / "t.yaml"
+    result = plan(
+        "--hf-config", LLAMA_8B, *DEMAND, "--write", str(target), "--weights", "meta-llama/Llama-3.1-8B",
+        "--hf-token-secret", "gpufarm/hf-token", "--bedrock-model-id", "us.meta.llama3-1-8b-instruct-v1:0",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"wrote {target} (gpufarm synth --tier-file {target})"
+    assert lines[1:3] == [
+        "changed from the preset poc:",
+        "  - name: llama-3-1-8b (stack gpufarm-llama-3-1-8b; the preset's name would deploy over "
+        "gpufarm-poc)",
+    ]
+    assert (
+        "inherited from the preset unchanged: removal_policy, environment, network, cluster, serving, "
+        "ingress, fallback, observability"
+    ) in lines
+    assert lines[lines.index("review before a deploy:") + 1] == (
+        "  - cluster.public_access_cidrs[0] = '198.51.100.0/24' is a documentation value (RFC 5737 "
+        "TEST-NET-2, 198.51.100.0/24): replace it before deploying"
+    )
+
+
+def test_a_production_tier_written_for_huggingface_weights_synthesizes(tmp_path: Path) -> None:
+    """The fixes --write makes on production (its own name, Mountpoint instead of the example FSx
+    import, autoscaling, room for a rolling update) pass the synth gates."""
+    target = tmp_path / "llama.yaml"
+    result = plan(
+        "--params-b", "70", "--precision", "fp8", *LLAMA_70B, "--concurrency", "100",
+        "--target-tokens-per-s", "20", "--write", str(target),
+        "--weights", "meta-llama/Llama-3.3-70B-Instruct", "--hf-token-secret", "gpufarm/hf-token",
+        "--bedrock-model-id", "us.meta.llama3-3-70b-instruct-v1:0",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    tier = load_tier_file(target)
+    assert (tier.name, tier.model_store.kind.value, tier.models[0].autoscaling is not None) == (
+        "llama-3-3-70b-instruct",
+        "s3-mountpoint",
+        True,
+    )
+    out = tmp_path / "out"
+    synth = RUNNER.invoke(app, ["synth", "--tier-file", str(target), "--out", str(out), "--json"])
+    assert synth.exit_code == 0, synth.output
+    (stack,) = json.loads(synth.stdout)["stacks"]
+    assert (stack["stack"], stack["nag"]["status"], stack["cfn_lint"]["status"]) == (
+        "gpufarm-llama-3-3-70b-instruct",
+        "passed",
+        "passed",
+    )
+    # The pod fits its node by the rules the estimate places pods by (it used to ask 95 of 95.19
+    # allocatable vCPUs on a g7e.24xlarge, with the sidecars on top, and had no estimate).
+    assert stack["estimate_error"] is None

@@ -92,6 +92,7 @@ def test_json_prints_the_report(checks: CannedChecks) -> None:
     assert json.loads(result.stdout) == {
         "tier": "poc",
         "region": "us-east-1",
+        "region_source": "--region",
         "account": "123456789012",
         "ok": False,
         "counts": {"pass": 0, "warn": 0, "fail": 1},
@@ -107,14 +108,106 @@ def test_json_prints_the_report(checks: CannedChecks) -> None:
     }
 
 
-def test_missing_credentials_exit_1_with_the_reason(checks: CannedChecks) -> None:
+def test_missing_credentials_exit_1_after_the_offline_checks(checks: CannedChecks) -> None:
     checks.outcome = PreflightError("no usable AWS credentials (Unable to locate credentials)")
     result = run("--tier", "poc", "--region", "us-east-1")
-    assert (result.exit_code, said(result.stderr), result.stdout) == (
+    assert (result.exit_code, said(result.stderr)) == (
         1,
         "preflight could not run: no usable AWS credentials (Unable to locate credentials)",
-        "",
     )
+    # The tier's own checks ran; each check that needs the account says so.
+    assert "preflight failed: 0 pass, 0 warn, 1 fail, 11 need an account (region from --region)" in said(
+        result.stdout
+    )
+    assert "not run: needs an AWS account (no usable AWS credentials (Unable to locate credentials))" in (
+        said(result.stdout)
+    )
+
+
+def test_missing_credentials_still_print_a_json_document(checks: CannedChecks) -> None:
+    checks.outcome = PreflightError("no usable AWS credentials (Unable to locate credentials)")
+    result = run("--tier", "poc", "--region", "us-east-1", "--json")
+    data = json.loads(result.stdout)
+    assert (result.exit_code, data["ok"], data["account"], data["counts"]) == (
+        1,
+        False,
+        "",
+        {"pass": 0, "warn": 0, "fail": 1, "skip": 11},
+    )
+    assert (
+        data["error"] == "preflight could not run: no usable AWS credentials (Unable to locate credentials)"
+    )
+    assert [r["check"] for r in data["results"] if r["status"] == "skip"] == [
+        "vcpu-quota", "instance-offering", "capacity-reservation", "bedrock", "bedrock-access",
+        "kubernetes-version", "network-quota", "certificate", "model-bucket", "hf-token-secret",
+        "cdk-bootstrap",
+    ]  # fmt: skip
+
+
+OWN_TIER = "extends: poc\nname: mine\ncluster:\n  public_access_cidrs: [10.20.0.0/16]\n"
+"""The poc with its documentation range replaced: the offline checks pass."""
+
+
+def test_offline_runs_only_the_tier_checks(checks: CannedChecks, tmp_path: Path) -> None:
+    (tmp_path / "t.yaml").write_text(OWN_TIER)
+    result = run("--tier-file", str(tmp_path / "t.yaml"), "--offline", "--json")
+    data = json.loads(result.stdout)
+    assert (result.exit_code, checks.calls, data["region"], data["region_source"]) == (
+        0,
+        [],
+        "us-east-1",
+        "the tier's environment.region",
+    )
+    assert data["counts"] == {"pass": 1, "warn": 0, "fail": 0, "skip": 11}
+    assert data["results"][1]["message"] == "not run: needs an AWS account (--offline)"
+
+
+def test_the_region_comes_from_the_tier(checks: CannedChecks, tmp_path: Path) -> None:
+    (tmp_path / "t.yaml").write_text(
+        OWN_TIER + "environment:\n  region: us-west-2\n  availability_zones: [us-west-2a, us-west-2b]\n"
+    )
+    result = run("--tier-file", str(tmp_path / "t.yaml"))
+    assert (result.exit_code, checks.calls) == (0, [("mine", "us-west-2")])
+    assert "(region from the tier's environment.region)" in said(result.stdout)
+
+
+def test_aws_region_serves_a_tier_that_sets_none(
+    checks: CannedChecks, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpufarm.cli.preflight import region_for
+    from gpufarm.config import load_preset
+    from gpufarm.config.model import EnvironmentConfig
+
+    # A tier whose environment leaves the region to its default.
+    bare = load_preset("poc").model_copy(update={"environment": EnvironmentConfig()})
+    monkeypatch.setenv("AWS_REGION", "eu-central-1")
+    assert region_for(None, bare) == ("eu-central-1", "AWS_REGION")
+    assert region_for("us-west-2", bare) == ("us-west-2", "--region")
+    monkeypatch.delenv("AWS_REGION")
+    assert region_for(None, bare) == ("us-east-1", "the tier's default environment.region")
+
+
+def test_a_bad_aws_region_exits_2(checks: CannedChecks, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpufarm.cli.preflight import _RefusedError, region_for
+    from gpufarm.config import load_preset
+    from gpufarm.config.model import EnvironmentConfig
+
+    monkeypatch.setenv("AWS_REGION", "moon-1")
+    with pytest.raises(_RefusedError) as refused:
+        region_for(None, load_preset("poc").model_copy(update={"environment": EnvironmentConfig()}))
+    assert str(refused.value) == "AWS_REGION must be an AWS region name such as 'us-east-1', got 'moon-1'"
+
+
+def test_bad_input_with_json_still_prints_a_document(checks: CannedChecks) -> None:
+    result = run("--tier", "nope", "--json")
+    assert result.exit_code == 2
+    assert json.loads(result.stdout) == {
+        "ok": False,
+        "exit_status": 2,
+        "error": "invalid tier selection:\n  - tier: must be one of 'enterprise', 'poc', 'production', "
+        "got 'nope'",
+        "results": [],
+    }
 
 
 def test_a_tier_file_is_loaded(checks: CannedChecks, tmp_path: Path) -> None:
@@ -207,6 +300,7 @@ def test_end_to_end_against_moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
         NOW,
         POC_PROFILE,
         AwsStubs,
+        account_ready,
         add_network_quotas,
         add_profile,
         add_quota,
@@ -230,6 +324,7 @@ def test_end_to_end_against_moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
             version("1.35", "STANDARD_SUPPORT", default=True, standard_end=datetime(2027, 1, 1, tzinfo=UTC)),
         )
         add_network_quotas(aws)
+        account_ready(aws)
         monkeypatch.setattr(
             preflight_module,
             "run_preflight",
@@ -242,7 +337,7 @@ def test_end_to_end_against_moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
             "--tier", "poc", "--region", "us-east-1", "--json", "--template", str(tmp_path / "poc.json")
         )
     data = json.loads(result.stdout)
-    assert (result.exit_code, data["ok"], data["counts"]) == (1, False, {"pass": 12, "warn": 0, "fail": 2})
+    assert (result.exit_code, data["ok"], data["counts"]) == (1, False, {"pass": 16, "warn": 1, "fail": 2})
     # The poc's example range for the public endpoint is a documentation range: its row fails first.
     assert data["results"][0] == {
         "check": "placeholder",
@@ -255,7 +350,7 @@ def test_end_to_end_against_moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     assert data["results"][1]["message"] == (
         "4 vCPUs, but the models at their most replicas need 8 (pool l40s: 1 x g6e.2xlarge)"
     )
-    assert data["results"][-1] == {
+    assert [r for r in data["results"] if r["check"] == "network-quota"][-1] == {
         "check": "network-quota",
         "subject": "Security groups per network interface (L-2AFB9258)",
         "status": "pass",

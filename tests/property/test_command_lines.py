@@ -27,6 +27,7 @@ from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from gpufarm.aws.stack import CREDENTIALS_HELP
 from gpufarm.cli import _output
 from gpufarm.cli.main import app
 from gpufarm.config.loader import preset_names
@@ -114,10 +115,17 @@ BASE_LINES = {
         *("plan", "--params-b", "8", "--concurrency", "16", "--layers", "32", "--kv-heads", "8"),
         *("--head-dim", "128", "--target-tokens-per-s", "20"),
         *("--weights", "meta-llama/Llama-3.1-8B-Instruct", "--write", "planned.yaml"),
+        *("--hf-token-secret", "gpufarm/hf-token", "--bedrock-model-id", "us.meta.llama3-1-8b-instruct-v1:0"),
     ],
     "cost": ["cost", "--tier", "poc"],
     "preflight": ["preflight", "--region", "us-east-1", "--tier", "poc"],
     "review": ["review", "empty-assembly"],
+    # The deploy loop needs AWS credentials, which the offline fixture removes: each stops there.
+    "deploy": ["deploy", "--tier", "poc"],
+    "diff": ["diff", "--tier", "poc"],
+    "destroy": ["destroy", "--tier", "poc", "--yes"],
+    "status": ["status", "--tier", "poc"],
+    "kubeconfig": ["kubeconfig", "--tier", "poc", "--print"],
 }
 
 
@@ -183,6 +191,20 @@ def test_base_lines_pass_their_argument_checks(offline: None) -> None:
             "gpufarm review: 'empty-assembly' is not a cloud assembly (no manifest.json); give the "
             "folder `cdk synth` or `gpufarm synth` wrote (cdk.out)",
         ),
+        **{
+            name: (2, f"no AWS credentials: gpufarm {name} {needs}; {CREDENTIALS_HELP}")
+            for name, needs in (
+                ("deploy", "runs the CDK CLI against stack gpufarm-poc in us-east-1"),
+                ("diff", "runs the CDK CLI against stack gpufarm-poc in us-east-1"),
+                ("destroy", "reads and changes stack gpufarm-poc in us-east-1"),
+                (
+                    "status",
+                    "reads CloudFormation, ELBv2, CloudWatch and EKS in us-east-1 (and the cluster's "
+                    "Kubernetes API)",
+                ),
+                ("kubeconfig", "reads CloudFormation and EKS in us-east-1"),
+            )
+        },
     }
 
 
@@ -209,6 +231,7 @@ def offline() -> Iterator[None]:
         patch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
         patch.setenv("AWS_CONFIG_FILE", "/nonexistent")
         patch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        patch.setenv("HF_HUB_OFFLINE", "1")  # `plan --hf-config org/model` must not fetch
         patch.setattr(aws_preflight, "run_preflight", no_aws)
         patch.setattr(aws_pricing, "live_prices", no_prices)
         patch.setattr(synth_command, "synthesize", stop)

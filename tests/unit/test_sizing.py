@@ -42,7 +42,7 @@ from gpufarm.sizing.plan import (
     size_layout,
 )
 from gpufarm.sizing.throughput import DecodeSetup, GpuSpec, ThroughputTable
-from gpufarm.sizing.tierfile import tier_document, write_tier_file
+from gpufarm.sizing.tierfile import WriteOptions, tier_document, write_tier_file
 
 PRICES = load_prices()
 SHIPPED = load_throughput_table()
@@ -502,15 +502,29 @@ def test_model_name_from_weights(weights: str, name: str) -> None:
 
 # --------------------------------------------------------------------------- tier files
 
+LLAMA_OPTIONS = WriteOptions(
+    name="llama",
+    weights="meta-llama/Llama-3.3-70B-Instruct",
+    hf_token_secret="gpufarm/hf-token",
+    bedrock_model_id="us.meta.llama3-3-70b-instruct-v1:0",
+)
+
 
 def _production_plan() -> Plan:
     model = ModelSpec(params_b=70, precision="fp8", **LLAMA_70B)
     return make_plan(model, demand(concurrency=100), table=SHIPPED, prices=PRICES)
 
 
+def _dsv3_plan() -> Plan:
+    model = ModelSpec(
+        params_b=671, precision="fp8", moe_active_params_b=37, layers=61, kv_heads=1, head_dim=576
+    )
+    return make_plan(model, demand(concurrency=64), table=SHIPPED, prices=PRICES)
+
+
 def test_the_tier_file_extends_the_tier_with_one_model_on_its_pool() -> None:
     plan = _production_plan()
-    document = tier_document(plan, name="llama", weights="meta-llama/Llama-3.3-70B-Instruct")
+    document = tier_document(plan, LLAMA_OPTIONS)
     layout = plan.chosen.layout
     assert document["extends"] == "production"
     assert [m["name"] for m in document["models"]] == ["llama"]
@@ -518,17 +532,25 @@ def test_the_tier_file_extends_the_tier_with_one_model_on_its_pool() -> None:
     assert document["node_pools"][0]["instance_types"] == [layout.instance_type]
 
 
-def test_the_pool_is_sized_to_the_replicas() -> None:
+def test_the_pool_has_room_for_the_most_replicas_and_a_rolling_update() -> None:
     plan = _production_plan()
-    document = tier_document(plan, name="llama", weights="meta-llama/Llama-3.3-70B-Instruct")
+    document = tier_document(plan, LLAMA_OPTIONS)
     sizing = plan.chosen
-    assert document["models"][0]["replicas"] == sizing.replicas
-    assert document["node_pools"][0]["gpu_limit"] == sizing.instances * sizing.layout.gpus_per_instance
+    # production scales its models: at most twice the planned replicas, plus the one replica a
+    # Deployment's rolling update adds before it removes one (maxSurge 1).
+    most = 2 * sizing.replicas
+    assert document["models"][0]["autoscaling"] == {"min_replicas": sizing.replicas, "max_replicas": most}
+    assert document["node_pools"][0]["gpu_limit"] == (
+        sizing.layout.instances_for(most + 1) * sizing.layout.gpus_per_instance
+    )
 
 
 def test_s3_weights_on_fsx_set_the_import_path_and_size() -> None:
     plan = _production_plan()
-    document = tier_document(plan, name="llama", weights="s3://my-models/meta/Llama-3.3-70B/")
+    options = WriteOptions(
+        name="llama", weights="s3://my-models/meta/Llama-3.3-70B/", bedrock_model_id="us.meta.x-v1:0"
+    )
+    document = tier_document(plan, options)
     # 70e9 bytes / 2^30 = 65.19 GiB, rounded up to a tenth.
     assert document["models"][0]["weights_gib"] == 65.2
     assert document["model_store"] == {"fsx": {"import_path": "s3://my-models/meta/"}}
@@ -536,25 +558,23 @@ def test_s3_weights_on_fsx_set_the_import_path_and_size() -> None:
 
 def test_the_written_tier_file_loads(tmp_path: Path) -> None:
     plan = _production_plan()
-    tier = write_tier_file(
-        plan, tmp_path / "t.yaml", name="llama", weights="meta-llama/Llama-3.3-70B-Instruct"
-    )
+    written = write_tier_file(plan, tmp_path / "t.yaml", LLAMA_OPTIONS)
+    tier = written.tier
     assert tier == load_tier_file(tmp_path / "t.yaml")
     assert (tier.name, tier.models[0].gpus, tier.models[0].max_num_seqs) == (
-        "production",
+        "llama",
         plan.chosen.layout.tensor_parallel,
         plan.chosen.sequences_per_replica,
     )
 
 
 def test_an_enterprise_tier_file_reserves_the_replicas() -> None:
-    model = ModelSpec(
-        params_b=671, precision="fp8", moe_active_params_b=37, layers=61, kv_heads=1, head_dim=576
-    )
-    plan = make_plan(model, demand(concurrency=64), table=SHIPPED, prices=PRICES)
-    document = tier_document(
-        plan, name="dsv3", weights="deepseek-ai/DeepSeek-V3", bedrock_model_id="us.deepseek.r1-v1:0"
-    )
+    plan = _dsv3_plan()
+    options = WriteOptions(
+        name="dsv3", weights="deepseek-ai/DeepSeek-V3", bedrock_model_id="us.deepseek.r1-v1:0",
+        public_weights=True,
+    )  # fmt: skip
+    document = tier_document(plan, options)
     group = document["node_groups"][0]
     assert (group["nodes"], group["capacity"]) == (
         plan.chosen.instances,
@@ -568,22 +588,24 @@ def test_an_enterprise_tier_file_reserves_the_replicas() -> None:
 
 
 def test_an_invalid_tier_file_is_not_written(tmp_path: Path) -> None:
-    model = ModelSpec(
-        params_b=671, precision="fp8", moe_active_params_b=37, layers=61, kv_heads=1, head_dim=576
-    )
-    plan = make_plan(model, demand(concurrency=64), table=SHIPPED, prices=PRICES)
+    # A tier name the config refuses (not a DNS label) reaches the loader: nothing is written.
+    options = WriteOptions(
+        name="dsv3", weights="deepseek-ai/DeepSeek-V3", bedrock_model_id="us.deepseek.r1-v1:0",
+        public_weights=True, tier_name="DeepSeek_V3",
+    )  # fmt: skip
     with pytest.raises(ConfigError) as caught:
-        write_tier_file(plan, tmp_path / "e.yaml", name="dsv3", weights="deepseek-ai/DeepSeek-V3")
-    assert caught.value.render() == (
-        f"invalid {tmp_path / 'e.yaml'}:\n  - fallback.guardrail.enabled: needs at least one model with a "
-        "Bedrock fallback (the guardrail applies on that path only), got true with none"
-    )
+        write_tier_file(_dsv3_plan(), tmp_path / "e.yaml", options)
+    assert caught.value.render().splitlines() == [
+        f"invalid {tmp_path / 'e.yaml'}:",
+        "  - name: must be a lowercase DNS label (a-z, 0-9, '-', starting with a letter, at most 40 "
+        "characters), got 'DeepSeek_V3'",
+    ]
     assert list(tmp_path.iterdir()) == []
 
 
 def test_the_tier_file_header_says_where_it_comes_from(tmp_path: Path) -> None:
     plan = _production_plan()
-    write_tier_file(plan, tmp_path / "t.yaml", name="llama", weights="meta-llama/Llama-3.3-70B-Instruct")
+    write_tier_file(plan, tmp_path / "t.yaml", LLAMA_OPTIONS)
     text = (tmp_path / "t.yaml").read_text()
     assert text.startswith("# Written by `gpufarm plan`: a 70B model at fp8, 100 concurrent users")
     assert yaml.safe_load(text)["extends"] == "production"

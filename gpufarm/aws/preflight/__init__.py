@@ -1,6 +1,9 @@
 """Preflight: can this account run a tier in a region? Checked with read-only AWS calls.
 
-Six checks, each giving rows of pass / warn / fail with the fix for a failure:
+Each check gives rows of pass / warn / fail with the fix for a failure. Two read only the tier
+and run without credentials (:data:`OFFLINE_CHECKS`: the region, documentation values); the
+others call AWS (:data:`ACCOUNT_CHECKS`), and without an account each is reported as one `skip`
+row (:func:`offline_report`):
 
 - **vCPU quotas**: the EC2 Service Quotas for G/VT and P instances, On-Demand and Spot, against
   the vCPUs the tier needs (instances x vCPUs per instance, from ``DescribeInstanceTypes``).
@@ -9,6 +12,12 @@ Six checks, each giving rows of pass / warn / fail with the fix for a failure:
   the node group's instance type, AZ and node count (Capacity Blocks: cover the present moment).
 - **Bedrock**: fallback foundation models and inference profiles are offered in the region.
 - **Kubernetes version**: EKS supports the configured version.
+- **Bedrock access**: the account may invoke each fallback's foundation model
+  (GetFoundationModelAvailability).
+- **Certificate**: the ACM certificate exists, is issued, valid, and in the tier's region.
+- **Model bucket**: every S3 weights folder and the FSx import path exist and hold the weights.
+- **Hugging Face token secret**: each `hf_token_secret` exists with a current value.
+- **CDK bootstrap**: the bootstrap version parameter holds the version the stack requires.
 - **Network quotas**: with the synthesized template, what it creates (Elastic IPs, VPCs,
   interface endpoints per VPC, target groups per region and per load balancer, listener rules per
   load balancer, rules per security group, security groups per network interface) against the
@@ -26,14 +35,17 @@ and their errors), one module per check (:mod:`.vcpu_quotas`, :mod:`.offerings`,
 
 from __future__ import annotations
 
-from gpufarm.aws.preflight.bedrock import check_bedrock
+from gpufarm.aws.preflight.bedrock import check_bedrock, check_bedrock_access
+from gpufarm.aws.preflight.bootstrap import BOOTSTRAP_VERSION_PARAMETER, check_cdk_bootstrap, required_version
 from gpufarm.aws.preflight.calls import (
     CREDENTIALS_HELP,
     InstanceInfo,
     describe_instance_types,
     describe_offerings,
 )
+from gpufarm.aws.preflight.certificate import check_certificate
 from gpufarm.aws.preflight.kubernetes import check_kubernetes_version
+from gpufarm.aws.preflight.model_bucket import check_model_bucket
 from gpufarm.aws.preflight.network_quotas import (
     ALB_QUOTAS_DOC,
     ELASTIC_IPS,
@@ -55,6 +67,8 @@ from gpufarm.aws.preflight.network_quotas import (
 from gpufarm.aws.preflight.offerings import check_offerings
 from gpufarm.aws.preflight.reservations import check_reservations
 from gpufarm.aws.preflight.results import (
+    ACCOUNT_CHECKS,
+    OFFLINE_CHECKS,
     Check,
     CheckResult,
     PreflightError,
@@ -62,7 +76,14 @@ from gpufarm.aws.preflight.results import (
     QuotaFigures,
     Status,
 )
-from gpufarm.aws.preflight.run import check_placeholders, run_preflight
+from gpufarm.aws.preflight.run import (
+    check_placeholders,
+    offline_checks,
+    offline_report,
+    run_preflight,
+    skipped_rows,
+)
+from gpufarm.aws.preflight.secrets import check_hf_token_secrets
 from gpufarm.aws.preflight.vcpu_quotas import (
     VCPU_QUOTAS,
     PodShape,
@@ -76,12 +97,15 @@ from gpufarm.aws.preflight.vcpu_quotas import (
 )
 
 __all__ = [
+    "ACCOUNT_CHECKS",
     "ALB_QUOTAS_DOC",
+    "BOOTSTRAP_VERSION_PARAMETER",
     "CREDENTIALS_HELP",
     "ELASTIC_IPS",
     "ENDPOINT_QUOTAS_DOC",
     "INTERFACE_ENDPOINTS",
     "NETWORK_QUOTAS",
+    "OFFLINE_CHECKS",
     "RULES_PER_ALB",
     "SECURITY_GROUPS_PER_INTERFACE",
     "SECURITY_GROUP_RULES",
@@ -102,7 +126,12 @@ __all__ = [
     "VcpuDemand",
     "VcpuQuota",
     "check_bedrock",
+    "check_bedrock_access",
+    "check_cdk_bootstrap",
+    "check_certificate",
+    "check_hf_token_secrets",
     "check_kubernetes_version",
+    "check_model_bucket",
     "check_network_quotas",
     "check_offerings",
     "check_placeholders",
@@ -114,7 +143,11 @@ __all__ = [
     "instance_for",
     "network_quota_checks",
     "no_template_row",
+    "offline_checks",
+    "offline_report",
     "quota_for",
+    "required_version",
     "run_preflight",
+    "skipped_rows",
     "vcpu_demands",
 ]

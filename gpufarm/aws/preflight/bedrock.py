@@ -150,3 +150,102 @@ def _profile_row(
         message=f"inference profile active in {call_region}, routes {fm} to "
         f"{', '.join(routed) or 'its regions'}",
     )
+
+
+# --------------------------------------------------------------------------- check: bedrock access
+
+
+def check_bedrock_access(
+    tier: TierConfig, *, region: str, bedrock: Callable[[str], Any]
+) -> list[CheckResult]:
+    """One row per model with a Bedrock fallback: the account may invoke its foundation model.
+
+    GetFoundationModelAvailability
+    (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_GetFoundationModelAvailability.html)
+    answers `authorizationStatus` (AUTHORIZED | NOT_AUTHORIZED), `entitlementAvailability` and
+    `regionAvailability` (AVAILABLE | NOT_AVAILABLE) and `agreementAvailability.status`
+    (AVAILABLE | PENDING | NOT_AVAILABLE | ERROR); anything but AUTHORIZED and AVAILABLE fails,
+    a pending agreement warns. An inference profile is checked through its foundation model.
+    """
+    from botocore.exceptions import ClientError
+
+    if not tier.fallback.enabled or not any(m.bedrock_target for m in tier.models):
+        return [
+            CheckResult(
+                check=Check.BEDROCK_ACCESS,
+                subject="fallback",
+                status=Status.PASS,
+                message="no model falls back to Bedrock",
+            )
+        ]
+    rows: list[CheckResult] = []
+    for model in tier.models:
+        target = model.bedrock_target
+        if target is None:
+            continue
+        call_region = target.region or region
+        fm = foundation_model_id(target.model_id)
+        subject = f"model {model.name}: {fm}"
+        fix = (
+            f"request access to {fm} in the Bedrock console (Model access) in {call_region}, "
+            "and accept its end-user agreement"
+        )
+        try:
+            found = bedrock(call_region).get_foundation_model_availability(modelId=fm)
+        except ClientError as exc:
+            if _error_code(exc) not in {"ResourceNotFoundException", "ValidationException"}:
+                raise
+            rows.append(
+                CheckResult(
+                    check=Check.BEDROCK_ACCESS,
+                    subject=subject,
+                    status=Status.FAIL,
+                    message=f"Bedrock knows no foundation model {fm} in {call_region}",
+                    fix="choose a model listed by `aws bedrock list-foundation-models --region "
+                    f"{call_region}`",
+                )
+            )
+            continue
+        refused = [
+            f"{key} {value}"
+            for key, value in (
+                ("authorization", found.get("authorizationStatus")),
+                ("entitlement", found.get("entitlementAvailability")),
+                ("region", found.get("regionAvailability")),
+            )
+            if value not in (None, "AUTHORIZED", "AVAILABLE")
+        ]
+        agreement = str((found.get("agreementAvailability") or {}).get("status", "AVAILABLE"))
+        if agreement in {"NOT_AVAILABLE", "ERROR"}:
+            refused.append(f"agreement {agreement}")
+        if refused:
+            rows.append(
+                CheckResult(
+                    check=Check.BEDROCK_ACCESS,
+                    subject=subject,
+                    status=Status.FAIL,
+                    message=f"the account may not invoke {fm} in {call_region} ({', '.join(refused)})",
+                    fix=fix,
+                )
+            )
+        elif agreement == "PENDING":
+            rows.append(
+                CheckResult(
+                    check=Check.BEDROCK_ACCESS,
+                    subject=subject,
+                    status=Status.WARN,
+                    message=f"the model's agreement is pending in {call_region}; invocations fail until "
+                    "it is accepted",
+                    fix="wait for the agreement, or accept it in the Bedrock console",
+                )
+            )
+        else:
+            rows.append(
+                CheckResult(
+                    check=Check.BEDROCK_ACCESS,
+                    subject=subject,
+                    status=Status.PASS,
+                    message=f"the account may invoke {fm} in {call_region}",
+                )
+            )
+    return rows

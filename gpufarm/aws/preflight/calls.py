@@ -87,6 +87,11 @@ _CHECK_ACTIONS: dict[Check, str] = {
     Check.NETWORK_QUOTA: "servicequotas:GetServiceQuota, servicequotas:GetAWSDefaultServiceQuota, "
     "ec2:DescribeAddresses, ec2:DescribeVpcs, elasticloadbalancing:DescribeTargetGroups",
     Check.REGION: "sts:GetCallerIdentity",
+    Check.BEDROCK_ACCESS: "bedrock:GetFoundationModelAvailability",
+    Check.CERTIFICATE: "acm:DescribeCertificate",
+    Check.MODEL_BUCKET: "s3:ListBucket, s3:GetBucketLocation",
+    Check.HF_TOKEN: "secretsmanager:DescribeSecret",
+    Check.CDK_BOOTSTRAP: "ssm:GetParameter",
 }
 
 

@@ -15,6 +15,8 @@ class Status(StrEnum):
     PASS = "pass"
     WARN = "warn"
     FAIL = "fail"
+    SKIP = "skip"
+    """Not run: the check needs an AWS account (offline, or no usable credentials)."""
 
 
 class Check(StrEnum):
@@ -28,6 +30,30 @@ class Check(StrEnum):
     NETWORK_QUOTA = "network-quota"
     REGION = "region"
     PLACEHOLDER = "placeholder"
+    BEDROCK_ACCESS = "bedrock-access"
+    CERTIFICATE = "certificate"
+    MODEL_BUCKET = "model-bucket"
+    HF_TOKEN = "hf-token-secret"
+    CDK_BOOTSTRAP = "cdk-bootstrap"
+
+
+OFFLINE_CHECKS = (Check.REGION, Check.PLACEHOLDER)
+"""Checks that read only the tier: they run without credentials."""
+
+ACCOUNT_CHECKS = (
+    Check.QUOTA,
+    Check.OFFERING,
+    Check.RESERVATION,
+    Check.BEDROCK,
+    Check.BEDROCK_ACCESS,
+    Check.KUBERNETES,
+    Check.NETWORK_QUOTA,
+    Check.CERTIFICATE,
+    Check.MODEL_BUCKET,
+    Check.HF_TOKEN,
+    Check.CDK_BOOTSTRAP,
+)
+"""Checks that call AWS: they need credentials for the account, in the order they run."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,8 +119,11 @@ class PreflightReport:
         return any(r.status is Status.FAIL for r in self.results)
 
     def counts(self) -> dict[str, int]:
-        """Rows per status."""
-        return {s.value: sum(1 for r in self.results if r.status is s) for s in Status}
+        """Rows per status (`skip` only when some check did not run)."""
+        counts = {s.value: sum(1 for r in self.results if r.status is s) for s in Status}
+        if not counts[Status.SKIP]:
+            del counts[Status.SKIP]
+        return counts
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""

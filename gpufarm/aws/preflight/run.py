@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from gpufarm.aws.preflight.bedrock import check_bedrock
+from gpufarm.aws.preflight.bedrock import check_bedrock, check_bedrock_access
+from gpufarm.aws.preflight.bootstrap import check_cdk_bootstrap
 from gpufarm.aws.preflight.calls import (
     InstanceInfo,
     _error_message,
@@ -15,11 +16,21 @@ from gpufarm.aws.preflight.calls import (
     describe_instance_types,
     describe_offerings,
 )
+from gpufarm.aws.preflight.certificate import check_certificate
 from gpufarm.aws.preflight.kubernetes import check_kubernetes_version
+from gpufarm.aws.preflight.model_bucket import check_model_bucket
 from gpufarm.aws.preflight.network_quotas import check_network_quotas, no_template_row
 from gpufarm.aws.preflight.offerings import check_offerings
 from gpufarm.aws.preflight.reservations import check_reservations
-from gpufarm.aws.preflight.results import Check, CheckResult, PreflightError, PreflightReport, Status
+from gpufarm.aws.preflight.results import (
+    ACCOUNT_CHECKS,
+    Check,
+    CheckResult,
+    PreflightError,
+    PreflightReport,
+    Status,
+)
+from gpufarm.aws.preflight.secrets import check_hf_token_secrets
 from gpufarm.aws.preflight.vcpu_quotas import check_vcpu_quotas
 from gpufarm.config import TierConfig
 from gpufarm.config.placeholders import UNPINNED_IMAGE, find_placeholders
@@ -55,6 +66,50 @@ def check_placeholders(tier: TierConfig) -> list[CheckResult]:
         )
         for p in found
     ]
+
+
+def region_row(tier: TierConfig, region: str) -> list[CheckResult]:
+    """A warning when the checks run in another region than the tier deploys to. Needs no AWS call."""
+    if tier.environment.region == region:
+        return []
+    return [
+        CheckResult(
+            check=Check.REGION,
+            subject="region",
+            status=Status.WARN,
+            message=f"the tier deploys to {tier.environment.region}; these checks ran in {region}",
+            fix=f"run preflight with --region {tier.environment.region}, or set environment.region",
+        )
+    ]
+
+
+def offline_checks(tier: TierConfig, region: str) -> list[CheckResult]:
+    """The checks that read only the tier (the region, documentation values): no credentials."""
+    return region_row(tier, region) + check_placeholders(tier)
+
+
+def skipped_rows(reason: str) -> list[CheckResult]:
+    """One `skip` row per check that needs an account, saying why it did not run."""
+    return [
+        CheckResult(
+            check=check,
+            subject="account",
+            status=Status.SKIP,
+            message=f"not run: needs an AWS account ({reason})",
+            fix="run preflight with credentials for the account that deploys the tier",
+        )
+        for check in ACCOUNT_CHECKS
+    ]
+
+
+def offline_report(tier: TierConfig, region: str, reason: str) -> PreflightReport:
+    """The offline checks, and a `skip` row for each check that needs an account."""
+    return PreflightReport(
+        tier=tier.name,
+        region=region,
+        account="",
+        results=tuple(offline_checks(tier, region) + skipped_rows(reason)),
+    )
 
 
 def run_preflight(
@@ -118,24 +173,16 @@ def run_preflight(
             bedrock_clients[in_region] = client("bedrock", in_region)
         return bedrock_clients[in_region]
 
-    results: list[CheckResult] = []
-    if tier.environment.region != region:
-        results.append(
-            CheckResult(
-                check=Check.REGION,
-                subject="region",
-                status=Status.WARN,
-                message=f"the tier deploys to {tier.environment.region}; these checks ran in {region}",
-                fix=f"run preflight with --region {tier.environment.region}, or set environment.region",
-            )
-        )
-    results += check_placeholders(tier)
+    results: list[CheckResult] = offline_checks(tier, region)
     results += _guarded(Check.QUOTA, quotas)
     results += _guarded(Check.OFFERING, offerings)
     results += _guarded(
         Check.RESERVATION, lambda: check_reservations(tier, region=region, ec2=ec2, now=moment)
     )
     results += _guarded(Check.BEDROCK, lambda: check_bedrock(tier, region=region, bedrock=bedrock))
+    results += _guarded(
+        Check.BEDROCK_ACCESS, lambda: check_bedrock_access(tier, region=region, bedrock=bedrock)
+    )
     results += _guarded(
         Check.KUBERNETES, lambda: check_kubernetes_version(tier, region=region, eks=client("eks"), now=moment)
     )
@@ -150,4 +197,18 @@ def run_preflight(
             elbv2=client("elbv2"),
             account=account,
         )
+    results += _guarded(
+        Check.CERTIFICATE, lambda: check_certificate(tier, region=region, acm=client("acm"), now=moment)
+    )
+    results += _guarded(Check.MODEL_BUCKET, lambda: check_model_bucket(tier, region=region, s3=client("s3")))
+    results += _guarded(
+        Check.HF_TOKEN,
+        lambda: check_hf_token_secrets(
+            tier, region=region, secretsmanager=lambda r: client("secretsmanager", r)
+        ),
+    )
+    results += _guarded(
+        Check.CDK_BOOTSTRAP,
+        lambda: check_cdk_bootstrap(region=region, account=account, ssm=client("ssm"), template=template),
+    )
     return PreflightReport(tier=tier.name, region=region, account=account, results=tuple(results))
