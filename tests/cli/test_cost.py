@@ -75,7 +75,7 @@ def test_preset_json_document() -> None:
     assert (estimate["stack"], estimate["tier"], estimate["prices"]["as_of"]) == (
         "gpufarm-production",
         "production",
-        "2026-07-20",
+        "2026-12-02",
     )
 
 
@@ -85,7 +85,7 @@ def test_json_gpu_line_is_priced_from_the_table() -> None:
     assert (got["capacity_type"], got["quantity"], got["monthly_usd"]) == (
         "on-demand",
         2,
-        round(2 * 10.4926 * H, 2),
+        round(2 * 10.49264 * H, 2),
     )
 
 
@@ -225,7 +225,7 @@ def test_assembly_with_a_model_split_into_shares(tmp_path: Path) -> None:
     assert (got["capacity_type"], got["quantity"], got["monthly_usd"]) == (
         "on-demand",
         1,
-        round(10.4926 * H, 2),
+        round(10.49264 * H, 2),
     )
     assert not [x for x in estimate["lines"] if x["item"].startswith("GPU pool h100-burst")]
 
@@ -249,7 +249,7 @@ def test_prices_file_overrides_the_table(tmp_path: Path) -> None:
     file = tmp_path / "prices.yaml"
     file.write_text("ec2:\n  spot_discounts:\n    g6e: 0.7\n")
     estimate = document(run("--tier", "production", "--prices", str(file), "--json"))["estimates"][0]
-    assert line(estimate, "GPU pool batch")["unit_price"] == pytest.approx(10.4926 * 0.3 * H)
+    assert line(estimate, "GPU pool batch")["unit_price"] == pytest.approx(10.49264 * 0.3 * H)
 
 
 # --------------------------------------------------------------------------- --live
@@ -272,15 +272,18 @@ def test_live_without_credentials_falls_back_to_the_table(
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    # On a day the shipped table (every section read 2026-12-02) is 91 days old, the stale-table
+    # warning comes first, before AWS is asked.
+    monkeypatch.setattr("gpufarm.cli.cost.today", lambda: dt.date(2027, 3, 3))
     result = run("--tier", "poc", "--live", "--json")
     assert result.exit_code == 0
-    # On 2026-12-01 the shipped table is stale too: that warning comes first, before AWS is asked.
     assert said(result.stderr) == (
-        "warning: the price table is 134 days old on 2026-12-01 (read 2026-07-20; more than 90 days: "
-        "bedrock, ebs, ec2, eks, elb, fsx_lustre, vpc, waf); list prices may have changed: refresh "
-        "them with --prices FILE, or --live for EC2 "
+        "warning: the price table is 91 days old on 2027-03-03 (read 2026-12-02; more than 90 days: "
+        "amp, bedrock, bedrock_guardrails, capacity_blocks, cloudwatch, data_transfer, ebs, "
+        "ebs_performance, ec2, eks, elb, fsx_lustre, grafana, kms, s3, secrets_manager, vpc, waf); "
+        "list prices may have changed: refresh them with --prices FILE, or --live for EC2 "
         "warning: live prices unavailable (Unable to locate credentials); using the price table "
-        "dated 2026-07-20"
+        "dated 2026-12-02"
     )
 
 
@@ -294,7 +297,7 @@ def test_live_fallback_is_reported_in_the_json(monkeypatch: pytest.MonkeyPatch) 
     doc = document(run("--tier", "poc", "--live", "--json"))
     assert doc["warnings"] == [
         "warning: live prices unavailable (An error occurred (ThrottlingException)); using the price "
-        "table dated 2026-07-20"
+        "table dated 2026-12-02"
     ]
 
 

@@ -256,7 +256,7 @@ def test_cost_live_without_credentials_falls_back_with_one_warning(no_aws: None)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["warnings"] == [
         "warning: live prices unavailable (Unable to locate credentials); "
-        "using the price table dated 2026-07-20"
+        "using the price table dated 2026-12-02"
     ]
 
 
@@ -266,7 +266,7 @@ def test_cost_live_with_an_unknown_profile_falls_back(no_aws: None, monkeypatch:
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["warnings"] == [
         "warning: live prices unavailable (The config profile (nope) could not be found); "
-        "using the price table dated 2026-07-20"
+        "using the price table dated 2026-12-02"
     ]
 
 
@@ -276,7 +276,7 @@ def test_cost_live_when_aws_cannot_be_reached_falls_back(monkeypatch: pytest.Mon
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["warnings"] == [
         'warning: live prices unavailable (Could not connect to the endpoint URL: "https://pricing.us-east-1.'
-        'amazonaws.com"); using the price table dated 2026-07-20'
+        'amazonaws.com"); using the price table dated 2026-12-02'
     ]
 
 

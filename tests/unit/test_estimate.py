@@ -64,14 +64,14 @@ def poc() -> CostEstimate:
 
 def test_table_is_dated_and_for_us_east_1() -> None:
     assert (PRICES.as_of.isoformat(), PRICES.region, PRICES.hours_per_month) == (
-        "2026-07-20",
+        "2026-12-02",
         "us-east-1",
         730,
     )
 
 
 def test_table_gpu_prices_match_the_dated_facts() -> None:
-    assert (OD["g6e.12xlarge"], OD["p5.48xlarge"], OD["p5en.48xlarge"]) == (10.4926, 55.04, 63.296)
+    assert (OD["g6e.12xlarge"], OD["p5.48xlarge"], OD["p5en.48xlarge"]) == (10.49264, 55.04, 63.296)
 
 
 def test_every_section_names_a_source() -> None:
@@ -145,7 +145,7 @@ def test_spot_without_a_measured_price_applies_the_discount() -> None:
 
 
 def test_spot_without_a_measured_price_applies_the_familys_observed_discount() -> None:
-    assert PRICES.spot("g6e.12xlarge") == pytest.approx(10.4926 * SPOT_G6E)
+    assert PRICES.spot("g6e.12xlarge") == pytest.approx(10.49264 * SPOT_G6E)
 
 
 def test_measured_spot_price_wins() -> None:
@@ -250,14 +250,14 @@ def test_production_serving_pool_base(production: CostEstimate) -> None:
     assert (got.capacity_type, got.quantity, got.monthly_usd) == (
         "on-demand",
         2,
-        pytest.approx(2 * 10.4926 * H),
+        pytest.approx(2 * 10.49264 * H),
     )
 
 
 def test_production_serving_pool_peak(production: CostEstimate) -> None:
     # 4 GPUs x max 6 replicas = 24 GPUs -> 6 instances.
     got = line(production, "GPU pool serving")
-    assert (got.peak_quantity, got.peak_monthly_usd) == (6, pytest.approx(6 * 10.4926 * H))
+    assert (got.peak_quantity, got.peak_monthly_usd) == (6, pytest.approx(6 * 10.49264 * H))
 
 
 def test_production_batch_pool_is_spot(production: CostEstimate) -> None:
@@ -267,7 +267,7 @@ def test_production_batch_pool_is_spot(production: CostEstimate) -> None:
         "spot",
         0,
         2,
-        pytest.approx(2 * 10.4926 * SPOT_G6E * H),
+        pytest.approx(2 * 10.49264 * SPOT_G6E * H),
         "observed spot discount of the g6e family: 60% off on-demand",
     )
 
@@ -341,8 +341,8 @@ def test_production_gpu_capacity_at_base() -> None:
 def test_production_cost_by_capacity_type_at_peak(production: CostEstimate) -> None:
     expected = {
         "reserved": 0.0,
-        "on-demand": 6 * 10.4926 * H + 4 * 0.4032 * H,
-        "spot": 2 * 10.4926 * SPOT_G6E * H,
+        "on-demand": 6 * 10.49264 * H + 4 * 0.4032 * H,
+        "spot": 2 * 10.49264 * SPOT_G6E * H,
     }
     assert production.by_capacity_type(peak=True) == pytest.approx(expected)
 
@@ -416,7 +416,7 @@ def test_enterprise_background_pool_is_spot(enterprise: CostEstimate) -> None:
     assert (got.capacity_type, got.peak_quantity, got.peak_monthly_usd) == (
         "spot",
         2,
-        pytest.approx(2 * 10.4926 * SPOT_G6E * H),
+        pytest.approx(2 * 10.49264 * SPOT_G6E * H),
     )
 
 
@@ -507,7 +507,7 @@ def test_a_share_on_its_own_pool_is_costed_on_that_pools_instance_type(split_tie
         "on-demand",
         1,
         1,
-        pytest.approx(10.4926 * H),
+        pytest.approx(10.49264 * H),
     )
 
 
@@ -614,7 +614,7 @@ def test_json_document_carries_totals_and_lines(production: CostEstimate) -> Non
     doc = production.to_json()
     assert (doc["tier"], doc["prices"]["as_of"], len(doc["lines"])) == (
         "production",
-        "2026-07-20",
+        "2026-12-02",
         len(production.lines),
     )
 

@@ -65,7 +65,7 @@ def test_a_model_that_fits_the_smallest_size_gets_it() -> None:
 
 def test_memory_alone_can_move_a_pod_up_a_size() -> None:
     # 6 CPU and 100 GiB: the g6e.2xlarge has 56.7 GiB allocatable, the g6e.4xlarge 115.2. A
-    # g6e.12xlarge would hold 3 such pods (352.7 GiB) on its 4 GPUs: 10.4926 / 3 = 3.50 per usable
+    # g6e.12xlarge would hold 3 such pods (352.7 GiB) on its 4 GPUs: 10.49264 / 3 = 3.50 per usable
     # GPU, dearer than the g6e.4xlarge at 3.00424.
     pool = load_preset("poc").node_pools[0]
     assert choose_instance_type(pool, 1, PRICES, cpu=6, memory_gib=100) == "g6e.4xlarge"

@@ -95,8 +95,87 @@ def test_every_size_the_preset_pools_may_launch_is_priced() -> None:
 
 def test_unconfirmed_figures_say_why() -> None:
     figures = PRICES.estimated_figures()
-    assert {"ec2.p6-b300.48xlarge", "bedrock.models", "fsx_lustre.500", "fsx_lustre.1000"} <= set(figures)
-    assert "us-west-2" in figures["ec2.p6-b300.48xlarge"]
+    assert {
+        "bedrock.models",
+        "fsx_lustre.250",
+        "fsx_lustre.500",
+        "fsx_lustre.1000",
+        "ec2.m6i.2xlarge",
+        "ec2.m7i.2xlarge",
+        "ec2.c6in.large",
+        "vpc.gwlb_endpoint_per_az_hour",
+    } <= set(figures)
+    # The 2xlarge system sizes were not shown by a source: each is priced at twice its sourced xlarge.
+    on_demand = PRICES.ec2.on_demand_per_hour
+    assert (on_demand["m6i.2xlarge"], on_demand["m7i.2xlarge"]) == (2 * 0.192, 2 * 0.2016)
+    assert ("0.192" in figures["ec2.m6i.2xlarge"], all(reason.strip() for reason in figures.values())) == (
+        True,
+        True,
+    )
+
+
+# --------------------------------------------------------------------------- the 2026-12-02 refresh
+
+REFRESHED = ("ec2", "eks", "ebs", "vpc", "elb", "fsx_lustre", "waf", "bedrock")
+"""The sections last read on 2026-07-20, read again (and their figures checked) on 2026-12-02."""
+
+
+def test_the_refreshed_sections_are_dated_the_day_they_were_read_and_name_it() -> None:
+    for name in REFRESHED:
+        section = getattr(PRICES, name)
+        assert (section.as_of, "2026-12-02" in " ".join(section.source.split())) == (
+            dt.date(2026, 12, 2),
+            True,
+        ), name
+
+
+def test_every_estimate_of_a_refreshed_section_names_one_of_its_figures() -> None:
+    # An estimate key is the figure it flags: a field of the section, a key of its price map
+    # (an instance type, a throughput tier), or "models" / "spot_discounts.<family>".
+    maps = {
+        "ec2": set(PRICES.ec2.on_demand_per_hour)
+        | {f"spot_discounts.{k}" for k in PRICES.ec2.spot_discounts},
+        "fsx_lustre": {str(k) for k in PRICES.fsx_lustre.persistent_2_per_gb_month},
+    }
+    for name in REFRESHED:
+        section = getattr(PRICES, name)
+        figures = set(type(section).model_fields) | maps.get(name, set())
+        assert set(section.estimates) <= figures, name
+
+
+def test_p6_b300_is_priced_from_its_us_east_1_list_price_not_estimated() -> None:
+    # Listed for us-west-2 only when the table was dated 2026-07-20; the 2026-08-26 list data
+    # gives the same price in us-east-1.
+    assert (PRICES.on_demand("p6-b300.48xlarge"), "ec2.p6-b300.48xlarge" in PRICES.estimated_figures()) == (
+        142.416,
+        False,
+    )
+
+
+def test_figures_the_table_had_rounded_carry_the_lists_digits() -> None:
+    on_demand = PRICES.ec2.on_demand_per_hour
+    assert [
+        on_demand[t]
+        for t in (
+            "g6e.12xlarge",
+            "g6e.48xlarge",
+            "g7e.2xlarge",
+            "g7e.48xlarge",
+            "p4d.24xlarge",
+            "p4de.24xlarge",
+        )
+    ] == [10.49264, 30.13118, 3.36312, 33.14432, 21.957642, 27.44705]
+
+
+def test_the_tables_date_is_its_oldest_sections() -> None:
+    # pricing.py reads `as_of` as the date of the table's oldest section.
+    assert PRICES.as_of == PRICES.oldest_as_of() == dt.date(2026, 12, 2)
+
+
+def test_the_shipped_table_draws_no_warning_on_the_day_it_was_read_nor_90_days_on() -> None:
+    read = dt.date(2026, 12, 2)
+    assert (PRICES.staleness(read), PRICES.staleness(read + dt.timedelta(days=90))) == (None, None)
+    assert PRICES.staleness(read + dt.timedelta(days=91)) is not None
 
 
 # --------------------------------------------------------------------------- spot
