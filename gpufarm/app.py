@@ -1,8 +1,8 @@
 """The CDK app: which tiers to synthesize, from context, with clean errors and exit codes.
 
-Context keys: ``tier`` (a preset name), ``tier_file`` (a YAML path). With neither, every preset
-is synthesized. Exit status: 0 ok, 1 compliance gate failed or an internal error, 2 invalid
-input; every error is one line on standard error (``GPUFARM_DEBUG=1`` adds the traceback).
+Context keys: ``tier`` (a preset name), ``tier_file`` or ``tier-file`` (a YAML path). With
+neither, every preset is synthesized. Exit status: 0 ok, 1 compliance gate failed or an internal
+error, 2 invalid input; every error is one line on standard error (``GPUFARM_DEBUG=1`` adds the traceback).
 """
 
 from __future__ import annotations
@@ -39,18 +39,48 @@ SUPPORT_WARNING_ID = "gpufarm:kubernetes-support"
 """ID of the warning a stack gets when its Kubernetes version is in, or near, EKS extended support."""
 
 
+TIER_FILE_KEYS = ("tier_file", "tier-file")
+"""The context keys naming a tier file: ``-c tier_file=PATH``, and ``-c tier-file=PATH``, spelt
+as the command's ``--tier-file`` (docs/decisions/0059-output-a-person-reads.md)."""
+
+
 def select_tiers(context: Mapping[str, Any]) -> list[TierConfig]:
     """The tier configs the context asks for; raises :class:`ConfigError` on bad input.
 
-    A key given with an empty value (``-c tier_file=``) is an error, not a key left out.
+    A key given with an empty value (``-c tier_file=``) is an error, not a key left out. The tier
+    file may be given as ``tier_file`` or ``tier-file``, not both.
     """
-    tier, tier_file = context.get("tier"), context.get("tier_file")
+    files = [(key, str(context[key])) for key in TIER_FILE_KEYS if context.get(key) is not None]
+    if len(files) > 1:
+        (first, a), (second, b) = files
+        raise ConfigError(
+            [
+                ConfigIssue(
+                    path="",
+                    message=f"give -c {first} or -c {second}, not both (got -c {first}={_shown(a)} and "
+                    f"-c {second}={_shown(b)}); they are two spellings of one setting",
+                )
+            ],
+            source="context",
+        )
+    key, tier_file = files[0] if files else (TIER_FILE_KEYS[0], None)
+    tier = context.get("tier")
     return select(
         [str(tier)] if tier is not None else [],
-        str(tier_file) if tier_file is not None else None,
-        options=("-c tier", "-c tier_file"),
+        tier_file,
+        options=("-c tier", f"-c {key}"),
         source="context",
     )
+
+
+def _shown(value: str) -> str:
+    """A value as a user would type it; quoted only when it is empty or holds spaces or controls."""
+    return value if re.fullmatch(r"[\w./:@+~-]+", value) else repr(value)
+
+
+def _given(option: str, value: str) -> str:
+    """An option with its value as typed: ``-c tier=poc`` in the context, ``--tier poc`` otherwise."""
+    return f"{option}={_shown(value)}" if option.startswith("-c ") else f"{option} {_shown(value)}"
 
 
 def select(
@@ -64,7 +94,7 @@ def select(
 
     An empty or blank `tier_file` (``-c tier_file=``, ``--tier-file ''``) is refused, never read as
     "no tier file": it would otherwise synthesize every preset. `options` names the two inputs in
-    the message for giving both (the CDK context keys by default; the command line passes its
+    messages as the user gave them (the CDK context keys by default; the command line passes its
     flags); raises :class:`ConfigError` on bad input.
     """
     names = list(dict.fromkeys(tiers))
@@ -72,22 +102,22 @@ def select(
         raise ConfigError(
             [
                 ConfigIssue(
-                    path="tier_file",
+                    path="",
                     message=f"{options[1]} must be the path of a tier YAML file, got {tier_file!r}",
                 )
             ],
             source=source,
         )
     if names and tier_file:
-        given = names[0] if len(names) == 1 else names
+        given = " ".join(_given(options[0], name) for name in names)
         # A name that is not a plain word is quoted, so the one-line message stays one line.
-        parent = names[0] if re.fullmatch(r"[\w.-]+", names[0]) else repr(names[0])
+        parent = _shown(names[0])
         raise ConfigError(
             [
                 ConfigIssue(
-                    path="tier",
-                    message=f"give either {options[0]} or {options[1]}, not both (got tier={given!r}, "
-                    f"tier_file={tier_file!r}); a tier file can start with `extends: {parent}`",
+                    path="",
+                    message=f"give either {options[0]} or {options[1]}, not both (got {given} and "
+                    f"{_given(options[1], tier_file)}); a tier file can start with `extends: {parent}`",
                 )
             ],
             source=source,
@@ -320,11 +350,11 @@ def _synth_app(extra_context: Mapping[str, Any], outdir: Path | None) -> int:
         )
         context = {
             key: value
-            for key in ("tier", "tier_file")
+            for key in ("tier", *TIER_FILE_KEYS)
             if (value := app.node.try_get_context(key)) is not None
         }
         configs = select_tiers(context)
-        source = str(context["tier_file"]) if context.get("tier_file") else None
+        source = next((str(context[key]) for key in TIER_FILE_KEYS if context.get(key)), None)
         add_tiers(
             app,
             configs,

@@ -41,3 +41,22 @@ def yaml_problem(exc: Exception) -> str:
     if problem and mark is not None:
         return f" at line {mark.line + 1}, column {mark.column + 1}: {problem}"
     return f": {one_line(str(exc))}"
+
+
+def kind_of(value: object) -> str:
+    """What a value read from YAML or JSON is, in its file's words, not Python's type names.
+
+    For messages such as "must hold a mapping, got a list" (rather than "got list").
+    """
+    if value is None:
+        return "an empty value (null)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    kinds: tuple[tuple[type, str], ...] = (
+        (int, "a number"),
+        (float, "a number"),
+        (str, "a string"),
+        (list, "a list"),
+        (dict, "a mapping"),
+    )
+    return next((word for kind, word in kinds if isinstance(value, kind)), "a value of another kind")

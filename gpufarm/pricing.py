@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpufarm.config import merge
 from gpufarm.config.bedrock import foundation_model_id
-from gpufarm.debug import yaml_problem
+from gpufarm.debug import kind_of, yaml_problem
 
 HOURS_PER_MONTH = 730.0
 """Hours AWS bills in an average month (8,760 / 12)."""
@@ -449,7 +449,7 @@ def _read(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise PriceTableError(f"the price file {str(path)!r} is not valid YAML{yaml_problem(exc)}") from None
     if not isinstance(data, dict):
-        raise PriceTableError(f"the price file {str(path)!r} must hold a mapping, got {type(data).__name__}")
+        raise PriceTableError(f"the price file {str(path)!r} must hold a mapping, got {kind_of(data)}")
     return data
 
 

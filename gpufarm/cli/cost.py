@@ -139,6 +139,7 @@ def _print(stack: str, estimate: CostEstimate) -> None:
         f"{stack}: monthly cost (prices {estimate.price_region}, {estimate.prices_as_of})",
         (escape("Item [unit]"), "Capacity", "Floor qty", "$ / unit", "Floor $", "Expected $", "Ceiling $"),
         rows,
+        drop_first=("$ / unit", "Floor qty"),
     )
     totals: list[list[str | float]] = [
         ["Total", *(estimate.total_at(level) for level in LEVELS)],
@@ -192,8 +193,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--commitment",
                 help="A Savings Plan or Reserved Instance the account holds (not created by the stack), "
-                "as key=value pairs: kind=ec2-instance-savings-plan,family=p5,usd_per_hour=30,"
-                "discount=0.4,term=3y. Repeat for several.",
+                "as key=value pairs separated by commas, such as 'kind=ec2-instance-savings-plan, "
+                "family=p5, usd_per_hour=30, discount=0.4, term=3y'. Repeat for several.",
             ),
         ] = None,
         busy_share: Annotated[

@@ -16,6 +16,7 @@ from gpufarm.cli._output import (
     console,
     emit_json,
     errors,
+    say,
     table,
 )
 from gpufarm.pricing import PriceTableError, load_prices
@@ -127,10 +128,20 @@ def _print(plan: Plan) -> None:
             ("Tier", f"{plan.tier} ({plan.tier_reason})"),
         ],
     )
+    costs = plan.monthly_cost_usd
     table(
-        f"Monthly cost of the GPU instances (USD, prices as of {plan.prices_as_of})",
+        f"Monthly cost of the {sizing.instances} x {layout.instance_type}, running all month "
+        f"(USD, prices as of {plan.prices_as_of})",
         ("Capacity type", "$ / month"),
-        [(kind, cost) for kind, cost in plan.monthly_cost_usd.items()],
+        # Reserved capacity (an ODCR) bills the on-demand rate: a row of its own would only repeat
+        # it. Only a commitment lowers it, and `plan` prices none (`gpufarm cost --commitment`).
+        [
+            (kind, cost)
+            for kind, cost in costs.items()
+            if kind != "reserved" or cost != costs.get("on-demand")
+        ],
+        caption="Reserved capacity (an On-Demand Capacity Reservation) bills the on-demand rate; "
+        "price the Savings Plan or Reserved Instance that lowers it with gpufarm cost --commitment.",
     )
     if plan.alternatives:
         table(
@@ -545,7 +556,7 @@ def register(app: typer.Typer) -> None:
             _print(result)
             console.print("Notes", markup=False)
             for note in notes:
-                console.print(f"  - {note}", markup=False, soft_wrap=True)
+                say(f"  - {note}")
         if written is not None:
             _report_written(str(write), result.tier, written)
 

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from gpufarm.cli._output import EXIT_CHECK_FAILED, EXIT_OK, bad_input, emit_json, errors, progress
+from gpufarm.cli._output import EXIT_CHECK_FAILED, EXIT_OK, bad_input, emit_json, errors, markdown, progress
 
 
 def register(app: typer.Typer) -> None:
@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 emit_json(result.to_dict())
             else:
-                typer.echo(render_markdown(result), nl=False)
+                markdown(render_markdown(result))
         else:
             text = (
                 json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n"

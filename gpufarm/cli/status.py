@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpufarm.cli._output import EXIT_CHECK_FAILED, bad_input, console, emit_json, errors, progress, table
+from gpufarm.cli._output import EXIT_CHECK_FAILED, bad_input, emit_json, errors, progress, say, table
 from gpufarm.cli._tier import TierFileOption, TierOption, one_tier
 
 HEALTHY_STACK_STATES = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_COMPLETE"})
@@ -43,11 +43,7 @@ def kubernetes_factory(session: Any, region: str) -> Any:
 
 def _print(report: Any) -> None:
     stack = report.stack
-    console.print(
-        f"{stack.name} in {report.region}: {stack.status}" + (f" ({stack.reason})" if stack.reason else ""),
-        markup=False,
-        soft_wrap=True,
-    )
+    say(f"{stack.name} in {report.region}: {stack.status}" + (f" ({stack.reason})" if stack.reason else ""))
     if report.target_groups:
         table(
             "Target health",
@@ -64,16 +60,14 @@ def _print(report: Any) -> None:
         )
     if report.fallback is not None:
         share = report.fallback.percent
-        console.print(
+        say(
             f"fallback share, last {report.fallback.window_seconds // 60} min: "
             + ("no gateway requests" if share is None else f"{share:.1f}%")
             + f" ({report.fallback.bedrock_invocations:g} Bedrock invocations, "
             f"{report.fallback.gateway_requests:g} gateway requests)",
-            markup=False,
-            soft_wrap=True,
         )
     else:
-        console.print(f"fallback share: n/a ({report.fallback_note})", markup=False, soft_wrap=True)
+        say(f"fallback share: n/a ({report.fallback_note})")
     if report.pools is not None:
         table(
             "Nodes per pool",
@@ -90,7 +84,7 @@ def _print(report: Any) -> None:
             ],
         )
     if report.kubernetes_note:
-        console.print(f"kubernetes: {report.kubernetes_note}", markup=False, soft_wrap=True)
+        say(f"kubernetes: {report.kubernetes_note}")
 
 
 def register(app: typer.Typer) -> None:

@@ -75,6 +75,9 @@ class StackSummary:
     resources: int
     gpus: dict[str, int] | None
     monthly_cost_usd: float | None
+    """The floor: the base monthly bill (fewest replicas; reserved node groups always)."""
+    ceiling_monthly_cost_usd: float | None = None
+    """The ceiling: every model at its most replicas all month."""
     estimate_error: str | None = None
     nag: list[NagFinding] = field(default_factory=list)
     lint: list[LintError] | None = None
@@ -93,6 +96,9 @@ class StackSummary:
             "resources": self.resources,
             "gpus": self.gpus,
             "monthly_cost_usd": None if self.monthly_cost_usd is None else round(self.monthly_cost_usd, 2),
+            "ceiling_monthly_cost_usd": (
+                None if self.ceiling_monthly_cost_usd is None else round(self.ceiling_monthly_cost_usd, 2)
+            ),
             "estimate_error": self.estimate_error,
             "nag": {
                 "status": "failed" if self.nag else "passed",
@@ -245,9 +251,11 @@ def summarize(
                 lint_errors = lint_template(template, config.environment.region)
         gpus: dict[str, int] | None = None
         cost: float | None = None
+        ceiling: float | None = None
         problem: str | None = None
         try:
-            gpus, cost = gpu_capacity(config), monthly_cost(config).total_usd
+            estimate = monthly_cost(config)
+            gpus, cost, ceiling = gpu_capacity(config), estimate.total_usd, estimate.peak_total_usd
         except (PriceNotFoundError, EstimateError) as exc:
             problem = str(exc)
         out.append(
@@ -258,6 +266,7 @@ def summarize(
                 resources=len(resources),
                 gpus=gpus,
                 monthly_cost_usd=cost,
+                ceiling_monthly_cost_usd=ceiling,
                 estimate_error=problem,
                 nag=[f for f in findings if f.path.split("/", 1)[0] == config.stack_name],
                 lint=lint_errors,
@@ -272,21 +281,40 @@ def _gpus(gpus: dict[str, int] | None) -> str:
     return " / ".join(str(gpus.get(kind, 0)) for kind in ("reserved", "on-demand", "spot"))
 
 
+def _dollars(usd: float | None) -> int | str:
+    """Whole dollars: a monthly estimate to the cent is false precision, and cents cost columns."""
+    return "n/a" if usd is None else round(usd)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _print(summaries: list[StackSummary], outdir: Path) -> None:
     table(
         f"gpufarm synth: {outdir}",
-        ("Stack", "Resources", "GPUs reserved / on-demand / spot", "$ / month", "cdk-nag", "cfn-lint"),
+        (
+            "Stack",
+            "Resources",
+            "Peak GPUs reserved / on-demand / spot",
+            "Floor $ / month",
+            "Ceiling $ / month",
+            "cdk-nag",
+            "cfn-lint",
+        ),
         [
             (
                 s.stack,
                 s.resources,
                 _gpus(s.gpus),
-                s.monthly_cost_usd if s.monthly_cost_usd is not None else "n/a",
-                f"{len(s.nag)} finding(s)" if s.nag else "passed",
-                "skipped" if s.lint is None else f"{len(s.lint)} error(s)" if s.lint else "passed",
+                _dollars(s.monthly_cost_usd),
+                _dollars(s.ceiling_monthly_cost_usd),
+                _count(len(s.nag), "finding") if s.nag else "passed",
+                "skipped" if s.lint is None else _count(len(s.lint), "error") if s.lint else "passed",
             )
             for s in summaries
         ],
+        drop_first=("Resources",),
     )
 
 

@@ -21,6 +21,7 @@ from gpufarm.config.model import TierConfig
 from gpufarm.config.validate import validate_tier
 from gpufarm.config.yaml_reader import Document, Origin, read_document, render_path
 from gpufarm.config.yaml_reader import Path_ as DocPath
+from gpufarm.debug import kind_of
 
 PRESET_DIR = Path(__file__).parent
 """Folder holding the preset tier files (`<name>.yaml`)."""
@@ -359,8 +360,11 @@ def _issue(err: ErrorDetails, origins: dict[str, Origin] | None = None) -> Confi
 
 
 def _show(value: Any) -> str:
+    """A value as the YAML it came from reads, not as Python prints it (`None`, `True`)."""
     if isinstance(value, Enum):
         value = value.value
     if isinstance(value, dict):
         return "a mapping"
+    if value is None or isinstance(value, bool):
+        return kind_of(value)
     return repr(value)

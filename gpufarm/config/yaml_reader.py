@@ -48,6 +48,7 @@ from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
 from gpufarm.config.errors import ConfigError, ConfigIssue
+from gpufarm.debug import kind_of
 
 MAX_FILE_BYTES = 1024 * 1024
 """Largest tier file read (1 MiB): the presets are a few KiB; the limit bounds reading and parsing."""
@@ -150,7 +151,7 @@ def parse_document(raw: bytes, *, source: str, shown: str) -> Document:
     if builder.issues:
         raise ConfigError(builder.issues, source=source)
     if not isinstance(data, dict):
-        _fail(source, f"must be a mapping of settings, got {type(data).__name__}")
+        _fail(source, f"must be a mapping of settings, got {kind_of(data)}")
     return Document(data=data, origins=builder.origins)
 
 

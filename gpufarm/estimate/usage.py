@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from gpufarm.config.errors import ConfigError, ConfigIssue
-from gpufarm.debug import yaml_problem
+from gpufarm.debug import kind_of, yaml_problem
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +91,8 @@ def usage_issues(document: dict[str, Any]) -> list[ConfigIssue]:
             continue
         number = isinstance(value, int | float) and not isinstance(value, bool)
         if not number or math.isnan(value) or math.isinf(value) or value < 0:
-            issues.append(ConfigIssue(path=key, message=f"must be a number of at least 0, got {value!r}"))
+            shown = kind_of(value) if value is None or isinstance(value, bool) else repr(value)
+            issues.append(ConfigIssue(path=key, message=f"must be a number of at least 0, got {shown}"))
     return issues
 
 
@@ -122,7 +123,7 @@ def load_usage(path: str | Path) -> Usage:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(
-            [ConfigIssue(path="", message=f"must hold a mapping of usage keys, got {type(data).__name__}")],
+            [ConfigIssue(path="", message=f"must hold a mapping of usage keys, got {kind_of(data)}")],
             source=source,
         )
     return build_usage(data, source=source)

@@ -356,8 +356,8 @@ def render_markdown(review: Review) -> str:
             "Stateful/traffic replacements",
             "Exposure opened / closed",
             "IAM grants added / removed",
-            "GPUs reserved / on-demand / spot",
-            "Monthly cost change",
+            "GPUs reserved / on-demand / spot (at peak)",
+            "Monthly cost change, floor",
         ],
         rows,
     )

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gpufarm.debug import yaml_problem
+from gpufarm.debug import kind_of, yaml_problem
 
 Precision = Literal["fp16", "bf16", "fp8", "int8", "int4"]
 """Weight precisions `gpufarm plan` knows."""
@@ -223,7 +223,7 @@ def load_throughput_table(path: str | Path | None = None) -> ThroughputTable:
         ) from None
     if not isinstance(data, dict):
         raise ThroughputTableError(
-            f"the throughput table {str(file)!r} must hold a mapping, got {type(data).__name__}"
+            f"the throughput table {str(file)!r} must hold a mapping, got {kind_of(data)}"
         )
     try:
         return ThroughputTable.model_validate(data)

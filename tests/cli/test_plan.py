@@ -236,7 +236,7 @@ def test_an_invalid_throughput_table_exits_2(tmp_path: Path) -> None:
     table.write_text("- 1\n")
     result = plan(*BASE, "--throughput-table", str(table))
     assert result.exit_code == 2
-    assert result.stderr.strip() == f"the throughput table {str(table)!r} must hold a mapping, got list"
+    assert result.stderr.strip() == f"the throughput table {str(table)!r} must hold a mapping, got a list"
 
 
 def test_an_unreadable_price_file_exits_2(tmp_path: Path) -> None:

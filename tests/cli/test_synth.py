@@ -85,6 +85,10 @@ def test_the_monthly_cost_is_the_estimate_total(poc_stack: dict[str, Any]) -> No
     assert poc_stack["monthly_cost_usd"] == round(monthly_cost(load_preset("poc")).total_usd, 2)
 
 
+def test_the_ceiling_cost_is_the_estimate_at_peak(poc_stack: dict[str, Any]) -> None:
+    assert poc_stack["ceiling_monthly_cost_usd"] == round(monthly_cost(load_preset("poc")).peak_total_usd, 2)
+
+
 def test_the_compliance_gate_passed(poc_stack: dict[str, Any]) -> None:
     assert poc_stack["nag"] == {"status": "passed", "findings": []}
 
@@ -132,7 +136,8 @@ def test_the_table_summarizes_each_stack(
         "gpufarm-poc",
         str(summaries[0].resources),
         f"{gpus['reserved']} / {gpus['on-demand']} / {gpus['spot']}",
-        f"{monthly_cost(load_preset('poc')).total_usd:,.2f}",
+        f"{monthly_cost(load_preset('poc')).total_usd:,.0f}",  # the floor, in whole dollars
+        f"{monthly_cost(load_preset('poc')).peak_total_usd:,.0f}",  # the ceiling
         "passed",
         "skipped",
     ]
@@ -250,7 +255,7 @@ def test_tier_and_tier_file_together_exit_2(tmp_path: Path) -> None:
     result = _bad(["--tier", "poc", "--tier-file", "x.yaml", "--out", str(tmp_path)])
     assert _messages(result) == [
         "invalid command line:",
-        "  - tier: give either --tier or --tier-file, not both (got tier='poc', tier_file='x.yaml'); "
+        "  - give either --tier or --tier-file, not both (got --tier poc and --tier-file x.yaml); "
         "a tier file can start with `extends: poc`",
     ]
 

@@ -17,7 +17,7 @@ import pytest
 from gpufarm import client
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = (ROOT / "README.md", ROOT / "docs" / "client.md", ROOT / "docs" / "fallback.md")
+DOCS = (ROOT / "docs" / "calling-a-model.md", ROOT / "docs" / "client.md", ROOT / "docs" / "fallback.md")
 BLOCK = re.compile(r"^```python\n(?P<code>.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
@@ -35,9 +35,9 @@ def samples() -> list[tuple[str, str]]:
 SAMPLES = samples()
 
 
-def test_the_readme_and_the_client_page_show_the_transport() -> None:
+def test_the_calling_and_client_pages_show_the_transport() -> None:
     shown = {name.split(":")[0] for name, _ in SAMPLES}
-    assert {"README.md", "docs/client.md"} <= shown
+    assert {"docs/calling-a-model.md", "docs/client.md"} <= shown
 
 
 @pytest.mark.parametrize(("name", "code"), SAMPLES, ids=[name for name, _ in SAMPLES])

@@ -203,7 +203,7 @@ FACTS: list[tuple[str, Callable[[], list[str]]]] = [
     ("docs/enterprise.md", _lws_rollout_enterprise),
     ("docs/constructs.md", _lws_rollout_constructs),
     ("docs/fallback.md", _guardrail),
-    ("README.md", _every_preset_has_the_gateway),
+    ("docs/calling-a-model.md", _every_preset_has_the_gateway),
     ("docs/cli.md", _cost_table),
     ("docs/fallback.md", _gateway_timeout),
     ("docs/fallback.md", _gateway_replicas),
@@ -237,7 +237,15 @@ def test_doc_states_the_preset(doc: str, render: Callable[[], list[str]]) -> Non
 )
 def test_statements_that_were_false_are_gone(stale: str) -> None:
     docs = " ".join(
-        _doc(n) for n in ("README.md", "docs/enterprise.md", "docs/constructs.md", "docs/fallback.md")
+        _doc(n)
+        for n in (
+            "README.md",
+            "docs/getting-started.md",
+            "docs/calling-a-model.md",
+            "docs/enterprise.md",
+            "docs/constructs.md",
+            "docs/fallback.md",
+        )
     )
     assert _flat(stale) not in docs
 

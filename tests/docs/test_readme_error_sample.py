@@ -1,4 +1,7 @@
-"""The README's sample of an invalid tier file is what the loader says about that file."""
+"""The getting-started page's sample of an invalid tier file is what the loader says about it.
+
+(The sample was in the README before its long prose moved to docs/getting-started.md.)
+"""
 
 from __future__ import annotations
 
@@ -10,16 +13,16 @@ import yaml
 
 from gpufarm.config import ConfigError, load_tier_file
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GETTING_STARTED = Path(__file__).resolve().parents[2] / "docs" / "getting-started.md"
 
 
 def _blocks(language: str) -> list[str]:
-    text = README.read_text(encoding="utf-8")
+    text = GETTING_STARTED.read_text(encoding="utf-8")
     return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
 
 
 def test_the_error_sample_is_the_loaders_message(tmp_path: Path) -> None:
-    """README: 'the tier file above without its node_pools override ... prints' the sample."""
+    """getting-started.md: 'the tier file above without its node_pools override ... prints' the sample."""
     (example,) = [b for b in _blocks("yaml") if b.startswith("# my.yaml\nextends: poc")]
     (sample,) = [b for b in _blocks("text") if b.startswith("invalid my.yaml:")]
     document = yaml.safe_load(example)

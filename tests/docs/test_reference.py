@@ -85,9 +85,9 @@ def _code_blocks(text: str, language: str) -> list[str]:
     return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
 
 
-def test_readme_tier_file_example_is_valid(tmp_path: Path) -> None:
-    """The `extends: poc` example in the README loads, with both of its models."""
-    blocks = _code_blocks(README.read_text(encoding="utf-8"), "yaml")
+def test_getting_started_tier_file_example_is_valid(tmp_path: Path) -> None:
+    """The `extends: poc` example of docs/getting-started.md loads, with both of its models."""
+    blocks = _code_blocks((REFERENCE.parent / "getting-started.md").read_text(encoding="utf-8"), "yaml")
     (example,) = [b for b in blocks if b.startswith("# my.yaml\nextends: poc")]
     (tmp_path / "my.yaml").write_text(example, encoding="utf-8")
     tier = load_tier_file(tmp_path / "my.yaml")

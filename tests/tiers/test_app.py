@@ -54,7 +54,7 @@ def _run_app(tmp_path: Path, context: dict[str, str]) -> subprocess.CompletedPro
         (
             "extends: poc\ningress:\n  scheme: internet-facing\n",
             "  - ingress.certificate_arn: is required when ingress.scheme is 'internet-facing' "
-            "(public traffic is served over HTTPS only), got None",
+            "(public traffic is served over HTTPS only); it is not set",
         ),
         (
             "extends: poc\nclustr: {}\n",

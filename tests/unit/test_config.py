@@ -302,7 +302,7 @@ INVALID: list[Any] = [
     ),
     pytest.param(
         {"network": {"nat_gateways": None}},
-        ["network.nat_gateways: must be an integer, got None"],
+        ["network.nat_gateways: must be an integer, got an empty value (null)"],
         id="null-for-int",
     ),
     pytest.param(
@@ -804,7 +804,7 @@ INVALID: list[Any] = [
         {"ingress": {"scheme": "internet-facing"}},
         [
             "ingress.certificate_arn: is required when ingress.scheme is 'internet-facing' (public "
-            "traffic is served over HTTPS only), got None",
+            "traffic is served over HTTPS only); it is not set",
             "ingress.allowed_cidrs: must list at least one CIDR when ingress.scheme is "
             "'internet-facing', got []",
             "ingress.waf.enabled: must be true when ingress.scheme is 'internet-facing' (public "
@@ -833,7 +833,7 @@ INVALID: list[Any] = [
         model_override(bedrock=None),
         [
             "models[0].bedrock: must name a Bedrock model ({model_id: ...}) or be 'none' to opt "
-            "out, while fallback.enabled is true, got None"
+            "out, while fallback.enabled is true; it is not set"
         ],
         id="model-without-fallback-choice",
     ),
@@ -1150,8 +1150,8 @@ def test_build_tier_does_not_coerce_or_raise_pydantic_errors() -> None:
             "is not valid YAML at line 1, column 1: found character '\\t' that cannot start any token",
             id="tab-indentation",
         ),
-        pytest.param("- poc\n- prod\n", "must be a mapping of settings, got list", id="list-document"),
-        pytest.param("poc\n", "must be a mapping of settings, got str", id="scalar-document"),
+        pytest.param("- poc\n- prod\n", "must be a mapping of settings, got a list", id="list-document"),
+        pytest.param("poc\n", "must be a mapping of settings, got a string", id="scalar-document"),
     ],
 )
 def test_unreadable_documents(tmp_path: Path, text: str, message: str) -> None:

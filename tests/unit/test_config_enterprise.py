@@ -226,11 +226,11 @@ INVALID: list[Any] = [
             "ingress.inspection), got true",
             "ingress.lcu_reservation: applies only with ingress.kind 'alb', got 100 with 'nlb'",
             "models[0].listener_port: is required with ingress.kind 'nlb' (an NLB routes by port, "
-            "one listener per model), got None",
+            "one listener per model); it is not set",
             "models[1].listener_port: is required with ingress.kind 'nlb' (an NLB routes by port, "
-            "one listener per model), got None",
+            "one listener per model); it is not set",
             "models[2].listener_port: is required with ingress.kind 'nlb' (an NLB routes by port, "
-            "one listener per model), got None",
+            "one listener per model); it is not set",
         ],
         id="nlb-with-target-optimizer-and-no-ports",
     ),
@@ -253,7 +253,7 @@ INVALID: list[Any] = [
         ),
         [
             "ingress.certificate_arn: is required when ingress.nlb.tls is true (the NLB terminates "
-            "TLS), got None"
+            "TLS); it is not set"
         ],
         id="nlb-tls-without-certificate",
     ),

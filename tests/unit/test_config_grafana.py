@@ -62,7 +62,7 @@ INVALID: list[Any] = [
         grafana(authentication=["SAML"]),
         [
             "observability.grafana.saml: must describe the identity provider (idp_metadata_url or "
-            "idp_metadata_xml, and admin_role_values) while authentication lists 'SAML', got None"
+            "idp_metadata_xml, and admin_role_values) while authentication lists 'SAML'; it is not set"
         ],
         id="saml-without-idp",
     ),

@@ -181,7 +181,7 @@ INVALID: list[Any] = [
         {"model_store": {"fsx": {"import_path": None}}},
         [
             "model_store.fsx.import_path: must be an S3 URI such as 's3://bucket/models/' when "
-            "model_store.kind is 'fsx-lustre', got None"
+            "model_store.kind is 'fsx-lustre'; it is not set"
         ],
         id="fsx-without-import-path",
     ),
@@ -198,7 +198,7 @@ INVALID: list[Any] = [
         production_model(0, weights_gib=None),
         [
             "models[0].weights_gib: is required to size the FSx file system (or set "
-            "model_store.fsx.storage_capacity_gib), got None"
+            "model_store.fsx.storage_capacity_gib); it is not set"
         ],
         id="fsx-unknown-weights-size",
     ),

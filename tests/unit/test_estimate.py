@@ -173,7 +173,7 @@ def test_prices_file_merges_over_the_table(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("- 1\n- 2\n", "must hold a mapping, got list"),
+        ("- 1\n- 2\n", "must hold a mapping, got a list"),
         (
             "ec2:\n  spot_discount: 1.5\n",
             "is not a valid price table: ec2.spot_discount: Input should be less than 1",

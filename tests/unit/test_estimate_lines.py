@@ -262,10 +262,10 @@ KEYS = ", ".join(USAGE_KEYS)
         ("request_per_month: 5\n", f"request_per_month: unknown key; the keys are {KEYS}"),
         ("requests_per_month: -1\n", "requests_per_month: must be a number of at least 0, got -1"),
         ("requests_per_month: lots\n", "requests_per_month: must be a number of at least 0, got 'lots'"),
-        ("requests_per_month: true\n", "requests_per_month: must be a number of at least 0, got True"),
+        ("requests_per_month: true\n", "requests_per_month: must be a number of at least 0, got true"),
         ("requests_per_month: .nan\n", "requests_per_month: must be a number of at least 0, got nan"),
         ("flow_log_gb_per_vpc: .inf\n", "flow_log_gb_per_vpc: must be a number of at least 0, got inf"),
-        ("- 1\n", "must hold a mapping of usage keys, got list"),
+        ("- 1\n", "must hold a mapping of usage keys, got a list"),
         ("a: [\n", "is not valid YAML"),
     ],
 )

@@ -3,6 +3,7 @@ implicit conversions shown as written; errors through `extends`; an empty tier-f
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -397,12 +398,12 @@ def test_a_date_stays_the_text_written(tmp_path: Path) -> None:
         ),
         pytest.param(
             "name: false\n",
-            "name: must be a string (quote it: 'false'), got False",
+            "name: must be a string (quote it: 'false'), got false",
             id="false-as-name",
         ),
         pytest.param(
             "name:\n",
-            "name: must be a string, got None",
+            "name: must be a string, got an empty value (null)",
             id="empty-value",
         ),
         pytest.param(
@@ -506,7 +507,7 @@ def test_an_empty_tier_file_in_the_context_is_refused(value: str) -> None:
     with pytest.raises(ConfigError) as caught:
         select_tiers({"tier_file": value})
     assert caught.value.render() == (
-        f"invalid context:\n  - tier_file: -c tier_file must be the path of a tier YAML file, got {value!r}"
+        f"invalid context:\n  - -c tier_file must be the path of a tier YAML file, got {value!r}"
     )
 
 
@@ -514,7 +515,7 @@ def test_an_empty_tier_file_flag_is_refused() -> None:
     with pytest.raises(ConfigError) as caught:
         select([], "", options=("--tier", "--tier-file"), source="command line")
     assert caught.value.render() == (
-        "invalid command line:\n  - tier_file: --tier-file must be the path of a tier YAML file, got ''"
+        "invalid command line:\n  - --tier-file must be the path of a tier YAML file, got ''"
     )
 
 
@@ -564,7 +565,7 @@ def test_the_cdk_app_refuses_an_empty_tier_file_context(tmp_path: Path) -> None:
     )
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.endswith(
-        "invalid context:\n  - tier_file: -c tier_file must be the path of a tier YAML file, got ''\n"
+        "invalid context:\n  - -c tier_file must be the path of a tier YAML file, got ''\n"
     )
     assert not list((tmp_path / "out").glob("*.template.json"))  # before: every preset synthesized
 
@@ -596,6 +597,63 @@ def test_a_tier_name_with_a_line_break_keeps_the_message_on_one_line() -> None:
         select(["a\nb"], "my.yaml")
     (issue,) = caught.value.issues
     assert issue.message == (
-        "give either -c tier or -c tier_file, not both (got tier='a\\nb', tier_file='my.yaml'); "
+        "give either -c tier or -c tier_file, not both (got -c tier='a\\nb' and -c tier_file=my.yaml); "
         "a tier file can start with `extends: 'a\\nb'`"
     )
+
+
+@pytest.mark.parametrize("key", ["tier_file", "tier-file"])
+def test_the_context_takes_the_tier_file_in_either_spelling(tmp_path: Path, key: str) -> None:
+    """`-c tier-file=` is spelt as the command's `--tier-file`; `-c tier_file=` as before."""
+    file = tmp_path / "team.yaml"
+    file.write_text("extends: poc\nname: team-a\n", encoding="utf-8")
+    (tier,) = select_tiers({key: str(file)})
+    assert tier.stack_name == "gpufarm-team-a"
+
+
+def test_an_empty_tier_file_is_named_as_the_user_spelt_it() -> None:
+    with pytest.raises(ConfigError) as caught:
+        select_tiers({"tier-file": ""})
+    assert caught.value.render() == (
+        "invalid context:\n  - -c tier-file must be the path of a tier YAML file, got ''"
+    )
+
+
+def test_both_spellings_of_the_tier_file_are_refused() -> None:
+    with pytest.raises(ConfigError) as caught:
+        select_tiers({"tier_file": "a.yaml", "tier-file": "b.yaml"})
+    assert caught.value.render() == (
+        "invalid context:\n  - give -c tier_file or -c tier-file, not both (got -c tier_file=a.yaml and "
+        "-c tier-file=b.yaml); they are two spellings of one setting"
+    )
+
+
+def test_a_tier_with_a_tier_file_names_both_as_given_in_the_context() -> None:
+    with pytest.raises(ConfigError) as caught:
+        select_tiers({"tier": "production", "tier-file": "my.yaml"})
+    assert caught.value.render() == (
+        "invalid context:\n  - give either -c tier or -c tier-file, not both (got -c tier=production and "
+        "-c tier-file=my.yaml); a tier file can start with `extends: production`"
+    )
+
+
+def test_the_cdk_app_reads_the_tier_file_spelt_with_a_dash(tmp_path: Path) -> None:
+    # `cdk synth -c tier-file=bad.yaml`: the app reads the file (and reports its problem).
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("extends: poc\nnetwork:\n  nat_gateways: -1\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))} | {
+        "CDK_OUTDIR": str(tmp_path / "out"),
+        "CDK_CONTEXT_JSON": json.dumps({"tier-file": str(bad)}),
+        "HOME": str(tmp_path),
+    }
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.endswith(f"invalid {bad}:\n  - network.nat_gateways: must be >= 0, got -1\n")

@@ -469,3 +469,10 @@ def test_the_cost_change_is_shown_at_floor_expected_and_ceiling() -> None:
             f"| Monthly cost, {label} | ${was.total_at(label):,.2f} | ${now.total_at(label):,.2f} | "
             f"+${delta:,.2f} |"
         ) in report
+    # The summary's cost change is the floor's, and its GPUs the peak's: the headers say so.
+    (summary_header,) = [line for line in report.splitlines() if line.startswith("| Stack | Status |")]
+    assert summary_header.endswith(
+        "| GPUs reserved / on-demand / spot (at peak) | Monthly cost change, floor |"
+    )
+    (row,) = [line for line in report.splitlines() if line.startswith("| s | ")]
+    assert row.endswith(f"| +${now.total_usd - was.total_usd:,.2f} |")

@@ -249,7 +249,7 @@ def test_every_catalog_gpu_has_a_sourced_bandwidth() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("- a list\n", "must hold a mapping, got list"),
+        ("- a list\n", "must hold a mapping, got a list"),
         (
             "as_of: 2026-11-30\ngpus:\n  h100: {memory_bandwidth_gb_s: 3350, precisions: [fp8], source: x}\n",
             "is not a valid throughput table: (top): needs `efficiency` or at least one entry under "

@@ -63,7 +63,7 @@ def _fallback(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 yield ConfigIssue(
                     path=where,
                     message="must name a Bedrock model ({model_id: ...}) or be 'none' to opt out, "
-                    "while fallback.enabled is true, got None",
+                    "while fallback.enabled is true; it is not set",
                 )
             continue
         target = model.bedrock_target

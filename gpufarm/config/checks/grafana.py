@@ -45,7 +45,7 @@ def _grafana(cfg: TierConfig) -> Iterator[ConfigIssue]:
         yield ConfigIssue(
             path=f"{_PATH}.saml",
             message="must describe the identity provider (idp_metadata_url or idp_metadata_xml, and "
-            "admin_role_values) while authentication lists 'SAML', got None",
+            "admin_role_values) while authentication lists 'SAML'; it is not set",
         )
     if grafana.saml is not None:
         if not saml_listed:

@@ -42,7 +42,7 @@ def _ingress_kind(cfg: TierConfig) -> Iterator[ConfigIssue]:
         if ing.nlb.tls and ing.certificate_arn is None and not public:
             yield ConfigIssue(
                 path="ingress.certificate_arn",
-                message="is required when ingress.nlb.tls is true (the NLB terminates TLS), got None",
+                message="is required when ingress.nlb.tls is true (the NLB terminates TLS); it is not set",
             )
         if public and not ing.nlb.tls:
             yield ConfigIssue(
@@ -65,7 +65,7 @@ def _ingress_kind(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 yield ConfigIssue(
                     path=f"models[{i}].listener_port",
                     message="is required with ingress.kind 'nlb' (an NLB routes by port, one "
-                    "listener per model), got None",
+                    "listener per model); it is not set",
                 )
                 continue
             if model.listener_port in ports:
@@ -122,7 +122,7 @@ def _ingress(cfg: TierConfig) -> Iterator[ConfigIssue]:
             yield ConfigIssue(
                 path="ingress.certificate_arn",
                 message="is required when ingress.scheme is 'internet-facing' "
-                "(public traffic is served over HTTPS only), got None",
+                "(public traffic is served over HTTPS only); it is not set",
             )
         if not ing.allowed_cidrs:
             yield ConfigIssue(

@@ -20,7 +20,7 @@ def _model_store(cfg: TierConfig) -> Iterator[ConfigIssue]:
         yield ConfigIssue(
             path="model_store.fsx.import_path",
             message="must be an S3 URI such as 's3://bucket/models/' when model_store.kind is "
-            f"'fsx-lustre', got {fsx.import_path!r}",
+            f"'fsx-lustre'{'; it is not set' if fsx.import_path is None else f', got {fsx.import_path!r}'}",
         )
         return
     bucket, prefix = split_s3_uri(fsx.import_path)
@@ -38,7 +38,7 @@ def _model_store(cfg: TierConfig) -> Iterator[ConfigIssue]:
             yield ConfigIssue(
                 path=f"models[{i}].weights_gib",
                 message="is required to size the FSx file system (or set "
-                "model_store.fsx.storage_capacity_gib), got None",
+                "model_store.fsx.storage_capacity_gib); it is not set",
             )
     if fsx.throughput_per_tib not in FSX_THROUGHPUT_PER_TIB:
         yield ConfigIssue(
