@@ -1,7 +1,8 @@
 """`gpufarm review`: a Markdown report of what a change to the cloud assembly does.
 
 `gpufarm review BASE HEAD` compares two `cdk.out` folders (main and a pull request);
-`gpufarm review DIR` summarizes one. Exit status: 0 when the report is written, 2 on bad input.
+`gpufarm review DIR` summarizes one. Exit status: 0 when the report is written, 1 when it is
+written and a `--fail-on` gate trips (one line per gate on standard error), 2 on bad input.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from gpufarm.cli._output import EXIT_OK, bad_input, emit_json, markdown, progress
+from gpufarm.cli._output import EXIT_CHECK_FAILED, EXIT_OK, bad_input, emit_json, errors, markdown, progress
 
 
 def register(app: typer.Typer) -> None:
@@ -38,11 +39,32 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[
             bool, typer.Option("--json", help="Write the review as JSON, not Markdown.")
         ] = False,
+        fail_on: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--fail-on",
+                metavar="GATE",
+                help=(
+                    "Exit 1 after writing the report when the change trips GATE: replacement, exposure, "
+                    "iam or cost>N (USD a month). Repeat it or give a comma list."
+                ),
+            ),
+        ] = None,
     ) -> None:
         """Report replacements, public exposure, IAM, GPU capacity and cost changes between assemblies."""
         from gpufarm.assembly import AssemblyError
         from gpufarm.review import render_markdown, review_paths
+        from gpufarm.review.gates import GateError, parse_gates, tripped
 
+        try:
+            gates = parse_gates(fail_on or [])
+        except GateError as exc:
+            bad_input(f"gpufarm review: {exc}")
+        if gates and second is None:
+            bad_input(
+                "gpufarm review: --fail-on compares two assemblies; give BASE and HEAD "
+                f"(got only {str(first)!r})"
+            )
         base, head = (first, second) if second is not None else (None, first)
         try:
             with progress("Reading cloud assemblies", quiet=as_json):
@@ -64,4 +86,7 @@ def register(app: typer.Typer) -> None:
                 output.write_text(text)
             except OSError as exc:
                 bad_input(f"gpufarm review: cannot write {str(output)!r}: {exc.strerror or exc}")
-        raise typer.Exit(EXIT_OK)
+        found = tripped(result, gates)
+        for line in found:
+            errors.print(f"gpufarm review: --fail-on {line}", markup=False)
+        raise typer.Exit(EXIT_CHECK_FAILED if found else EXIT_OK)

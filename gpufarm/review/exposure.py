@@ -108,6 +108,19 @@ def exposures(stack: StackTemplate) -> set[Exposure]:
                         description=f"public Kubernetes API endpoint from {shown}",
                     )
                 )
+        elif rtype == "AWS::EC2::VPCEndpointService" and props.get("AcceptanceRequired") is False:
+            # AcceptanceRequired: "whether requests from service consumers to create an endpoint to
+            # your service must be accepted manually" (EC2 API, CreateVpcEndpointServiceConfiguration).
+            # Off, any allowed principal's endpoint connects at once, with no one approving it.
+            out.add(
+                Exposure(
+                    logical_id=lid,
+                    resource_type=rtype,
+                    description=(
+                        "endpoint service accepts connections without approval (AcceptanceRequired false)"
+                    ),
+                )
+            )
         elif rtype == "AWS::EC2::VPCEndpointServicePermissions":
             principals = props.get("AllowedPrincipals") or []
             for principal in principals if isinstance(principals, list) else [principals]:

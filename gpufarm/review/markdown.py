@@ -62,17 +62,88 @@ def _iam_rows(grants: list[IamGrant], change: str) -> list[list[str]]:
     return rows
 
 
+def _orphan_markdown(stack: StackReview) -> list[str]:
+    facts = stack.base
+    bill = f" ({_usd(facts.monthly_usd)} a month at the floor)" if facts and facts.monthly_usd else ""
+    beside = f" next to {_code(stack.renamed_to)}, which takes over its tier" if stack.renamed_to else ""
+    return [
+        f"### {stack.name}",
+        "",
+        f"**The stack leaves the app, but nothing deletes it.** `cdk deploy` never deletes a stack that "
+        f"is no longer in the app: {_code(stack.name)} keeps running and billing{bill}{beside}. "
+        "Nothing in it changes.",
+        "",
+        (
+            "What to do: if the rename is intended, deploy the new stack, move traffic to it, then delete "
+            f"the old one (`cdk destroy {stack.name}` from the base commit, or delete the CloudFormation "
+            "stack). If it is not, keep the tier's old `name`."
+            if stack.renamed_to
+            else f"What to do: to remove it, run `cdk destroy {stack.name}` from the base commit (or delete "
+            "the CloudFormation stack); resources with a Retain policy stay in the account."
+        ),
+        "",
+    ]
+
+
+def _failures_markdown(stack: StackReview) -> list[str]:
+    if not stack.failures:
+        return []
+    lines = [
+        "#### This deploy will fail",
+        "",
+        f"**{len(stack.failures)} change(s) CloudFormation or the service refuses**: the deploy fails and "
+        "the stack rolls back.",
+        "",
+    ]
+    return lines + _table(
+        ["Resource", "Type", "Why", "What to do"],
+        [[_code(f.logical_id), f.resource_type, f.reason, f.fix] for f in stack.failures],
+    )
+
+
+def _tier_markdown(stack: StackReview) -> list[str]:
+    if not stack.tier_changes:
+        return []
+    lines = ["#### Tier changes", ""]
+    return lines + _table(
+        ["Field", "Base", "Head"],
+        [[_code(c.path), _value(c.before), _value(c.after)] for c in stack.tier_changes],
+    )
+
+
+def _value(text: str | None) -> str:
+    return "_(absent)_" if text is None else _code(text)
+
+
+def _kubernetes_markdown(stack: StackReview) -> list[str]:
+    rows = []
+    for change in stack.changes:
+        for obj in change.objects or ():
+            if not obj.fields:
+                rows.append([_code(obj.label), obj.change, "", "", ""])
+            for f in obj.fields:
+                rows.append([_code(obj.label), obj.change, _code(f.path), _value(f.before), _value(f.after)])
+    if not rows:
+        return []
+    return ["#### Kubernetes objects", "", *_table(["Object", "Change", "Field", "Before", "After"], rows)]
+
+
 def _stack_markdown(stack: StackReview) -> list[str]:
+    if stack.status == "orphaned":
+        return _orphan_markdown(stack)
     lines = [f"### {stack.name}", ""]
     if stack.status == "unchanged":
         return [*lines, "No changes.", ""]
     if stack.status == "added":
         lines += ["New stack: every resource below is created.", ""]
-    if stack.status == "removed":
-        lines += [
-            "**The stack is deleted**: every resource below is deleted (or retained, per its policy).",
-            "",
-        ]
+        if stack.renamed_from:
+            lines += [
+                f"It carries the tier of {_code(stack.renamed_from)} under a new name. That stack stays "
+                "deployed and billing: the bill of this one comes on top of it.",
+                "",
+            ]
+    lines += _failures_markdown(stack)
+    lines += _tier_markdown(stack)
     lines += ["#### Replacements", ""]
     critical = stack.critical_replacements
     other = [r for r in stack.replacements if not r.critical]
@@ -137,6 +208,7 @@ def _stack_markdown(stack: StackReview) -> list[str]:
     else:
         lines += ["No change.", ""]
     lines += _capacity_and_cost(stack)
+    lines += _kubernetes_markdown(stack)
     lines += ["#### Resources", ""]
     counts = stack.counts_by_type()
     if counts:
@@ -151,6 +223,7 @@ def _stack_markdown(stack: StackReview) -> list[str]:
             lines.append(
                 f"- {change.change} {_code(change.logical_id)}{renamed} ({change.resource_type}){detail}"
             )
+            lines += [f"  - {_code(v.path)}: {_value(v.before)} → {_value(v.after)}" for v in change.values]
         lines += ["", "</details>", ""]
     return lines
 
@@ -261,10 +334,13 @@ def render_markdown(review: Review) -> str:
     rows = []
     for s in review.stacks:
         wildcards = sum(1 for g in s.iam_added if g.wildcard)
+        status = f"**{s.status}**" if s.status == "orphaned" else s.status
+        if s.failures:
+            status += f" (**deploy fails: {len(s.failures)}**)"
         rows.append(
             [
                 s.name,
-                s.status,
+                status,
                 f"**{len(s.critical_replacements)}**" if s.critical_replacements else "0",
                 f"+{len(s.exposure_opened)} / -{len(s.exposure_closed)}",
                 f"+{len(s.iam_added)} / -{len(s.iam_removed)}"
@@ -285,6 +361,9 @@ def render_markdown(review: Review) -> str:
         ],
         rows,
     )
+    total = review.cost_delta()
+    if len(review.stacks) > 1 and total is not None:
+        lines += [f"Monthly cost change over all stacks (floor): {_usd(total, signed=True)}.", ""]
     for stack in review.stacks:
         lines += _stack_markdown(stack)
     lines += [f"<sub>Replacements judged from {review.create_only_source}.</sub>", ""]

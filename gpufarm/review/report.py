@@ -4,16 +4,24 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gpufarm.config.model import TIER_METADATA_KEY
 from gpufarm.review.capacity import TierFacts, tier_facts
 from gpufarm.review.exposure import Exposure, exposures
 from gpufarm.review.iam import IamGrant, iam_grants
-from gpufarm.review.replacements import Replacement, ResourceChange, diff_resources
+from gpufarm.review.replacements import DeployFailure, Replacement, ResourceChange, diff_resources
 from gpufarm.review.resource_classes import CreateOnlyProperties, is_critical
+from gpufarm.review.rules import reference_url, rules_for
 from gpufarm.review.templates import StackTemplate, load_assembly
+from gpufarm.review.values import ValueChange, tier_changes
+
+# `cdk deploy` never deletes a stack that left the app: "cdk deploy leaves stack deployed if a
+# stack is removed from application" is the CDK's intended behaviour (aws/aws-cdk#13676, open as
+# aws/aws-cdk-cli#787); only `cdk destroy` or a CloudFormation DeleteStack removes it.
+_ORPHAN_SOURCE = "https://github.com/aws/aws-cdk-cli/issues/787"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -22,9 +30,18 @@ class StackReview:
 
     name: str
     status: str
-    """'changed', 'unchanged', 'added' (new stack), 'removed' (stack deleted) or 'summary'."""
+    """'changed', 'unchanged', 'added' (new stack), 'orphaned' (left the app: still deployed, never
+    deleted by a deploy) or 'summary'."""
     changes: list[ResourceChange] = field(default_factory=list)
     replacements: list[Replacement] = field(default_factory=list)
+    failures: list[DeployFailure] = field(default_factory=list)
+    """Changes CloudFormation or the service refuses: the deploy fails and rolls back."""
+    tier_changes: tuple[ValueChange, ...] = ()
+    """The tier config's fields that change (from the templates' `gpufarm:tier` metadata)."""
+    renamed_from: str | None = None
+    """An added stack: the orphaned stack whose tier it continues (a tier rename)."""
+    renamed_to: str | None = None
+    """An orphaned stack: the added stack that continues its tier."""
     exposure_opened: list[Exposure] = field(default_factory=list)
     exposure_closed: list[Exposure] = field(default_factory=list)
     iam_added: list[IamGrant] = field(default_factory=list)
@@ -73,8 +90,8 @@ class StackReview:
         after = getattr(self.head, attribute) if self.head else None
         if self.status == "added" and after is not None:
             return float(after)
-        if self.status == "removed" and before is not None:
-            return -float(before)
+        if self.status == "orphaned":
+            return 0.0 if before is not None else None
         if before is None or after is None:
             return None
         return float(after - before)
@@ -94,6 +111,10 @@ class StackReview:
             }
             return out
         return out | {
+            "renamed_from": self.renamed_from,
+            "renamed_to": self.renamed_to,
+            "deploy_failures": [f.to_dict() for f in self.failures],
+            "tier_changes": [c.to_dict() for c in self.tier_changes],
             "replacements": [r.to_dict() for r in self.replacements],
             "exposure": {
                 "opened": [e.to_dict() for e in self.exposure_opened],
@@ -143,6 +164,17 @@ class Review:
         """Replacements of stateful or traffic-bearing resources over all stacks."""
         return sum(len(s.critical_replacements) for s in self.stacks)
 
+    @property
+    def deploy_failures(self) -> int:
+        """Changes that make the deploy fail, over all stacks."""
+        return sum(len(s.failures) for s in self.stacks)
+
+    def cost_delta(self, figure: str = "floor") -> float | None:
+        """Change of the monthly bill over all stacks (orphaned stacks keep theirs), USD; None when
+        no stack has an estimate."""
+        deltas = [d for s in self.stacks if (d := s.cost_delta(figure)) is not None]
+        return sum(deltas) if deltas else None
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
         return {
@@ -151,30 +183,38 @@ class Review:
             "head": self.head_label,
             "create_only_source": self.create_only_source,
             "critical_replacements": self.critical_replacements,
+            "deploy_failures": self.deploy_failures,
+            "monthly_cost_delta_usd": self.cost_delta() if self.mode == "diff" else None,
             "stacks": [s.to_dict() for s in self.stacks],
         }
+
+
+def _tier(stack: StackTemplate | None) -> dict[str, Any] | None:
+    metadata = (stack.template.get("Metadata") or {}).get(TIER_METADATA_KEY) if stack else None
+    return metadata if isinstance(metadata, dict) else None
 
 
 def _review_stack(
     name: str, base: StackTemplate | None, head: StackTemplate | None, create_only: CreateOnlyProperties
 ) -> StackReview:
+    if head is None and base is not None:
+        # Left the app: a deploy does not touch it. It keeps its resources, exposure and bill.
+        facts = tier_facts(base)
+        return StackReview(name=name, status="orphaned", base=facts, head=facts)
     either = head or base
     empty = StackTemplate(name=name, region=either.region if either else "us-east-1", template={})
     old, new = base or empty, head or empty
     diff = diff_resources(old, new, create_only)
     old_exp, new_exp = exposures(old), exposures(new)
     old_iam, new_iam = iam_grants(old), iam_grants(new)
-    if base is None:
-        status = "added"
-    elif head is None:
-        status = "removed"
-    else:
-        status = "changed" if diff.changes else "unchanged"
+    status = "added" if base is None else "changed" if diff.changes else "unchanged"
     return StackReview(
         name=name,
         status=status,
         changes=diff.changes,
         replacements=diff.replacements,
+        failures=diff.failures,
+        tier_changes=tier_changes(_tier(base), _tier(head)),
         exposure_opened=sorted(new_exp - old_exp),
         exposure_closed=sorted(old_exp - new_exp),
         iam_added=sorted(new_iam - old_iam),
@@ -182,6 +222,66 @@ def _review_stack(
         base=tier_facts(base) if base else None,
         head=tier_facts(head) if head else None,
     )
+
+
+_SCOPE = "\x00"
+"""Joins a custom name with the properties that scope it, in :func:`_custom_names` keys."""
+
+
+def _custom_names(stack: StackTemplate) -> dict[tuple[str, str], str]:
+    """(type, name and its scope as written) -> logical ID of the stack's custom-named resources."""
+    out = {}
+    for lid, resource in stack.resources.items():
+        rules = rules_for(str(resource.get("Type")))
+        if rules is None or not rules.names:
+            continue
+        props = resource.get("Properties") or {}
+        scoped = [props.get(p) for p in rules.names]
+        # Only a literal name in a literal scope is the same in both stacks; one built from a
+        # reference (a function's log group, `/aws/lambda/${Function}`, a rule namespace in the
+        # stack's own workspace) resolves to each stack's own resource.
+        if all(v is None or isinstance(v, str) for v in scoped) and isinstance(scoped[0], str):
+            out[(str(resource["Type"]), _SCOPE.join(str(v) for v in scoped if v is not None))] = lid
+    return out
+
+
+def _pair_renames(
+    reviews: dict[str, StackReview],
+    base: Mapping[str, StackTemplate],
+    head: Mapping[str, StackTemplate],
+) -> None:
+    """Pair each orphaned gpufarm stack with the added gpufarm stack whose tier differs least: a
+    renamed tier. The added stack gets the tier diff and the custom names the orphan still holds."""
+    orphans = [n for n, r in reviews.items() if r.status == "orphaned" and _tier(base[n]) is not None]
+    added = [n for n, r in reviews.items() if r.status == "added" and _tier(head[n]) is not None]
+    for orphan in orphans:
+        if not added:
+            break
+        old_tier = _tier(base[orphan])
+        new = min(added, key=lambda n: (len(tier_changes(old_tier, _tier(head[n]))), n))
+        added.remove(new)
+        taken = _custom_names(base[orphan])
+        clashes = [
+            DeployFailure(
+                logical_id=lid,
+                resource_type=rtype,
+                reason=(
+                    f"its custom name '{value.split(_SCOPE)[0]}' is still held by {taken[(rtype, value)]} of "
+                    f"{orphan}, which stays deployed, so creating it fails and this deploy rolls back"
+                ),
+                fix=f"give it another name, or destroy {orphan} first",
+                source=reference_url(rtype),
+            )
+            for (rtype, value), lid in sorted(_custom_names(head[new]).items())
+            if (rtype, value) in taken
+        ]
+        reviews[orphan] = replace(reviews[orphan], renamed_to=new)
+        reviews[new] = replace(
+            reviews[new],
+            renamed_from=orphan,
+            tier_changes=tier_changes(old_tier, _tier(head[new])),
+            failures=[*reviews[new].failures, *clashes],
+        )
 
 
 def review_assemblies(
@@ -202,9 +302,11 @@ def review_assemblies(
             create_only_source=create_only.source,
         )
     names = sorted(set(base) | set(head))
+    reviews = {n: _review_stack(n, base.get(n), head.get(n), create_only) for n in names}
+    _pair_renames(reviews, base, head)
     return Review(
         mode="diff",
-        stacks=[_review_stack(n, base.get(n), head.get(n), create_only) for n in names],
+        stacks=[reviews[n] for n in names],
         base_label=base_label,
         head_label=head_label,
         create_only_source=create_only.source,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from gpufarm.review.rules import REPLACEMENT_RULES
+
 STATEFUL_TYPES = frozenset(
     {
         "AWS::EKS::Cluster",
@@ -59,96 +61,12 @@ REPLACEMENT_SUPPLEMENT: dict[str, tuple[str, ...]] = {
 """Create-only properties the registry schemas do not list, from the service APIs' update calls."""
 
 CREATE_ONLY_FALLBACK: dict[str, tuple[str, ...]] = {
-    "AWS::EKS::Cluster": (
-        "/properties/OutpostConfig",
-        "/properties/EncryptionConfig",
-        "/properties/KubernetesNetworkConfig/IpFamily",
-        "/properties/KubernetesNetworkConfig/ServiceIpv4Cidr",
-        "/properties/AccessConfig/BootstrapClusterCreatorAdminPermissions",
-        "/properties/Name",
-        "/properties/RoleArn",
-        "/properties/BootstrapSelfManagedAddons",
-    ),
-    "AWS::EKS::Nodegroup": (
-        "/properties/CapacityType",
-        "/properties/NodegroupName",
-        "/properties/RemoteAccess",
-        "/properties/NodeRole",
-        "/properties/ClusterName",
-        "/properties/InstanceTypes",
-        "/properties/DiskSize",
-        "/properties/AmiType",
-        "/properties/Subnets",
-    ),
-    "AWS::FSx::FileSystem": (
-        "/properties/KmsKeyId",
-        "/properties/SecurityGroupIds",
-        "/properties/FileSystemType",
-        "/properties/SubnetIds",
-        "/properties/BackupId",
-    ),
-    "AWS::FSx::DataRepositoryAssociation": (
-        "/properties/FileSystemId",
-        "/properties/FileSystemPath",
-        "/properties/DataRepositoryPath",
-        "/properties/BatchImportMetaDataOnCreate",
-    ),
-    "AWS::S3::Bucket": ("/properties/BucketName",),
-    "AWS::Logs::LogGroup": ("/properties/LogGroupName",),
-    "AWS::EC2::CapacityReservation": (
-        "/properties/Tenancy",
-        "/properties/InstancePlatform",
-        "/properties/InstanceType",
-        "/properties/AvailabilityZone",
-        "/properties/EphemeralStorage",
-        "/properties/EbsOptimized",
-        "/properties/PlacementGroupArn",
-        "/properties/AvailabilityZoneId",
-    ),
-    "AWS::SQS::Queue": ("/properties/FifoQueue", "/properties/QueueName"),
-    "AWS::APS::Workspace": ("/properties/KmsKeyArn",),
-    "AWS::SecretsManager::Secret": ("/properties/Name",),
-    "AWS::EC2::VPC": ("/properties/CidrBlock", "/properties/Ipv4IpamPoolId", "/properties/Ipv4NetmaskLength"),
-    "AWS::EC2::Subnet": (
-        "/properties/VpcId",
-        "/properties/AvailabilityZone",
-        "/properties/AvailabilityZoneId",
-        "/properties/CidrBlock",
-        "/properties/Ipv6Native",
-    ),
-    "AWS::EC2::SecurityGroup": ("/properties/GroupDescription", "/properties/GroupName", "/properties/VpcId"),
-    "AWS::EC2::NatGateway": (
-        "/properties/VpcId",
-        "/properties/SubnetId",
-        "/properties/ConnectivityType",
-        "/properties/AllocationId",
-        "/properties/PrivateIpAddress",
-    ),
-    "AWS::EC2::EIP": ("/properties/NetworkBorderGroup", "/properties/TransferAddress", "/properties/Address"),
-    "AWS::ElasticLoadBalancingV2::LoadBalancer": (
-        "/properties/Name",
-        "/properties/Type",
-        "/properties/Scheme",
-    ),
-    "AWS::ElasticLoadBalancingV2::TargetGroup": (
-        "/properties/TargetType",
-        "/properties/ProtocolVersion",
-        "/properties/Port",
-        "/properties/Name",
-        "/properties/VpcId",
-        "/properties/Protocol",
-        "/properties/IpAddressType",
-    ),
-    "AWS::ElasticLoadBalancingV2::Listener": ("/properties/LoadBalancerArn",),
-    "AWS::EC2::VPCEndpoint": (
-        "/properties/ServiceName",
-        "/properties/VpcEndpointType",
-        "/properties/VpcId",
-    ),
-    "AWS::WAFv2::WebACL": ("/properties/Name", "/properties/Scope"),
+    rtype: tuple("/properties/" + p.replace(".", "/") for p in rules.replacement)
+    for rtype, rules in REPLACEMENT_RULES.items()
 }
-"""createOnlyProperties of the stateful and traffic-bearing types, as cfn-lint 1.58's bundled
-registry schemas list them: used when cfn-lint is not installed."""
+"""Schema paths of the properties marked "Update requires: Replacement", for every type gpufarm
+emits (:data:`gpufarm.review.rules.REPLACEMENT_RULES`): used when cfn-lint is not installed, and
+joined with its schemas when it is."""
 
 
 def is_critical(resource_type: str) -> bool:
@@ -171,7 +89,9 @@ class CreateOnlyProperties:
     @property
     def source(self) -> str:
         """Where the create-only properties come from."""
-        return "cfn-lint resource schemas" if self._manager is not None else "gpufarm's fallback table"
+        if self._manager is not None:
+            return "cfn-lint resource schemas and gpufarm's replacement rules"
+        return "gpufarm's replacement rules (gpufarm/review/rules.py)"
 
     def paths(self, resource_type: str, region: str = "us-east-1") -> tuple[str, ...]:
         """Schema paths ('/properties/A/B') of the type's create-only properties."""
@@ -181,7 +101,7 @@ class CreateOnlyProperties:
             if self._manager is not None and not resource_type.startswith("Custom::"):
                 try:
                     schema = self._manager.get_resource_schema(region, resource_type).schema
-                    found = tuple(schema.get("createOnlyProperties", ()))
+                    found = tuple(schema.get("createOnlyProperties", ())) + found
                 except Exception:  # an unknown type or region: no schema, use the table
                     found = CREATE_ONLY_FALLBACK.get(resource_type, ())
             self._cache[key] = tuple(dict.fromkeys(found + REPLACEMENT_SUPPLEMENT.get(resource_type, ())))

@@ -16,6 +16,7 @@ from gpufarm.review import (
     CreateOnlyProperties,
     Exposure,
     IamGrant,
+    ResourceChange,
     StackTemplate,
     diff_resources,
     exposures,
@@ -100,7 +101,7 @@ def test_without_cfn_lint_the_fallback_table_decides() -> None:
     old = stack({"Lb": resource("AWS::ElasticLoadBalancingV2::LoadBalancer", Scheme="internal")})
     new = stack({"Lb": resource("AWS::ElasticLoadBalancingV2::LoadBalancer", Scheme="internet-facing")})
     assert (TABLE.source, replacement_reasons(old, new, TABLE)) == (
-        "gpufarm's fallback table",
+        "gpufarm's replacement rules (gpufarm/review/rules.py)",
         {"Lb": "create-only Scheme changes"},
     )
 
@@ -419,12 +420,18 @@ def test_a_folder_that_is_not_an_assembly_is_rejected(tmp_path: Path, setup: str
     assert str(raised.value) == message.format(dir=tmp_path)
 
 
-def test_stacks_added_and_removed_are_reported_whole() -> None:
+def test_a_stack_that_leaves_the_app_is_orphaned_not_deleted() -> None:
+    # `cdk deploy` never deletes a stack that is no longer in the app: nothing in it is removed.
     bucket = {"B": resource("AWS::S3::Bucket")}
     review = review_assemblies({"old": stack(bucket)}, {"new": stack(bucket)})
-    assert [(s.name, s.status, [r.reason for r in s.critical_replacements]) for s in review.stacks] == [
-        ("new", "added", []),
-        ("old", "removed", ["removed"]),
+    assert [(s.name, s.status, s.changes, s.replacements) for s in review.stacks] == [
+        (
+            "new",
+            "added",
+            [ResourceChange(logical_id="B", resource_type="AWS::S3::Bucket", change="added")],
+            [],
+        ),
+        ("old", "orphaned", [], []),
     ]
 
 
