@@ -593,42 +593,10 @@ def _ingress(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
     if ing.kind is not LoadBalancerKind.NLB:  # WAF and the NLBs in front (PrivateLink, gateway): ALB only
         if ing.private_link.enabled:
             # An endpoint service needs an NLB: gpufarm puts one in front of the ALB.
-            out.add(
-                item="PrivateLink Network Load Balancer",
-                category="network",
-                quantity=1,
-                unit="LB-month",
-                unit_price=prices.elb.nlb_per_hour * hours,
-                section="elb",
-            )
-            out.add(
-                item="PrivateLink NLB capacity units",
-                category="network",
-                quantity=LCUS_PER_HOUR,
-                unit="NLCU-month",
-                unit_price=prices.elb.nlb_per_lcu_hour * hours,
-                note=lcu_note,
-                section="elb",
-            )
+            _nlb_in_front(out, prices, label="PrivateLink", lcu_note=lcu_note)
         if tier.fallback.enabled and gateway_through_nlb(tier):
             # The gateway reaches an internet-facing ALB through an internal NLB (ADR 0050).
-            out.add(
-                item="Gateway Network Load Balancer",
-                category="network",
-                quantity=1,
-                unit="LB-month",
-                unit_price=prices.elb.nlb_per_hour * hours,
-                section="elb",
-            )
-            out.add(
-                item="Gateway NLB capacity units",
-                category="network",
-                quantity=LCUS_PER_HOUR,
-                unit="NLCU-month",
-                unit_price=prices.elb.nlb_per_lcu_hour * hours,
-                note=lcu_note,
-                section="elb",
-            )
+            _nlb_in_front(out, prices, label="Gateway", lcu_note=lcu_note)
         if ing.waf.enabled:
             rules = 1 + int(ing.waf.common_rule_set) + int(ing.waf.known_bad_inputs)
             out.add(
@@ -1186,6 +1154,29 @@ def _data_processing(
             "another, billed on both sides",
             section="data_transfer",
         )
+
+
+def _nlb_in_front(out: _Lines, prices: PriceTable, *, label: str, lcu_note: str) -> None:
+    """An internal NLB gpufarm puts in front of the ALB (PrivateLink's, the gateway's): its hours
+    and LCUS_PER_HOUR capacity units."""
+    hours = prices.hours_per_month
+    out.add(
+        item=f"{label} Network Load Balancer",
+        category="network",
+        quantity=1,
+        unit="LB-month",
+        unit_price=prices.elb.nlb_per_hour * hours,
+        section="elb",
+    )
+    out.add(
+        item=f"{label} NLB capacity units",
+        category="network",
+        quantity=LCUS_PER_HOUR,
+        unit="NLCU-month",
+        unit_price=prices.elb.nlb_per_lcu_hour * hours,
+        note=lcu_note,
+        section="elb",
+    )
 
 
 def _monitoring(tier: TierConfig, prices: PriceTable, out: _Lines, usage: Usage) -> None:
