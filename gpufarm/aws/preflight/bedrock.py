@@ -5,18 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpufarm.aws.preflight.calls import _error_code
+from gpufarm.aws.preflight.calls import _arn_region, _error_code
 from gpufarm.aws.preflight.results import Check, CheckResult, Status
 from gpufarm.config import TierConfig
 from gpufarm.config.bedrock import destination_regions, foundation_model_id, profile_prefix
 from gpufarm.config.model import ModelConfig
 
 # --------------------------------------------------------------------------- check: bedrock
-
-
-def _arn_region(arn: str) -> str:
-    parts = arn.split(":")
-    return parts[3] if len(parts) > 3 else ""
 
 
 def check_bedrock(tier: TierConfig, *, region: str, bedrock: Callable[[str], Any]) -> list[CheckResult]:

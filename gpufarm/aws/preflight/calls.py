@@ -43,6 +43,12 @@ def _error_code(exc: BaseException) -> str:
     return ""
 
 
+def _arn_region(arn: str) -> str:
+    """The region field of an ARN (arn:partition:service:region:...), "" when it has none."""
+    parts = arn.split(":")
+    return parts[3] if len(parts) > 3 else ""
+
+
 def _error_message(exc: BaseException) -> str:
     response = getattr(exc, "response", None)
     if isinstance(response, dict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpufarm.aws.preflight.calls import _error_code
+from gpufarm.aws.preflight.calls import _arn_region, _error_code
 from gpufarm.aws.preflight.results import Check, CheckResult, Status
 from gpufarm.config import TierConfig
 
@@ -30,7 +30,7 @@ def check_certificate(tier: TierConfig, *, region: str, acm: Any, now: datetime)
     if arn is None:
         return [_row(Status.PASS, "certificate", "the tier names no certificate (no TLS listener to check)")]
     subject = "ingress.certificate_arn"
-    arn_region = arn.split(":")[3] if arn.count(":") >= 5 else ""
+    arn_region = _arn_region(arn)
     if arn_region and arn_region != region:
         return [
             _row(

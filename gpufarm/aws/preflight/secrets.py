@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpufarm.aws.preflight.calls import _error_code
+from gpufarm.aws.preflight.calls import _arn_region, _error_code
 from gpufarm.aws.preflight.results import Check, CheckResult, Status
 from gpufarm.config import TierConfig
 
@@ -41,7 +41,7 @@ def check_hf_token_secrets(
                     )
                 )
             continue
-        in_region = secret.split(":")[3] if secret.startswith("arn:") else region
+        in_region = _arn_region(secret) if secret.startswith("arn:") else region
         try:
             described = secretsmanager(in_region).describe_secret(SecretId=secret)
         except ClientError as exc:
