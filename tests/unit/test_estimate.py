@@ -15,7 +15,6 @@ import pytest
 from gpufarm.config import build_tier, load_preset
 from gpufarm.estimate import (
     CostEstimate,
-    CostLine,
     EstimateError,
     gpu_capacity,
     instance_types_of,
@@ -24,6 +23,7 @@ from gpufarm.estimate import (
 )
 from gpufarm.pricing import CAPACITY_TYPES, PriceNotFoundError, PriceTableError, load_prices
 
+from .cost_lines import items, line
 from .factories import make_enterprise, make_tier, pool_override, production_document, share, split
 
 PRICES = load_prices()
@@ -31,17 +31,6 @@ H = 730  # hours in the table's month
 OD = PRICES.ec2.on_demand_per_hour
 SPOT = 1 - 0.4  # the table's spot discount for a family without an observed one
 SPOT_G6E = 1 - 0.60  # the table's observed spot discount of the g6e family
-
-
-def line(estimate: CostEstimate, item: str) -> CostLine:
-    """The one line whose item starts with `item`."""
-    found = [x for x in estimate.lines if x.item.startswith(item)]
-    assert len(found) == 1, [x.item for x in estimate.lines]
-    return found[0]
-
-
-def items(estimate: CostEstimate) -> list[str]:
-    return [x.item for x in estimate.lines]
 
 
 @pytest.fixture(scope="module")

@@ -12,26 +12,16 @@ from pathlib import Path
 import pytest
 
 from gpufarm.config import ConfigError, load_preset
-from gpufarm.estimate import CostEstimate, CostLine, monthly_cost
+from gpufarm.estimate import CostEstimate, monthly_cost
 from gpufarm.estimate.usage import USAGE_KEYS, Usage, build_usage, load_usage
 from gpufarm.pricing import PRICE_SECTIONS, PriceTable, load_prices
 
+from .cost_lines import items, line
 from .factories import make_tier, model_override
 
 H = 730  # hours in the table's month
 MONTH_DAYS = 365 / 12
 GIB_IN_GB = 2**30 / 1e9
-
-
-def line(estimate: CostEstimate, item: str) -> CostLine:
-    """The one line whose item starts with `item`."""
-    found = [x for x in estimate.lines if x.item.startswith(item)]
-    assert len(found) == 1, [x.item for x in estimate.lines]
-    return found[0]
-
-
-def items(estimate: CostEstimate) -> list[str]:
-    return [x.item for x in estimate.lines]
 
 
 @pytest.fixture(scope="module")
