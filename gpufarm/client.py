@@ -188,7 +188,28 @@ class _Fallback:
         return response
 
 
-class FallbackTransport(httpx.BaseTransport):
+class _FallbackState:
+    """What both transports report of their fallback: the count and the two URLs."""
+
+    _fallback: _Fallback
+
+    @property
+    def fallbacks(self) -> int:
+        """Requests re-sent to the gateway so far (each also carries :data:`FALLBACK_HEADER`)."""
+        return self._fallback.fallbacks
+
+    @property
+    def route_url(self) -> httpx.URL:
+        """The model's route."""
+        return self._fallback.route_url
+
+    @property
+    def gateway_url(self) -> httpx.URL:
+        """The gateway's base URL."""
+        return self._fallback.gateway_url
+
+
+class FallbackTransport(_FallbackState, httpx.BaseTransport):
     """Send each request to the model's route; re-send it to the gateway when the route refuses it.
 
     `route_url`: the model's route, ``<scheme>://<load balancer>/<model>/v1`` (the
@@ -218,21 +239,6 @@ class FallbackTransport(httpx.BaseTransport):
         )
         self._transport = transport if transport is not None else httpx.HTTPTransport()
 
-    @property
-    def fallbacks(self) -> int:
-        """Requests re-sent to the gateway so far (each also carries :data:`FALLBACK_HEADER`)."""
-        return self._fallback.fallbacks
-
-    @property
-    def route_url(self) -> httpx.URL:
-        """The model's route."""
-        return self._fallback.route_url
-
-    @property
-    def gateway_url(self) -> httpx.URL:
-        """The gateway's base URL."""
-        return self._fallback.gateway_url
-
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """The route's response, or the gateway's when the route refused the request."""
         request.read()
@@ -259,7 +265,7 @@ class FallbackTransport(httpx.BaseTransport):
         self._transport.close()
 
 
-class AsyncFallbackTransport(httpx.AsyncBaseTransport):
+class AsyncFallbackTransport(_FallbackState, httpx.AsyncBaseTransport):
     """:class:`FallbackTransport` for `httpx.AsyncClient` (and `openai.AsyncOpenAI`); same arguments.
 
     `transport` defaults to a new `httpx.AsyncHTTPTransport()`, closed with this one.
@@ -278,21 +284,6 @@ class AsyncFallbackTransport(httpx.AsyncBaseTransport):
             route_url, gateway_url, gateway_api_key=gateway_api_key, fallback_statuses=fallback_statuses
         )
         self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
-
-    @property
-    def fallbacks(self) -> int:
-        """Requests re-sent to the gateway so far (each also carries :data:`FALLBACK_HEADER`)."""
-        return self._fallback.fallbacks
-
-    @property
-    def route_url(self) -> httpx.URL:
-        """The model's route."""
-        return self._fallback.route_url
-
-    @property
-    def gateway_url(self) -> httpx.URL:
-        """The gateway's base URL."""
-        return self._fallback.gateway_url
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """The route's response, or the gateway's when the route refused the request."""
