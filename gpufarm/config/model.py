@@ -67,6 +67,7 @@ from gpufarm.config.sections.observability import AlarmsConfig, ObservabilityCon
 from gpufarm.config.sections.serving import (
     MAX_SHARES,
     AutoscalingConfig,
+    Engine,
     KvTransport,
     ModelAutoscalingConfig,
     ModelConfig,
@@ -149,6 +150,7 @@ __all__ = [
     "Duration",
     "Email",
     "EndpointAccess",
+    "Engine",
     "EnvironmentConfig",
     "FallbackConfig",
     "FlowLogsConfig",

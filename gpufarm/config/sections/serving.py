@@ -22,6 +22,14 @@ def default_route_priority(model_name: str) -> int:
     return 1000 + zlib.crc32(model_name.encode()) % 40000
 
 
+class Engine(StrEnum):
+    """The inference server that runs a model's replicas (each engine's facts: `gpufarm.core.engines`)."""
+
+    VLLM = "vllm"
+    SGLANG = "sglang"
+    TRTLLM = "trtllm"
+
+
 class ModelAutoscalingConfig(_Model):
     """KEDA scaling of one model on its vLLM metrics in Amazon Managed Prometheus."""
 
@@ -157,6 +165,7 @@ class ModelConfig(_Model):
     weights: str = Field(
         description="Hugging Face repo id ('Qwen/Qwen3-8B') or S3 URI ('s3://bucket/prefix/')."
     )
+    engine: Engine = Field(Engine.VLLM, description="Inference server of the model's replicas.")
     served_model_name: str | None = Field(
         None, description="The `model` clients send (default: the model's `name`)."
     )

@@ -63,6 +63,11 @@ class ImagesConfig(_Model):
         description="Image name -> digest ('sha256:...') of its table tag, for the images the table "
         "holds no digest for; a tier that runs one of them without it is refused at deploy.",
     )
+    pull_through_cache: bool = Field(
+        False,
+        description="Pull every image through the account's ECR pull-through cache in the tier's "
+        "region instead of from its upstream registry.",
+    )
 
 
 class TierConfig(_Model):
