@@ -3,8 +3,9 @@
 The order enforced here, lowest first (read from the code, not wished for):
 
 1. **leaves** - `images`, `image_cache` (which reads `images`), `debug`, `eks_support`,
-   `assembly`, `client`, `node`, `cdk_context`: import no other part of gpufarm (`client`, the applications' fallback transport, must also
-   import without the CDK; `node`, which picks jsii's Node, runs before the CDK is imported).
+   `assembly`, `client`, `node`, `cdk_context`: import no other part of gpufarm (`client`, the
+   applications' fallback transport, must also import without the CDK; `node`, which picks
+   jsii's Node, runs before the CDK is imported).
 2. **config model** - every `gpufarm.config` module but those below: the pydantic model (its
    sections in `config.sections`, gathered by `config.model`) and the small tables and parsers it
    uses (catalog, bedrock, names, errors, image pins, ...).
