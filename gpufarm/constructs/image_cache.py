@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,25 @@ from gpufarm.image_cache import (
     rewrite_values,
     upstream_of,
 )
+
+MIRROR_LIFECYCLE: dict[str, Any] = {
+    "rules": [
+        {
+            "rulePriority": 1,
+            "description": "Untagged manifests left behind by a re-copy",
+            "selection": {
+                "tagStatus": "untagged",
+                "countType": "sinceImagePushed",
+                "countUnit": "days",
+                "countNumber": 30,
+            },
+            "action": {"type": "expire"},
+        }
+    ]
+}
+"""A mirror's lifecycle policy (ECR user guide, "Lifecycle policy properties"): untagged images
+expire 30 days after their push. Every tag gpufarm pins stays; Control Tower's CT.ECR.PR.1
+requires a policy on each repository."""
 
 
 def _nag(value: str, pseudo: str) -> str:
@@ -164,6 +184,9 @@ class ImageCache(Construct):
             image_tag_mutability="IMMUTABLE",
             image_scanning_configuration=ecr.CfnRepository.ImageScanningConfigurationProperty(
                 scan_on_push=True
+            ),
+            lifecycle_policy=ecr.CfnRepository.LifecyclePolicyProperty(
+                lifecycle_policy_text=json.dumps(MIRROR_LIFECYCLE, separators=(",", ":"))
             ),
             # The copies are NVIDIA's published images, copied again in a minute; a retained
             # repository would make the next deploy of the tier fail on its name.
