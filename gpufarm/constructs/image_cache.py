@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,33 +15,11 @@ from gpufarm.constructs._util import acknowledge
 from gpufarm.image_cache import (
     RULE_UPSTREAMS,
     UPSTREAMS,
-    CacheMode,
     cached,
     cached_repository,
-    host_of,
     rewrite_manifest,
     rewrite_values,
-    upstream_of,
 )
-
-MIRROR_LIFECYCLE: dict[str, Any] = {
-    "rules": [
-        {
-            "rulePriority": 1,
-            "description": "Untagged manifests left behind by a re-copy",
-            "selection": {
-                "tagStatus": "untagged",
-                "countType": "sinceImagePushed",
-                "countUnit": "days",
-                "countNumber": 30,
-            },
-            "action": {"type": "expire"},
-        }
-    ]
-}
-"""A mirror's lifecycle policy (ECR user guide, "Lifecycle policy properties"): untagged images
-expire 30 days after their push. Every tag gpufarm pins stays; Control Tower's CT.ECR.PR.1
-requires a policy on each repository."""
 
 
 def _nag(value: str, pseudo: str) -> str:
@@ -60,13 +37,15 @@ def image_cache_credentials(config: TierConfig) -> dict[str, str]:
 
 
 class ImageCache(Construct):
-    """Pull through cache rules for the registries a tier's images come from, and the repositories
-    the operator copies NVIDIA's images into (nvcr.io is no upstream ECR supports).
+    """Pull through cache rules for the registries a tier's images come from.
 
     Every image a tier emits goes through :meth:`image` (manifests: :meth:`manifest`; chart
     values: :meth:`values`), which moves it into this account's registry in the stack's region
-    (:mod:`gpufarm.image_cache`). A mirror repository is created the first time an image of its
-    upstream is seen, so a new NVIDIA image gets its repository without a line here.
+    (:mod:`gpufarm.image_cache`). NVIDIA's images (nvcr.io, which ECR cannot cache) move to
+    `<prefix>/nvcr/<path>`: repositories the operator creates and copies the pinned digests into
+    before the first deploy (docs/operations.md, "NVIDIA images"), since the charts that run
+    them wait for their pods while the stack deploys; `gpufarm preflight --template` checks
+    each digest is there.
 
     `credentials` maps an upstream host (`docker.io`, `ghcr.io`) to the Secrets Manager secret ARN
     its rule signs in with; a rule for an upstream that needs one is refused without it.
@@ -88,8 +67,6 @@ class ImageCache(Construct):
         """`<account>.dkr.ecr.<region>.amazonaws.com`: where every image is pulled from."""
         self.rules: dict[str, ecr.CfnPullThroughCacheRule] = {}
         """Upstream host -> its cache rule."""
-        self.mirrors: dict[str, ecr.CfnRepository] = {}
-        """Repository name -> the mirror repository gpufarm created for it."""
         self.images: dict[str, str] = {}
         """Upstream reference -> the reference pulled instead, for every image seen."""
         for host in sorted(RULE_UPSTREAMS):
@@ -143,15 +120,11 @@ class ImageCache(Construct):
         moved = cached(reference, self.registry, self.prefix)
         if moved != reference:
             self.images.setdefault(reference, moved)
-            self._mirror(reference)
         return moved
 
     def repository(self, repository: str) -> str:
         """A chart's image repository as pulled through this account's ECR."""
-        moved = cached_repository(repository, self.registry, self.prefix)
-        if moved != repository:
-            self._mirror(repository)
-        return moved
+        return cached_repository(repository, self.registry, self.prefix)
 
     def manifest(self, document: Mapping[str, Any]) -> Any:
         """A Kubernetes object with every container image moved into this account's ECR."""
@@ -164,31 +137,3 @@ class ImageCache(Construct):
     def grant_pull(self, role: iam.IRole) -> None:
         """Let nodes of `role` make the first pull of an image through the cache rules."""
         role.add_managed_policy(self.pull_policy)
-
-    def _mirror(self, repository_or_reference: str) -> None:
-        repository = repository_or_reference.split("@", 1)[0]
-        last = repository.rsplit("/", 1)[-1]
-        if ":" in last:
-            repository = repository.rsplit(":", 1)[0]
-        upstream = upstream_of(repository)
-        if upstream is None or upstream.mode is not CacheMode.MIRROR:
-            return
-        _, path = host_of(repository)
-        name = f"{self.prefix}/{upstream.prefix}/{path}"
-        if name in self.mirrors:
-            return
-        self.mirrors[name] = ecr.CfnRepository(
-            self,
-            f"Mirror{''.join(p.capitalize() for p in path.replace('/', '-').replace('.', '-').split('-'))}",
-            repository_name=name,
-            image_tag_mutability="IMMUTABLE",
-            image_scanning_configuration=ecr.CfnRepository.ImageScanningConfigurationProperty(
-                scan_on_push=True
-            ),
-            lifecycle_policy=ecr.CfnRepository.LifecyclePolicyProperty(
-                lifecycle_policy_text=json.dumps(MIRROR_LIFECYCLE, separators=(",", ":"))
-            ),
-            # The copies are NVIDIA's published images, copied again in a minute; a retained
-            # repository would make the next deploy of the tier fail on its name.
-            empty_on_delete=True,
-        )

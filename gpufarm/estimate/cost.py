@@ -936,7 +936,8 @@ def _public_ipv4(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
 
 
 def _image_cache(tier: TierConfig, prices: PriceTable, out: _Lines, usage: Usage) -> None:
-    """ECR storage of the images the pull through cache and the NVIDIA mirrors hold."""
+    """ECR storage of the images the pull through cache and the NVIDIA mirrors hold (the mirrors
+    are created outside the stack, and billed all the same)."""
     if not tier.images.pull_through_cache:
         return
     out.add(

@@ -55,7 +55,7 @@ PRICED_TYPES: dict[str, tuple[str, ...]] = {
     "AWS::Grafana::Workspace": ("Managed Grafana",),
     "AWS::Bedrock::Guardrail": ("Bedrock Guardrail",),
     "AWS::S3::Bucket": ("S3 access logs",),
-    "AWS::ECR::Repository": ("ECR storage (image cache)",),
+    "AWS::ECR::PullThroughCacheRule": ("ECR storage (image cache)",),
 }
 """Resource type (or ``Type/Value``, see :func:`resource_kind`) -> the item(s) of its cost line."""
 
@@ -105,10 +105,6 @@ FREE_TYPES: dict[str, str] = {
     "AWS::WAFv2::IPSet": "IP sets are free; the rule that references one is priced",
     "AWS::Bedrock::GuardrailVersion": "a guardrail version is free; its text units are priced",
     "AWS::S3::BucketPolicy": "bucket policies are free",
-    "AWS::ECR::PullThroughCacheRule": (
-        "a cache rule bills nothing; the images it caches are priced as ECR storage (the "
-        "'ECR storage (image cache)' line)"
-    ),
     "AWS::SSM::Parameter": "standard-tier parameters are free",
     "AWS::CDK::Metadata": "CDK's own metadata, not an AWS resource",
     # Event plumbing with a monthly volume far inside an allowance that does not expire.

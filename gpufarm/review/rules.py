@@ -249,15 +249,6 @@ REPLACEMENT_RULES: dict[str, TypeRules] = {
         "images.cache_prefix: put the new credential in the same secret (its ARN unchanged), or "
         "set a new images.cache_prefix",
     ),
-    "AWS::ECR::Repository": TypeRules(
-        replacement=(
-            "RepositoryName",
-            "EncryptionConfiguration",
-            "EncryptionConfiguration.EncryptionType",
-            "EncryptionConfiguration.KmsKey",
-        ),
-        names=("RepositoryName",),
-    ),
     "AWS::Events::Rule": TypeRules(replacement=("Name",), names=("Name",)),
     "AWS::FSx::DataRepositoryAssociation": TypeRules(
         replacement=("FileSystemId", "FileSystemPath", "DataRepositoryPath", "BatchImportMetaDataOnCreate")

@@ -156,6 +156,9 @@ class GpuFarmStack(cdk.Stack):
             removal_policy=self.removal,
             logs_key=self.logs_key,
         )
+        if self.image_cache is not None:
+            # Every pod pulls through the rules: they exist before the cluster does.
+            self.cluster.cluster.node.add_dependency(*self.image_cache.rules.values())
         self._node_pools()
         self._serving()
         # The load balancer before the gateway: a gateway that calls the models' routes needs

@@ -83,7 +83,9 @@ def test_every_chart_image_key_is_set_by_gpufarm(template: dict[str, Any]) -> No
     assert missing == []
 
 
-def test_the_cache_has_a_rule_per_upstream_and_a_mirror_per_nvidia_image(template: dict[str, Any]) -> None:
+def test_the_cache_has_a_rule_per_upstream_and_nvidia_images_go_to_the_mirror_path(
+    template: dict[str, Any],
+) -> None:
     tier = _tier(template)
     rules = {
         r["Properties"]["UpstreamRegistryUrl"]: r["Properties"]
@@ -98,11 +100,16 @@ def test_the_cache_has_a_rule_per_upstream_and_a_mirror_per_nvidia_image(templat
     ]
     # Docker Hub and GHCR sign in (ECR user guide); the others take no credential.
     assert sorted(u for u, p in rules.items() if "CredentialArn" in p) == ["ghcr.io", "registry-1.docker.io"]
-    mirrors = sorted(
-        r["Properties"]["RepositoryName"] for r in resources(template, "AWS::ECR::Repository").values()
-    )
-    nvidia = sorted({i.split(":")[0].split("@")[0] for i in _walk(template) if f"/{tier}/nvcr/" in i})
-    assert nvidia and [f"{_registry(template)}/{m}" for m in mirrors] == nvidia
+    # The DCGM exporter and the device plugin (nvcr.io) run from the operator's mirror path.
+    nvidia = sorted({i.split(":")[0] for i in _walk(template) if f"/{tier}/nvcr/" in i})
+    assert f"{_registry(template)}/{tier}/nvcr/nvidia/k8s/dcgm-exporter" in nvidia
+    # The cluster waits for the rules: no pod pulls before they exist.
+    (cluster,) = resources(template, "AWS::EKS::Cluster").values()
+    assert set(rules_ids(template)) <= set(cluster.get("DependsOn", []))
+
+
+def rules_ids(template: dict[str, Any]) -> list[str]:
+    return list(resources(template, "AWS::ECR::PullThroughCacheRule"))
 
 
 def test_every_node_role_may_make_the_first_pull(template: dict[str, Any]) -> None:
