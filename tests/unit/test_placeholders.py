@@ -110,6 +110,8 @@ def test_the_presets_example_values_are_found_by_field() -> None:
         "model_store.fsx.import_path",
         "ingress.certificate_arn",
         "ingress.allowed_cidrs[0]",
+        "images.docker_hub_credential_arn",
+        "images.github_credential_arn",
         "ingress.target_optimizer.agent_image",
         "images.digests.keda-operator",
         "images.digests.keda-metrics-apiserver",
@@ -125,6 +127,8 @@ def test_the_presets_example_values_are_found_by_field() -> None:
         "ingress.certificate_arn",
         "ingress.allowed_cidrs[0]",
         "ingress.private_link.allowed_principals[0]",
+        "images.docker_hub_credential_arn",
+        "images.github_credential_arn",
         "ingress.target_optimizer.agent_image",
         "images.digests.lws-controller",
         "images.digests.keda-operator",
@@ -137,7 +141,7 @@ def test_the_presets_example_values_are_found_by_field() -> None:
 
 
 def test_an_image_without_a_digest_is_reported_with_what_to_set() -> None:
-    agent, keda = find_placeholders(load_preset("production"))[5:7]
+    agent, keda = find_placeholders(load_preset("production"))[7:9]
     assert agent.describe() == (
         "ingress.target_optimizer.agent_image = "
         "'public.ecr.aws/aws-elb/target-optimizer/target-control-agent:latest' is an image not pinned "
