@@ -1076,7 +1076,8 @@ def _nat_pull_gb(
     )
     # Through the image cache nodes pull from ECR (its endpoint, layers through the S3 gateway
     # endpoint), and ECR fetches from the upstream itself: no image byte crosses the NAT.
-    image_gb = 0.0 if tier.images.pull_through_cache else usage.image_gb_per_node_launch
+    cached = tier.images.pull_through_cache and not tier.images.cache_rules_only
+    image_gb = 0.0 if cached else usage.image_gb_per_node_launch
     base = launches_base * image_gb
     peak = launches_peak * image_gb
     unsized: list[str] = []
@@ -1093,7 +1094,7 @@ def _nat_pull_gb(
         peak += starts_peak * _gib_to_gb(model.weights_gib)
     images = (
         "images from the ECR pull through cache, not through NAT"
-        if tier.images.pull_through_cache
+        if cached
         else f"{usage.image_gb_per_node_launch:g} GB of images per GPU node launch"
     )
     note = (

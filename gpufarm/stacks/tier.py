@@ -150,7 +150,8 @@ class GpuFarmStack(cdk.Stack):
             "Cluster",
             vpc=self.network.vpc,
             image_digests=config.images.digests,
-            image_cache=self.image_cache,
+            # Rules only (the first deploy): the cache exists, the images still come from upstream.
+            image_cache=None if config.images.cache_rules_only else self.image_cache,
             config=config.cluster,
             cluster_name=config.stack_name,
             removal_policy=self.removal,
@@ -159,6 +160,9 @@ class GpuFarmStack(cdk.Stack):
         if self.image_cache is not None:
             # Every pod pulls through the rules: they exist before the cluster does.
             self.cluster.cluster.node.add_dependency(*self.image_cache.rules.values())
+            if config.images.cache_rules_only:
+                # The nodes' first-pull grant stays in place across the switch to the cache.
+                self.image_cache.grant_pull(self.cluster.node_role)
         self._node_pools()
         self._serving()
         # The load balancer before the gateway: a gateway that calls the models' routes needs

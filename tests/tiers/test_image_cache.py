@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from gpufarm.core.registries import eks_registry
+from tests.tiers.conftest import synthesize, variant
 from tests.tiers.helpers import helm_releases, resolved_manifests, resources
 from tests.unit.upstream_ref import chart_data, containers, pod_specs
 
@@ -137,3 +138,14 @@ def test_every_node_role_may_make_the_first_pull(template: dict[str, Any]) -> No
         if ref not in resources(template, "AWS::IAM::Role")[lid]["Properties"].get("ManagedPolicyArns", [])
     ]
     assert without == []
+
+
+def test_with_the_rules_only_the_rules_exist_and_the_images_still_come_from_upstream(
+    production_document: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    config = variant(production_document, {"images": {"cache_rules_only": True}})
+    (template,) = synthesize([config], tmp_path_factory.mktemp("rules-only")).values()
+    assert len(resources(template, "AWS::ECR::PullThroughCacheRule")) == 5
+    images = _walk(template)
+    assert any(i.startswith("vllm/vllm-openai:") for i in images)
+    assert not [i for i in images if f"/{config.name}/" in i]

@@ -505,8 +505,8 @@ INVALID: list[Any] = [
     pytest.param(
         {"images": {"digest": {}}},
         [
-            "images.digest: is not a known setting (allowed: digests, pull_through_cache, cache_prefix, "
-            "docker_hub_credential_arn, github_credential_arn)"
+            "images.digest: is not a known setting (allowed: digests, pull_through_cache, "
+            "cache_rules_only, cache_prefix, docker_hub_credential_arn, github_credential_arn)"
         ],
         id="images-unknown-key",
     ),

@@ -158,6 +158,12 @@ def test_nat_data_at_peak_adds_the_daily_scale_ups() -> None:
     assert (got.quantity, got.peak_quantity) == (20, (8 + 6 * 30) * 10)
 
 
+def test_with_the_cache_rules_only_images_still_cross_the_nat() -> None:
+    # The first deploy (rules created, pods still pulling upstream): the 20 GB of the base stay.
+    tier = make_production({"images": {"cache_rules_only": True}})
+    assert line(monthly_cost(tier), "NAT gateway data processed").quantity == 20
+
+
 def test_through_the_image_cache_no_image_crosses_the_nat(production: CostEstimate) -> None:
     # Nodes pull from ECR through the VPC endpoints; ECR fetches from the upstream itself. The
     # production weights are on S3 behind the gateway endpoint: nothing is left on NAT.

@@ -68,6 +68,11 @@ class ImagesConfig(_Model):
         description="Pull every image through the account's ECR pull-through cache in the tier's "
         "region instead of from its upstream registry.",
     )
+    cache_rules_only: bool = Field(
+        False,
+        description="With pull_through_cache: create the cache rules but keep pulling from the "
+        "upstream registries. For the first deploy, before the cache is warmed (docs/operations.md).",
+    )
     cache_prefix: str = Field(
         "",
         description="First part of the cache's repository names ('<prefix>/docker-hub/...'); empty: "
