@@ -214,6 +214,20 @@ def cached(reference: str, registry: str, root: str) -> str:
     return out
 
 
+_BY_PREFIX = {u.prefix: u for u in UPSTREAMS.values()}
+
+
+def upstream_repository(repository: str) -> str:
+    """The upstream repository (`<host>/<path>`) a repository in a cache or mirror stands for;
+    any other repository unchanged. The inverse of :func:`cached_repository` (the cache prefix is
+    one path component: `images.cache_prefix` allows no '/')."""
+    host, _, rest = repository.partition("/")
+    parts = rest.split("/")
+    if ECR_HOST.match(host) and len(parts) >= 3 and parts[1] in _BY_PREFIX:
+        return f"{_BY_PREFIX[parts[1]].host}/{'/'.join(parts[2:])}"
+    return repository
+
+
 _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 
 

@@ -16,6 +16,7 @@ from gpufarm.image_cache import (
     host_of,
     rewrite_manifest,
     rewrite_values,
+    upstream_repository,
     values_images,
 )
 from gpufarm.images import table
@@ -165,6 +166,27 @@ def test_rewrite_values_moves_repository_keys_and_splits_a_registry_key() -> Non
     ]
 
 
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "vllm/vllm-openai",
+        "nginx",
+        "ghcr.io/kedacore/keda",
+        "nvcr.io/nvidia/k8s/dcgm-exporter",
+        "registry.k8s.io/lws/lws",
+    ],
+)
+def test_upstream_repository_reads_a_cached_repository_back(reference: str) -> None:
+    host, path = host_of(reference)
+    assert upstream_repository(cached_repository(reference, REGISTRY, "prod")) == f"{host}/{path}"
+
+
+def test_upstream_repository_leaves_other_repositories() -> None:
+    eks = "602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/aws-efa-k8s-device-plugin"
+    assert upstream_repository(eks) == eks
+    assert upstream_repository("vllm/vllm-openai") == "vllm/vllm-openai"
+
+
 def test_the_rewrite_is_idempotent() -> None:
     once = _move(f"ghcr.io/kedacore/keda:2.18.1@{DIGEST}")
     assert _move(once) == once
@@ -221,8 +243,8 @@ INVALID = [
     pytest.param(
         {"images": {"cache_prefix": "Prod"}},
         [
-            "images.cache_prefix: must be lowercase letters and digits, separated by single '.', '_', '-' "
-            "or '/' (ECR's repository prefix pattern), got 'Prod'"
+            "images.cache_prefix: must be one path component: lowercase letters and digits, separated "
+            "by single '.', '_' or '-' (ECR's repository prefix pattern, without '/'), got 'Prod'"
         ],
         id="prefix-pattern",
     ),

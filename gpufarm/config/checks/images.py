@@ -20,9 +20,11 @@ CACHE_UNSUPPORTED_REGIONS = frozenset({"cn-north-1", "cn-northwest-1", "us-gov-e
 using pull through cache rules",
 https://docs.aws.amazon.com/AmazonECR/latest/userguide/pull-through-cache.html)."""
 
-RULE_PREFIX = re.compile(r"^(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*$")
-"""`ecrRepositoryPrefix`: pattern of the ECR API reference, PullThroughCacheRule
-(https://docs.aws.amazon.com/AmazonECR/latest/APIReference/API_PullThroughCacheRule.html)."""
+RULE_PREFIX = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$")
+"""One component of `ecrRepositoryPrefix`'s pattern in the ECR API reference, PullThroughCacheRule
+(https://docs.aws.amazon.com/AmazonECR/latest/APIReference/API_PullThroughCacheRule.html):
+gpufarm's root is one path component, so a cached repository reads back to its upstream
+(:func:`gpufarm.image_cache.upstream_repository`)."""
 
 RULE_PREFIX_MIN, RULE_PREFIX_MAX = 2, 30
 """`ecrRepositoryPrefix` length: "Minimum length of 2. Maximum length of 30" (same page)."""
@@ -57,7 +59,7 @@ def credential_arn_problem(value: str) -> str | None:
 
 def rule_prefixes(root: str) -> dict[str, str]:
     """Upstream host -> the `ecrRepositoryPrefix` of its cache rule under `root`."""
-    return {host: f"{root}/{UPSTREAMS[host].prefix}" for host in RULE_UPSTREAMS}
+    return {host: f"{root}/{UPSTREAMS[host].prefix}" for host in sorted(RULE_UPSTREAMS)}
 
 
 def configured_images(cfg: TierConfig) -> list[tuple[str, str]]:
@@ -89,8 +91,8 @@ def _image_cache(cfg: TierConfig) -> Iterator[ConfigIssue]:
     if not RULE_PREFIX.match(root):
         yield ConfigIssue(
             path="images.cache_prefix",
-            message="must be lowercase letters and digits, separated by single '.', '_', '-' or '/' "
-            f"(ECR's repository prefix pattern), got {root!r}",
+            message="must be one path component: lowercase letters and digits, separated by single "
+            f"'.', '_' or '-' (ECR's repository prefix pattern, without '/'), got {root!r}",
         )
     elif len(longest) > RULE_PREFIX_MAX:
         yield ConfigIssue(
