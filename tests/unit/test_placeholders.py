@@ -172,6 +172,10 @@ def test_parts_that_build_nothing_are_not_reported() -> None:
     assert "ingress.private_link.allowed_principals[0]" in [p.path for p in find_placeholders(enterprise)]
     off = make_enterprise({"ingress": {"private_link": {"enabled": False}}})
     assert "ingress.private_link.allowed_principals[0]" not in [p.path for p in find_placeholders(off)]
+    # The image cache's example credentials reach no resource once the cache is off.
+    assert "images.docker_hub_credential_arn" in [p.path for p in find_placeholders(enterprise)]
+    uncached = make_enterprise({"images": {"pull_through_cache": False}})
+    assert not [p.path for p in find_placeholders(uncached) if p.path.endswith("_credential_arn")]
 
 
 def test_a_tier_with_its_own_values_has_none() -> None:
