@@ -308,3 +308,49 @@ def test_the_cache_is_refused_where_ecr_has_no_cache_rules(region: str) -> None:
 
 def test_the_cache_off_needs_no_credential() -> None:
     assert not make_tier().images.pull_through_cache
+
+
+def _pool_issues(tier: str, **pool: Any) -> list[str]:
+    make = make_production if tier == "production" else make_tier
+    document_pool = {**(make().node_pools[0].model_dump(mode="json")), **pool}
+    with pytest.raises(ConfigError) as caught:
+        make({"node_pools": [document_pool]})
+    return [str(i) for i in caught.value.issues if "image_pull" in str(i)]
+
+
+@pytest.mark.parametrize(
+    ("tier", "pool", "message"),
+    [
+        (
+            "production",
+            {"image_pull": "soci-parallel-pull"},
+            "node_pools[0].image_pull: must be 'default' unless ami_family is 'bottlerocket' (the EKS "
+            "AL2023 AMIs do not ship the SOCI snapshotter; Bottlerocket has it from 1.44), got "
+            "'soci-parallel-pull' with ami_family 'al2023'",
+        ),
+        (
+            "production",
+            {"image_pull": "soci-parallel-pull", "ami_family": "bottlerocket", "ami_version": "1.43.2"},
+            "node_pools[0].image_pull: 'soci-parallel-pull' needs Bottlerocket 1.44.0 or later (its "
+            "first release with the SOCI snapshotter settings), got ami_version '1.43.2'",
+        ),
+        (
+            "poc",
+            {"image_pull": "soci-parallel-pull"},
+            "node_pools[0].image_pull: must be 'default' with EKS Auto Mode (Auto Mode chooses its "
+            "nodes' AMI and runtime settings), got 'soci-parallel-pull'",
+        ),
+    ],
+)
+def test_soci_parallel_pull_is_refused_where_the_ami_lacks_it(
+    tier: str, pool: dict[str, Any], message: str
+) -> None:
+    assert _pool_issues(tier, **pool) == [message]
+
+
+@pytest.mark.parametrize("version", ["latest", "1.44.0", "1.50.0"])
+def test_soci_parallel_pull_on_bottlerocket_1_44_and_later(version: str) -> None:
+    pools = [p.model_dump(mode="json") for p in make_production().node_pools]
+    pools[0] |= {"image_pull": "soci-parallel-pull", "ami_family": "bottlerocket", "ami_version": version}
+    tier = make_production({"node_pools": pools})
+    assert tier.node_pools[0].image_pull == "soci-parallel-pull"

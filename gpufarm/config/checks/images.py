@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterator
 
 from gpufarm.config.errors import ConfigIssue
-from gpufarm.config.model import InterfaceEndpoint, TierConfig
+from gpufarm.config.model import AmiFamily, ImagePull, InterfaceEndpoint, Provisioning, TierConfig
 from gpufarm.image_cache import RULE_UPSTREAMS, UPSTREAMS, CacheMode, UncachedRegistryError, upstream_of
 from gpufarm.images import split_reference
 
@@ -163,4 +163,39 @@ def _image_cache(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 path=path,
                 message=f"must be on a registry the image cache serves ({hosts}) or in Amazon ECR "
                 f"while images.pull_through_cache is true, got {image!r}",
+            )
+
+
+SOCI_MIN_BOTTLEROCKET = (1, 44, 0)
+"""First Bottlerocket release with the SOCI snapshotter's parallel pull-and-unpack settings
+(`settings.container-runtime.snapshotter`, `settings.container-runtime-plugins.soci-snapshotter`:
+https://bottlerocket.dev/en/os/1.44.x/api/settings/container-runtime-plugins)."""
+
+
+def _image_pull(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    for i, pool in enumerate(cfg.node_pools):
+        if pool.image_pull is not ImagePull.SOCI_PARALLEL_PULL:
+            continue
+        path = f"node_pools[{i}].image_pull"
+        if cfg.cluster.provisioning is Provisioning.AUTO_MODE:
+            yield ConfigIssue(
+                path=path,
+                message="must be 'default' with EKS Auto Mode (Auto Mode chooses its nodes' AMI and "
+                "runtime settings), got 'soci-parallel-pull'",
+            )
+        elif pool.ami_family is not AmiFamily.BOTTLEROCKET:
+            yield ConfigIssue(
+                path=path,
+                message="must be 'default' unless ami_family is 'bottlerocket' (the EKS AL2023 AMIs do "
+                "not ship the SOCI snapshotter; Bottlerocket has it from 1.44), got "
+                f"'soci-parallel-pull' with ami_family {pool.ami_family.value!r}",
+            )
+        elif (
+            pool.ami_version != "latest"
+            and tuple(int(p) for p in pool.ami_version.removeprefix("v").split(".")) < SOCI_MIN_BOTTLEROCKET
+        ):
+            yield ConfigIssue(
+                path=path,
+                message="'soci-parallel-pull' needs Bottlerocket 1.44.0 or later (its first release "
+                f"with the SOCI snapshotter settings), got ami_version {pool.ami_version!r}",
             )
