@@ -31,7 +31,7 @@ import yaml
 from gpufarm.config.model import TierConfig
 from gpufarm.core.bedrock_prices import bedrock_token_price
 from gpufarm.core.demand import exports_metrics
-from gpufarm.core.engine_metrics import EngineMetrics, Role, engine_metrics
+from gpufarm.core.engine_metrics import EngineMetrics, Role, all_engine_metrics, engine_metrics
 
 RULES_NAMESPACE = "gpufarm-slo"
 """Name of the rule groups namespace (one per workspace)."""
@@ -322,7 +322,8 @@ def alert_rule_groups(
     if gateway is not None and not gateway.bedrock_spend_per_hour > 0:
         raise ValueError(f"'bedrock_spend_per_hour' must be above 0, got {gateway.bedrock_spend_per_hour}")
     budget = 1 - AVAILABILITY_OBJECTIVE
-    engines = [engine_metrics(e) for e in sorted({m.engine for m in objectives})]
+    used = {m.engine for m in objectives}
+    engines = [e for e in all_engine_metrics() if e.engine in used]
     erring = [e for e in engines if e.has_error_ratio]
     windows = sorted({w for _, long, short, _, _ in BURN_RATES for w in (long, short)}, key=_seconds)
     records = [{"record": _ratio_record(w), "expr": _error_ratio(w, engines)} for w in windows if erring]

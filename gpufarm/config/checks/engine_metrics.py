@@ -37,20 +37,31 @@ def _engine_metrics(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 to_zero=scaling.min_replicas == 0,
                 capped=capped_here,
             )
-            for setting, role in missing:
+            settings = dict.fromkeys(setting for setting, _ in missing)
+            for setting in settings:
+                roles = " or ".join(ROLE_TEXT[role] for name, role in missing if name == setting)
                 if setting == "max_concurrency":
-                    where, value = f"models[{i}].max_concurrency", model.max_concurrency
+                    where = path
+                    given = "autoscaling with ingress.target_optimizer.enabled true"
                 else:
-                    where, value = f"{path}.{setting}", getattr(scaling, setting)
-                feature = {
-                    "queue_target": "a queue-depth KEDA trigger",
-                    "kv_cache_target": "a KV-cache KEDA trigger",
-                    "min_replicas": "scaling to zero (the in-flight KEDA trigger)",
-                    "max_concurrency": "the Target Optimizer's in-flight KEDA trigger",
-                }[setting]
+                    where = f"{path}.{setting}"
+                    given = f"{setting} {getattr(scaling, setting)!r}"
+                feature, remedy = _FEATURES[setting]
                 yield ConfigIssue(
                     path=where,
-                    message=f"{value!r} needs {feature}, but model {model.name!r} runs engine "
-                    f"{metrics.label}, which exports no {ROLE_TEXT[role]} metric (choose another "
-                    "engine, or drop the setting)",
+                    message=f"{given} needs {feature}, but model {model.name!r} runs engine "
+                    f"{metrics.label}, which exports no {roles} metric ({remedy}, or choose another "
+                    "engine)",
                 )
+
+
+_FEATURES = {
+    "queue_target": ("a queue-depth KEDA trigger", "remove queue_target"),
+    "kv_cache_target": ("a KV-cache KEDA trigger", "remove kv_cache_target"),
+    "min_replicas": (
+        "the in-flight KEDA trigger (it keeps a replica while one serves)",
+        "set min_replicas to 1",
+    ),
+    "max_concurrency": ("the Target Optimizer's in-flight KEDA trigger", "turn ingress.target_optimizer off"),
+}
+"""Per scaling setting: the KEDA trigger that reads the missing series, and the way out."""
