@@ -163,12 +163,12 @@ def fallback_rate_expression(model: FallbackModel, window: str = FALLBACK_WINDOW
     never answered (parked at zero, or down since start) at 100% instead of no value.
     """
     bedrock = f'sum(rate({_RESPONSES}{{model_name="{model.api_name}",backend="bedrock"}}[{window}]))'
-    finished = _matching(engine_metrics(model.engine).finished, f'model="{model.name}"')
+    finished = with_matcher(engine_metrics(model.engine).finished, f'model="{model.name}"')
     served = f"sum(rate({finished}[{window}]))"
     return f"100 * {bedrock} / ({bedrock} + ({served} or vector(0)))"
 
 
-def _matching(selector: str, matcher: str) -> str:
+def with_matcher(selector: str, matcher: str) -> str:
     """`selector` (`name` or `name{...}`) with `matcher` as its first label matcher."""
     if selector.endswith("}"):
         name, _, rest = selector.partition("{")

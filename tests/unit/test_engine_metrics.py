@@ -334,3 +334,18 @@ def test_the_cloudwatch_dashboard_lists_each_engines_queries() -> None:
     titles = [title for title, _ in promql_queries(("vllm", "sglang", "trtllm"))]
     assert "Requests waiting, per model (sglang)" in titles
     assert not any("trtllm" in t for t in titles)
+
+
+def test_the_template_name_check_catches_a_query_aimed_at_the_wrong_engine() -> None:
+    from tests.unit.upstream_ref import engine_metric_issues
+
+    assert (
+        engine_metric_issues(["vllm:num_requests_waiting", "sglang:num_queue_reqs"], ["vllm", "sglang"]) == []
+    )
+    assert engine_metric_issues(
+        ["sglang:num_queue_reqs", "sglang:num_queue_requests", "time_to_first_token_seconds_bucket"], ["vllm"]
+    ) == [
+        "'sglang:num_queue_reqs' is sglang's, but no model of the tier runs sglang",
+        "sglang: unknown metric 'sglang:num_queue_requests' (not in gpufarm/data/engine_metrics.yaml)",
+        "'time_to_first_token_seconds_bucket' is trtllm's, but no model of the tier runs trtllm",
+    ]
