@@ -349,3 +349,34 @@ def test_the_template_name_check_catches_a_query_aimed_at_the_wrong_engine() -> 
         "sglang: unknown metric 'sglang:num_queue_requests' (not in gpufarm/data/engine_metrics.yaml)",
         "'time_to_first_token_seconds_bucket' is trtllm's, but no model of the tier runs trtllm",
     ]
+
+
+def test_every_query_of_a_mixed_engine_tier_passes_promtool_and_names_its_engines_series(
+    tmp_path: Path,
+) -> None:
+    from gpufarm.constructs.grafana_dashboards import dashboard_expressions
+    from tests.unit.upstream_ref import engine_metric_issues, engine_series
+
+    tier = make_production(_models({"engine": "sglang"}, {"engine": "trtllm", "autoscaling": None}))
+    sglang = tier.models[0]
+    scaled = autoscaling.scaled_object(
+        sglang, namespace="serving", query_endpoint="https://amp", region="us-east-1", capped=True
+    )
+    expressions = [
+        Expression(f"ScaledObject/{t['name']}", t["metadata"]["query"]) for t in scaled["spec"]["triggers"]
+    ]
+    expressions += [Expression(f"dashboard {i}", e) for i, e in enumerate(dashboard_expressions(tier))]
+    objectives = [
+        ModelObjective(name=m.name, ttft_p99_seconds=m.ttft_p99_seconds, engine=m.engine.value)
+        for m in tier.models
+    ]
+    rules = [r for g in alert_rule_groups(objectives, error_rate_percent=5) for r in g["rules"]]
+    expressions += [Expression(str(r.get("alert") or r["record"]), r["expr"]) for r in rules]
+    result = check_rules(expressions_file(expressions, tmp_path / "mixed.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    names = {n for e in expressions for n in metric_names(e.expr) if not n.startswith(("DCGM_", "model:"))}
+    assert {n.split(":")[0] for n in names if ":" in n} == {"sglang"}
+    assert engine_metric_issues(names, ["sglang", "trtllm"]) == []
+    # TensorRT-LLM's names carry no prefix: each unprefixed one (but the gateway's) must be its.
+    unprefixed = {n for n in names if ":" not in n and not n.startswith("gpufarm_gateway_")}
+    assert unprefixed and all(engine_series(n, ["trtllm"]) == "trtllm" for n in unprefixed), unprefixed
