@@ -51,6 +51,7 @@ from gpufarm.constructs.load_balancer import GATEWAY_TARGET_GROUP, LoadBalancer
 from gpufarm.constructs.placeholders import refuse_placeholders
 from gpufarm.core.demand import exports_metrics
 from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, Endpoint, GatewayRoute, endpoints_of, gateway_route
+from gpufarm.core.engine_metrics import models_by_engine
 from gpufarm.core.placement import (
     efa_node_groups,
     node_selectors,
@@ -427,6 +428,7 @@ class GpuFarmStack(cdk.Stack):
                 security_groups=[self.cluster.cluster_security_group],
                 serving_namespace=cfg.serving.namespace,
                 gateway_namespace=cfg.serving.namespace if exports_metrics(cfg) else None,
+                engine_models=models_by_engine(cfg),
                 removal_policy=self.removal,
             )
         autoscaled = [
@@ -477,7 +479,10 @@ class GpuFarmStack(cdk.Stack):
                 workspace=self.monitoring.workspace,
                 topic=self.alarms.topic,
                 key=self.alarms.key,
-                models=[ModelObjective(name=m.name, ttft_p99_seconds=m.ttft_p99_seconds) for m in cfg.models],
+                models=[
+                    ModelObjective(name=m.name, ttft_p99_seconds=m.ttft_p99_seconds, engine=m.engine.value)
+                    for m in cfg.models
+                ],
                 error_rate_percent=obs.alarms.error_rate_percent,
                 gateway=gateway_objective(cfg),
             )
@@ -492,6 +497,7 @@ class GpuFarmStack(cdk.Stack):
                 target_optimizer=optimizer,
                 workspace_query=self.monitoring is not None,
                 kind=self.ingress.kind,
+                engines=[engine.value for engine in models_by_engine(cfg)],
             )
         self.grafana: ManagedGrafana | None = None
         if obs.grafana.enabled and self.monitoring is not None:
