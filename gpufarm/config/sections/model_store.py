@@ -53,9 +53,12 @@ class RunaiStreamerConfig(_Model):
         description="Reader threads (S3 clients) per engine process (default: the streamer's own, "
         "8 for object storage).",
     )
+    # At least 1 GiB: the buffer must hold the largest chunk the streamer reads (8 MiB per read
+    # from object storage by default; runai-model-streamer docs/src/env-vars.md,
+    # RUNAI_STREAMER_CHUNK_BYTESIZE), or it refuses to start (RunaiStreamerMemoryLimitException).
     memory_limit_gib: float | None = Field(
         None,
-        gt=0,
+        ge=1,
         le=1024,
         description="CPU buffer of each engine process (one per GPU), GiB (default: half the "
         "model's memory_gib, shared among its GPUs).",
