@@ -269,7 +269,7 @@ def weight_load(tier: TierConfig, model: ModelConfig, table: ColdStartTable) -> 
     rate, what, estimated = store_throughput_gib_s(tier, model, table)
     if model.weights_gib is None:
         return Term("weight load", None, f"weights_gib not set / {what}", estimated)
-    return Term("weight load", model.weights_gib / rate, f"{model.weights_gib:g} GiB / {what}", estimated)
+    return Term("weight load", model.weights_gib / rate, f"{model.weights_gib:.4g} GiB / {what}", estimated)
 
 
 def warm_up(model: ModelConfig, table: ColdStartTable) -> Term:

@@ -77,7 +77,7 @@ def test_production_model_on_fsx_from_the_table() -> None:
     assert ready.startup_seconds == pytest.approx(expected["weight load"] + expected["engine warm-up"])
     assert not ready.weight_load.estimated  # the tier's own FSx setting
     assert ready.node_launch.estimated and ready.estimated
-    assert ready.weight_load.formula == f"{model.weights_gib:g} GiB / FSx 250 MB/s/TiB x {capacity} GiB"
+    assert ready.weight_load.formula == f"{model.weights_gib:.4g} GiB / FSx 250 MB/s/TiB x {capacity} GiB"
 
 
 @pytest.mark.parametrize("kind", ["runai-streamer", "s3-mountpoint"])
