@@ -77,10 +77,13 @@ def planned_time_to_ready(
 
     Without `--write`, the model joins the preset's first pool, reading its weights from
     `weights` (a Hugging Face id downloads from the Hub) or, when none is given, from the
-    preset's model store; `weights_bytes` is the plan's weight memory.
+    preset's model store. `weights_bytes`, the plan's weight memory, sizes the load wherever the
+    tier does not give `weights_gib`.
     """
     if written is not None:
         model = next(m for m in written.models if m.name == name)
+        if model.weights_gib is None:  # the file leaves it to the Hub; the plan knows the size
+            model = model.model_copy(update={"weights_gib": weights_bytes / GIB})
         return written, time_to_ready(written, model, load_cold_start_table())
     tier = load_preset(preset)
     source = weights or "s3://planned-model/weights/"

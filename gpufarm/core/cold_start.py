@@ -301,10 +301,12 @@ def time_to_ready(
     )
 
 
-def tier_times_to_ready(tier: TierConfig, table: ColdStartTable | None = None) -> list[TimeToReady]:
-    """Every model's time to ready, in config order."""
+def tier_times_to_ready(
+    tier: TierConfig, table: ColdStartTable | None = None, *, fetched_share: float = 1.0
+) -> list[TimeToReady]:
+    """Every model's time to ready, in config order (`fetched_share`: see :func:`image_pull`)."""
     table = table or load_cold_start_table()
-    return [time_to_ready(tier, m, table) for m in tier.models]
+    return [time_to_ready(tier, m, table, fetched_share=fetched_share) for m in tier.models]
 
 
 def wake_gap_seconds(tier: TierConfig, model: ModelConfig, ready: TimeToReady) -> float | None:

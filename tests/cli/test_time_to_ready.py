@@ -122,3 +122,32 @@ def test_plan_table_fits_80_columns() -> None:
     section = result.stdout[result.stdout.index("Time to ready on") : result.stdout.index("Notes")]
     assert "weight load" in section
     assert all(len(line) <= 80 for line in section.splitlines())
+
+
+def test_plan_with_write_times_the_model_in_the_written_tier(tmp_path: Path) -> None:
+    from gpufarm.config import load_tier_file
+
+    target = tmp_path / "t.yaml"
+    result = _run(
+        "plan",
+        *PLAN,
+        "--write",
+        str(target),
+        "--weights",
+        "org/model",
+        "--public-weights",
+        "--no-fallback",
+        "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    tier = load_tier_file(target)
+    (model,) = [m for m in tier.models if m.name == "model"]
+    if model.weights_gib is None:  # the plan's weight memory sizes the download
+        model = model.model_copy(update={"weights_gib": data["memory"]["weights_bytes"] / 2**30})
+    ready = time_to_ready(tier, model)
+    assert ready.seconds is not None
+    assert data["time_to_ready"]["model"] == "model"
+    assert data["time_to_ready"]["seconds"] == math.ceil(ready.seconds or 0)
+    # Hugging Face weights: the load term is the Hub's rate, not the preset's store.
+    assert data["time_to_ready"]["terms"]["weight load"]["formula"].endswith("(hugging-face)")

@@ -44,6 +44,8 @@ class RunaiStreamerConfig(_Model):
 
     Its two settings are the loader's `--model-loader-extra-config` keys of vLLM 0.31.0
     (`vllm/model_executor/model_loader/runai_streamer_loader.py`: `concurrency`, `memory_limit`).
+    Only `s3://` weights stream; Hugging Face weights still download from the Hub, as with every
+    store. vLLM only, single-node replicas only (the config check says why for the others).
     """
 
     concurrency: int | None = Field(
