@@ -235,6 +235,7 @@ class GpuFarmStack(cdk.Stack):
         cfg = self.config
         cluster = self.cluster.icluster
         fsx = cfg.model_store.kind is ModelStoreKind.FSX_LUSTRE
+        streamed = cfg.model_store.kind is ModelStoreKind.RUNAI_STREAMER
         optimizer = cfg.ingress.target_optimizer if cfg.ingress.target_optimizer.enabled else None
         single = [m for m in cfg.models if m.pipeline_parallel == 1]
         multi = [m for m in cfg.models if m.pipeline_parallel > 1]
@@ -259,6 +260,7 @@ class GpuFarmStack(cdk.Stack):
             min_ready_seconds=rollout_min_ready_seconds(cfg),
             pod_security=level_for(efa_engines=bool(multi_efa) or any(any(d) for d in pd_efa.values())),
             kubernetes_version=cfg.cluster.kubernetes_version,
+            streamer=cfg.model_store.streamer if streamed else None,
         )
         self.model_manifests: dict[str, Construct] = dict(self.serving.model_manifests)
         self.multi_node: MultiNodeServing | None = None
@@ -300,7 +302,8 @@ class GpuFarmStack(cdk.Stack):
             )
             store.add_consumers(*self.model_manifests.values())
             self.model_store = store
-        elif s3_sources:
+        elif s3_sources and not streamed:
+            # The streamer needs no store of its own: the vLLM pods read S3 with their own role.
             self.model_store = S3ModelStore(self, "ModelStore", cluster=cluster, s3_uris=s3_sources)
         routed = [m for m in cfg.models if m.routed]
         self.routing: KvCacheRouting | None = None
