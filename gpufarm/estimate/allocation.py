@@ -8,7 +8,9 @@ import math
 from dataclasses import dataclass
 
 from gpufarm.config.model import (
+    AmiFamily,
     CapacityType,
+    NodeGroupAmiType,
     NodeGroupConfig,
     NodePoolConfig,
     Provisioning,
@@ -17,6 +19,7 @@ from gpufarm.config.model import (
 from gpufarm.core.instances import Host, gpus_in, host_of
 from gpufarm.core.pools import instances_for, pool_instance_types, pool_loads
 from gpufarm.estimate.report import EstimateError
+from gpufarm.k8s.karpenter import BOTTLEROCKET_OS_VOLUME_GIB
 from gpufarm.pricing import CAPACITY_TYPES, PriceNotFoundError, PriceTable, load_prices
 
 LAUNCH_PRIORITY = (CapacityType.RESERVED, CapacityType.SPOT, CapacityType.ON_DEMAND)
@@ -24,6 +27,14 @@ LAUNCH_PRIORITY = (CapacityType.RESERVED, CapacityType.SPOT, CapacityType.ON_DEM
 
 AUTO_MODE_ROOT_VOLUME_GIB = 80
 """Ephemeral storage of an Auto Mode node (the default NodeClass's `ephemeralStorage.size`)."""
+
+
+def _pool_ebs_gib(pool: NodePoolConfig) -> int:
+    """EBS of one Karpenter node: `root_volume_gib`, plus the OS volume on Bottlerocket
+    (`k8s.karpenter.block_device_mappings` lists both)."""
+    extra = BOTTLEROCKET_OS_VOLUME_GIB if pool.ami_family is AmiFamily.BOTTLEROCKET else 0
+    return pool.root_volume_gib + extra
+
 
 # --------------------------------------------------------------------------- what a node can hold
 # A pod lands on a node whose *allocatable* CPU and memory hold its requests: the instance's
@@ -112,6 +123,7 @@ class GpuAllocation:
     peak_gpus: int = 0
     fixed_instances: int | None = None  # node groups: always this many
     root_volume_gib: int = 0
+    """EBS of one instance, GiB: its root (AL2023) or data volume, plus Bottlerocket's OS volume."""
     usable_gpus_per_instance: int | None = None
     """GPUs of one instance its pods can use when their CPU or memory fills it first (None: all)."""
 
@@ -203,7 +215,12 @@ def gpu_allocations(tier: TierConfig, prices: PriceTable | None = None) -> list[
                     base_gpus=load.base_gpus,
                     peak_gpus=load.peak_gpus,
                     fixed_instances=target.nodes,
-                    root_volume_gib=target.disk_gib,
+                    root_volume_gib=target.disk_gib
+                    + (
+                        BOTTLEROCKET_OS_VOLUME_GIB
+                        if target.ami_type is NodeGroupAmiType.BOTTLEROCKET_NVIDIA
+                        else 0
+                    ),
                 )
             )
             continue
@@ -224,7 +241,7 @@ def gpu_allocations(tier: TierConfig, prices: PriceTable | None = None) -> list[
                 capacity_type=pool_capacity_type(target),
                 base_gpus=load.base_gpus,
                 peak_gpus=load.peak_gpus,
-                root_volume_gib=AUTO_MODE_ROOT_VOLUME_GIB if auto_mode else target.root_volume_gib,
+                root_volume_gib=AUTO_MODE_ROOT_VOLUME_GIB if auto_mode else _pool_ebs_gib(target),
             )
         )
     return out

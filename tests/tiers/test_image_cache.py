@@ -12,12 +12,14 @@ place would pull from upstream.
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from gpufarm.core.registries import eks_registry
+from gpufarm.k8s.karpenter import POOL_LABEL
 from tests.tiers.conftest import synthesize, variant
 from tests.tiers.helpers import helm_releases, resolved_manifests, resources
 from tests.unit.upstream_ref import chart_data, containers, pod_specs
@@ -149,3 +151,27 @@ def test_with_the_rules_only_the_rules_exist_and_the_images_still_come_from_upst
     images = _walk(template)
     assert any(i.startswith("vllm/vllm-openai:") for i in images)
     assert not [i for i in images if f"/{config.name}/" in i]
+
+
+def test_every_gpu_pool_pulls_with_the_soci_snapshotter_in_parallel(template: dict[str, Any]) -> None:
+    """Lazy loading in the presets: each Karpenter GPU pool runs Bottlerocket 1.53.0 (the first
+    release with Kubernetes 1.35 variants) with the SOCI snapshotter in parallel pull-and-unpack
+    mode, the two settings of the Bottlerocket settings reference
+    (https://bottlerocket.dev/en/os/1.53.x/api/settings/container-runtime-plugins)."""
+    nodeclasses = [
+        m
+        for m in resolved_manifests(template)
+        if m["kind"] == "EC2NodeClass" and POOL_LABEL in m["metadata"].get("labels", {})
+    ]
+    assert len(nodeclasses) == 2
+    for nodeclass in nodeclasses:
+        spec = nodeclass["spec"]
+        assert spec["amiSelectorTerms"] == [{"alias": "bottlerocket@v1.53.0"}]
+        settings = tomllib.loads(spec["userData"])["settings"]
+        assert settings["container-runtime"]["snapshotter"] == "soci"
+        assert (
+            settings["container-runtime-plugins"]["soci-snapshotter"]["pull-mode"] == "parallel-pull-unpack"
+        )
+        # Bottlerocket keeps images on its data volume, /dev/xvdb, the one sized from the pool.
+        volumes = {v["deviceName"]: v for v in spec["blockDeviceMappings"]}
+        assert volumes["/dev/xvdb"]["rootVolume"] is True

@@ -207,9 +207,9 @@ def test_each_pool_has_a_nodeclass_and_nodepool(production_template: dict[str, A
         "kind": "EC2NodeClass",
         "name": name,
     }
-    assert node_class["spec"]["amiSelectorTerms"] == [
-        {"alias": f"{pool.ami_family.value}@{pool.ami_version}"}
-    ]
+    # Karpenter's aliases write a Bottlerocket version with a leading v (`bottlerocket@v1.53.0`).
+    version = f"v{pool.ami_version}" if pool.ami_family.value == "bottlerocket" else pool.ami_version
+    assert node_class["spec"]["amiSelectorTerms"] == [{"alias": f"{pool.ami_family.value}@{version}"}]
     requirements = {r["key"]: r["values"] for r in node_pool["spec"]["template"]["spec"]["requirements"]}
     assert requirements["karpenter.sh/capacity-type"] == [c.value for c in pool.capacity_types]
     assert requirements["karpenter.k8s.aws/instance-family"] == pool.instance_families

@@ -323,7 +323,7 @@ def _pool_issues(tier: str, **pool: Any) -> list[str]:
     [
         (
             "production",
-            {"image_pull": "soci-parallel-pull"},
+            {"image_pull": "soci-parallel-pull", "ami_family": "al2023", "ami_version": "latest"},
             "node_pools[0].image_pull: must be 'default' unless ami_family is 'bottlerocket' (the EKS "
             "AL2023 AMIs do not ship the SOCI snapshotter; Bottlerocket has it from 1.44), got "
             "'soci-parallel-pull' with ami_family 'al2023'",

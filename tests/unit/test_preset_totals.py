@@ -159,8 +159,9 @@ def production(peak: bool) -> dict[str, float]:
         # family's observed spot discount.
         "GPU batch": hourly(P.spot("g6e.12xlarge"), batch),
         "System nodes": hourly(OD["m7i.2xlarge"], system),
-        # Root volumes: serving 300 GiB, batch 200 GiB, system 50 GiB each.
-        "EBS": (300 * serving + 200 * batch + 50 * system) * P.ebs.gp3_per_gb_month,
+        # Data volumes: serving 300 GiB, batch 200 GiB, each with Bottlerocket's 4 GiB OS volume;
+        # system root volumes 50 GiB each.
+        "EBS": (304 * serving + 204 * batch + 50 * system) * P.ebs.gp3_per_gb_month,
         # The smallest PERSISTENT_2 file system, 1.2 TiB = 1,200 GB, at 250 MB/s/TiB.
         "FSx": 1200 * P.fsx_per_gb_month(250),
         "NAT gateways": hourly(P.vpc.nat_gateway_per_hour, 3),
@@ -191,8 +192,9 @@ def enterprise(peak: bool) -> dict[str, float]:
         "GPU burst": hourly(OD["p5.48xlarge"], burst),
         "GPU background": hourly(P.spot("g6e.12xlarge"), background),
         "System nodes": hourly(OD["m7i.2xlarge"], system),
-        # Root volumes: node groups and burst 1,000 GiB, background 300, system 100.
-        "EBS": (1000 * (3 + burst) + 300 * background + 100 * system) * P.ebs.gp3_per_gb_month,
+        # Root volumes: AL2023 node groups 1,000 GiB, system 100; Bottlerocket pools a data volume
+        # (burst 1,000 GiB, background 300) and a 4 GiB OS volume each.
+        "EBS": (1000 * 3 + 1004 * burst + 304 * background + 100 * system) * P.ebs.gp3_per_gb_month,
         "FSx": 1200 * P.fsx_per_gb_month(500),
         "NAT gateways": hourly(P.vpc.nat_gateway_per_hour, 3),
         "Interface endpoints": hourly(P.vpc.interface_endpoint_per_az_hour, 13 * 3),
