@@ -7,7 +7,8 @@
 - **image pull**: the engine's image size over the pull path's throughput (`upstream-nat`, or
   `ecr-pull-through-cache` when `images.pull_through_cache` is on), times the share of the image
   fetched before the container starts (`fetched_share`: 1 for a full pull; lazy loading or a
-  pre-pulled snapshot fetch less);
+  pre-pulled snapshot fetch less), less the published saving of the pull mode of the Karpenter
+  pool the model first lands on (`pull_mode_saving[image_pull]`: SOCI parallel pull);
 - **weight load**: `weights_gib` over the store's throughput: the table's per-instance figure
   for `runai-streamer` and `s3-mountpoint` (`hugging-face` for weights from the Hub), and for
   `fsx-lustre` the file system's own, `throughput_per_tib` x its capacity;
@@ -71,6 +72,9 @@ class ImagePull(_Section):
 
     image_gib: dict[str, float] = Field(description="Compressed image size by engine, GiB.")
     throughput_mib_s: dict[str, float] = Field(description="Pull rate by pull path, MiB/s.")
+    pull_mode_saving: dict[str, float] = Field(
+        description="Share of the pull time a pool's `image_pull` mode saves (0 for `default`)."
+    )
 
 
 class WeightLoad(_Section):
@@ -236,13 +240,32 @@ def image_pull(
         raise ValueError(f"'fetched_share' must be between 0 and 1, got {fetched_share}")
     engine = model.engine.value
     path = pull_path(tier).value
+    mode = pull_mode(tier, model)
     gib = _figure(table, "image_pull", table.image_pull.image_gib, engine)
     rate = _figure(table, "image_pull", table.image_pull.throughput_mib_s, path)
-    seconds = gib * fetched_share * GIB / MIB / rate
+    saving = _figure(table, "image_pull", table.image_pull.pull_mode_saving, mode)
+    seconds = gib * fetched_share * GIB / MIB / rate * (1 - saving)
     share = "" if fetched_share == 1 else f" x {fetched_share:g} fetched"
-    formula = f"{gib:g} GiB {engine} image{share} / {rate:g} MiB/s ({path})"
-    estimated = any(table.estimated("image_pull", k) is not None for k in (engine, path))
+    faster = "" if saving == 0 else f" x {1 - saving:g} {mode}"
+    formula = f"{gib:g} GiB {engine} image{share} / {rate:g} MiB/s ({path}){faster}"
+    estimated = any(table.estimated("image_pull", k) is not None for k in (engine, path, mode))
     return Term("image pull", seconds, formula, estimated)
+
+
+def pull_mode(tier: TierConfig, model: ModelConfig) -> str:
+    """The `image_pull` of the Karpenter pool the model's first placement is on (`default`
+    elsewhere: node groups and Auto Mode pull with containerd's own pull)."""
+    from gpufarm.config.model import ImagePull, NodePoolConfig, Provisioning
+    from gpufarm.core.placement import placement_of
+
+    targets = placement_of(tier, model)
+    if (
+        targets
+        and isinstance(targets[0], NodePoolConfig)
+        and tier.cluster.provisioning is Provisioning.KARPENTER
+    ):
+        return targets[0].image_pull.value
+    return ImagePull.DEFAULT.value
 
 
 def store_throughput_gib_s(

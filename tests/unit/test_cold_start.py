@@ -12,7 +12,7 @@ import yaml
 
 from gpufarm.config import ModelStoreKind, Provisioning, TierConfig
 from gpufarm.config.fsx_capacity import fsx_storage_capacity_gib
-from gpufarm.config.model import Engine
+from gpufarm.config.model import Engine, ImagePull
 from gpufarm.core.cold_start import (
     ColdStartTableError,
     PullPath,
@@ -32,8 +32,10 @@ RAW: dict[str, Any] = yaml.safe_load(
 SECTIONS = ("node_launch", "image_pull", "weight_load", "warm_up")
 
 
-def _pull(engine: str, path: str) -> float:
-    return RAW["image_pull"]["image_gib"][engine] * 1024 / RAW["image_pull"]["throughput_mib_s"][path]
+def _pull(engine: str, path: str, mode: str = "default") -> float:
+    table = RAW["image_pull"]
+    seconds = table["image_gib"][engine] * 1024 / table["throughput_mib_s"][path]
+    return seconds * (1 - table["pull_mode_saving"][mode])
 
 
 def test_every_section_has_a_source_and_a_date_and_estimates_name_its_figures() -> None:
@@ -56,6 +58,7 @@ def test_the_table_covers_every_choice_a_tier_can_make() -> None:
     assert set(table["node_launch"]["seconds"]) == {p.value for p in Provisioning} | {"node-group"}
     assert set(table["image_pull"]["image_gib"]) == {e.value for e in Engine}
     assert set(table["image_pull"]["throughput_mib_s"]) == {p.value for p in PullPath}
+    assert set(table["image_pull"]["pull_mode_saving"]) == {m.value for m in ImagePull}
     stores = {k.value for k in ModelStoreKind} - {ModelStoreKind.FSX_LUSTRE.value}
     assert set(table["weight_load"]["throughput_gib_s"]) == stores | {"hugging-face"}
     assert set(table["warm_up"]["seconds"]) == {e.value for e in Engine}
@@ -69,8 +72,9 @@ def test_production_model_on_fsx_from_the_table() -> None:
     fsx_gib_s = tier.model_store.fsx.throughput_per_tib * 1e6 * (capacity / 1024) / 1024**3
     expected = {
         "node launch": RAW["node_launch"]["seconds"]["karpenter"],
-        # The production preset pulls through the account's ECR (images.pull_through_cache).
-        "image pull": _pull("vllm", "ecr-pull-through-cache"),
+        # The production preset pulls through the account's ECR (images.pull_through_cache),
+        # onto Bottlerocket pools with SOCI parallel pull.
+        "image pull": _pull("vllm", "ecr-pull-through-cache", "soci-parallel-pull"),
         "weight load": model.weights_gib / fsx_gib_s,
         "engine warm-up": RAW["warm_up"]["seconds"]["vllm"],
     }
@@ -105,15 +109,40 @@ def test_the_streamer_loads_faster_than_mountpoint_by_the_table_ratio() -> None:
 def test_pull_through_cache_changes_the_pull_path() -> None:
     tier = make_production({"images": {"pull_through_cache": True}})
     ready = time_to_ready(tier, tier.models[0])
-    assert ready.image_pull.seconds == pytest.approx(_pull("vllm", "ecr-pull-through-cache"))
+    assert ready.image_pull.seconds == pytest.approx(
+        _pull("vllm", "ecr-pull-through-cache", "soci-parallel-pull")
+    )
     assert "ecr-pull-through-cache" in ready.image_pull.formula
+
+
+def test_soci_parallel_pull_saves_the_tables_share_of_the_pull() -> None:
+    saving = RAW["image_pull"]["pull_mode_saving"]["soci-parallel-pull"]
+    assert 0 < saving < 1
+    soci = make_production()
+    assert {p.image_pull for p in soci.node_pools} == {ImagePull.SOCI_PARALLEL_PULL}
+    plain = make_production(
+        {"node_pools": [p.model_dump(mode="json") | {"image_pull": "default"} for p in soci.node_pools]}
+    )
+    fast = time_to_ready(soci, soci.models[0]).image_pull
+    slow = time_to_ready(plain, plain.models[0]).image_pull
+    assert slow.seconds == pytest.approx(_pull("vllm", "ecr-pull-through-cache"))
+    assert fast.seconds == pytest.approx(slow.seconds * (1 - saving))
+    assert fast.formula == slow.formula + f" x {1 - saving:g} (soci-parallel-pull)"
+
+
+def test_a_model_on_a_reserved_node_group_pulls_without_the_pools_mode() -> None:
+    tier = make_enterprise()
+    on_group = next(m for m in tier.models if m.node_pool == "h100-multinode")
+    term = time_to_ready(tier, on_group).image_pull
+    assert term.seconds == pytest.approx(_pull(on_group.engine.value, "ecr-pull-through-cache"))
+    assert "soci" not in term.formula
 
 
 @pytest.mark.parametrize("share", [0.0, 0.25, 1.0])
 def test_the_pull_term_scales_with_the_share_fetched(share: float) -> None:
     tier = make_production({"images": {"pull_through_cache": False}})
     term = image_pull(tier, tier.models[0], load_cold_start_table(), fetched_share=share)
-    assert term.seconds == pytest.approx(_pull("vllm", "upstream-nat") * share)
+    assert term.seconds == pytest.approx(_pull("vllm", "upstream-nat", "soci-parallel-pull") * share)
 
 
 def test_the_cache_rules_only_first_deploy_still_pulls_through_nat() -> None:
