@@ -127,7 +127,7 @@ def test_soci_parallel_pull_saves_the_tables_share_of_the_pull() -> None:
     slow = time_to_ready(plain, plain.models[0]).image_pull
     assert slow.seconds == pytest.approx(_pull("vllm", "ecr-pull-through-cache"))
     assert fast.seconds == pytest.approx(slow.seconds * (1 - saving))
-    assert fast.formula == slow.formula + f" x {1 - saving:g} (soci-parallel-pull)"
+    assert fast.formula == slow.formula + f" x {1 - saving:g} soci-parallel-pull"
 
 
 def test_a_model_on_a_reserved_node_group_pulls_without_the_pools_mode() -> None:

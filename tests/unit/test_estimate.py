@@ -267,9 +267,10 @@ def test_production_system_nodes(production: CostEstimate) -> None:
 
 
 def test_production_node_volumes(production: CostEstimate) -> None:
-    # base: 2 serving x 300 + 2 system x 50; peak: 6 x 300 + 2 batch x 200 + 4 system x 50.
+    # The GPU pools run Bottlerocket: each node has its data volume and a 4 GiB OS volume.
+    # base: 2 serving x (300 + 4) + 2 system x 50; peak: 6 x 304 + 2 batch x 204 + 4 system x 50.
     got = line(production, "EBS gp3 node volumes")
-    assert (got.quantity, got.peak_quantity, got.monthly_usd) == (700, 2400, pytest.approx(700 * 0.08))
+    assert (got.quantity, got.peak_quantity, got.monthly_usd) == (708, 2432, pytest.approx(708 * 0.08))
 
 
 def test_production_fsx(production: CostEstimate) -> None:
