@@ -535,10 +535,13 @@ def vllm_deployment(
     scan_acknowledge(deployment, "CKV_K8S_40", VLLM_UID_REASON)
     if efa_devices:
         scan_acknowledge(deployment, "CKV_K8S_23", EFA_ROOT_REASON)
-    acknowledge_unpinned_agent(deployment, target_optimizer)
+    unpinned = []
+    if target_optimizer is not None and target_optimizer.runs_unpinned_agent:
+        unpinned.append(UNPINNED_AGENT_REASON)
     if "@" not in image:
-        for check in ("CKV_K8S_14", "CKV_K8S_15", "CKV_K8S_43"):
-            scan_acknowledge(deployment, check, UNPINNED_ENGINE_REASON)
+        unpinned.append(UNPINNED_ENGINE_REASON)
+    for check in ("CKV_K8S_14", "CKV_K8S_15", "CKV_K8S_43") if unpinned else ():
+        scan_acknowledge(deployment, check, "; and ".join(unpinned))
     return deployment
 
 

@@ -10,7 +10,14 @@ from pydantic import Field, field_validator
 
 from gpufarm import images as image_table
 from gpufarm.config.sections.gateway import BedrockTargetConfig
-from gpufarm.config.sections.values import ChartVersion, DnsLabel, ImageRef, SecretRef, _Model
+from gpufarm.config.sections.values import (
+    ChartVersion,
+    DnsLabel,
+    EngineImageRef,
+    ImageRef,
+    SecretRef,
+    _Model,
+)
 
 
 def default_route_priority(model_name: str) -> int:
@@ -366,10 +373,10 @@ class ServingConfig(_Model):
     vllm_image: ImageRef = Field(
         image_table.reference("vllm"), description="vLLM OpenAI-compatible server image, pinned by digest."
     )
-    sglang_image: ImageRef = Field(
+    sglang_image: EngineImageRef = Field(
         image_table.reference("sglang"), description="SGLang server image (models with engine 'sglang')."
     )
-    trtllm_image: ImageRef = Field(
+    trtllm_image: EngineImageRef = Field(
         image_table.reference("trtllm"),
         description="TensorRT-LLM release image with trtllm-serve (models with engine 'trtllm').",
     )
