@@ -331,10 +331,11 @@ def test_vllm_loads_each_model_from_its_fsx_folder(production_template: dict[str
         for v in pod["volumes"]
         if "persistentVolumeClaim" in v
     }
-    (vllm,) = [c for c in pod["containers"] if c["name"] == "vllm"]
-    (mount,) = [m for m in vllm["volumeMounts"] if claims.get(m["name"]) == "fsx-models"]
+    (engine,) = [c for c in pod["containers"] if c["name"] == model.engine.value]
+    (mount,) = [m for m in engine["volumeMounts"] if claims.get(m["name"]) == "fsx-models"]
     assert mount["subPath"] == fsx_sub_path(PRODUCTION.model_store.fsx.import_path, model.weights)
-    assert vllm["args"][0] == mount["mountPath"]
+    # vLLM takes the weights as its first argument, SGLang after --model-path.
+    assert mount["mountPath"] in engine["args"][:2]
 
 
 # ----------------------------------------------------------------------------- Target Optimizer
