@@ -535,13 +535,17 @@ def vllm_deployment(
     scan_acknowledge(deployment, "CKV_K8S_40", VLLM_UID_REASON)
     if efa_devices:
         scan_acknowledge(deployment, "CKV_K8S_23", EFA_ROOT_REASON)
-    unpinned = []
-    if target_optimizer is not None and target_optimizer.runs_unpinned_agent:
-        unpinned.append(UNPINNED_AGENT_REASON)
-    if "@" not in image:
-        unpinned.append(UNPINNED_ENGINE_REASON)
-    for check in ("CKV_K8S_14", "CKV_K8S_15", "CKV_K8S_43") if unpinned else ():
-        scan_acknowledge(deployment, check, "; and ".join(unpinned))
+    # The agent's ':latest' fails CKV_K8S_14 (a fixed tag), 15 (pull policy) and 43 (digest); an
+    # engine image with a release tag and no digest fails 15 and 43 only.
+    agent = target_optimizer is not None and target_optimizer.runs_unpinned_agent
+    reasons: dict[str, list[str]] = {}
+    for check in ("CKV_K8S_14", "CKV_K8S_15", "CKV_K8S_43"):
+        if agent:
+            reasons.setdefault(check, []).append(UNPINNED_AGENT_REASON)
+        if "@" not in image and check != "CKV_K8S_14":
+            reasons.setdefault(check, []).append(UNPINNED_ENGINE_REASON)
+    for check, why in reasons.items():
+        scan_acknowledge(deployment, check, "; and ".join(why))
     return deployment
 
 
@@ -550,7 +554,7 @@ UNPINNED_ENGINE_REASON = (
     "reports it as an unpinned image, so synth warns and the stack refuses to deploy until the tier "
     "sets the serving image to a digest"
 )
-"""Why an engine container may carry a tag-only image (checkov CKV_K8S_14, CKV_K8S_15, CKV_K8S_43)."""
+"""Why an engine container may carry a tag-only image (checkov CKV_K8S_15, CKV_K8S_43)."""
 
 
 UNPINNED_AGENT_REASON = (
