@@ -353,6 +353,25 @@ def test_target_groups_carry_the_control_port_and_receive_on_the_data_port(
         assert props["HealthCheckPort"] == "traffic-port"
 
 
+def test_each_models_target_group_checks_its_engines_readiness_path(
+    production_template: dict[str, Any],
+) -> None:
+    # The SGLang model's pods are ready at /ready, the vLLM model's at /health: the load balancer
+    # asks each the path its own pods' readiness probe asks.
+    paths = sorted(
+        g["Properties"]["HealthCheckPath"] for g in model_target_groups(production_template).values()
+    )
+    assert [m.engine.value for m in PRODUCTION.models] == ["vllm", "sglang"]
+    assert paths == ["/health", "/ready"]
+    for model in PRODUCTION.models:
+        deployment = manifest_of(production_template, "Deployment", workload_name(model.name))
+        (engine,) = [
+            c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == model.engine.value
+        ]
+        expected = "/ready" if model.engine.value == "sglang" else "/health"
+        assert engine["readinessProbe"]["httpGet"]["path"] == expected
+
+
 @pytest.mark.parametrize("model", PRODUCTION.models, ids=[m.name for m in PRODUCTION.models])
 def test_agent_sidecar_matches_its_target_group(production_template: dict[str, Any], model: Any) -> None:
     deployment = manifest_of(production_template, "Deployment", workload_name(model.name))

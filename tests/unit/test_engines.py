@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import zipfile
 from typing import Any
 
 import pytest
+import yaml
 
 from gpufarm import images as image_table
 from gpufarm.config import ConfigError
@@ -18,7 +20,8 @@ from gpufarm.config.sections.serving import TGI_REFUSED
 from gpufarm.core.endpoints import model_endpoints
 from gpufarm.core.engines import ENGINES, SGLANG, TRTLLM, TRTLLM_CONFIG_FILE, VLLM, engine_of
 from gpufarm.k8s import serving as k8s_serving
-from scripts.engine_serve_flags import sglang_flags, trtllm_flags
+from scripts.engine_serve_flags import render, sglang_flags, trtllm_flags
+from tests.conftest import REPO
 
 from .factories import make_tier, model_override
 
@@ -288,6 +291,15 @@ def test_the_vllm_deployment_keeps_its_container_name() -> None:
 
 INVALID: list[Any] = [
     pytest.param(
+        {"serving": {"sglang_image": "lmsysorg/sglang:v0.5.22"}},
+        [
+            "serving.sglang_image: must be a container image pinned by digest, such as "
+            "'repo/name:v1.2.3@sha256:<64 hex digits>' (read it with `crane digest repo/name:v1.2.3`), "
+            "got 'lmsysorg/sglang:v0.5.22'"
+        ],
+        id="sglang-image-other-tag-without-digest",
+    ),
+    pytest.param(
         model_override(engine="tgi"),
         [f"models[0].engine: {TGI_REFUSED}"],
         id="tgi-is-in-maintenance-mode",
@@ -376,6 +388,27 @@ INVALID: list[Any] = [
         id="trtllm-config-file-is-gpufarms",
     ),
 ]
+
+
+def test_the_shipped_sglang_list_names_its_wheel_and_source() -> None:
+    text = (REPO / "gpufarm" / "data" / "sglang_serve_flags.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    assert data["version"] == "0.5.23"
+    assert data["wheel"].startswith("sglang-0.5.23-")
+    assert data["source"] == "sglang/srt/server_args.py"
+    assert re.fullmatch(r"[0-9a-f]{64}", data["sha256"])
+    # The script's own rendering of the same flags is the shipped file, byte for byte.
+    assert render("sglang", "0.5.23", data["wheel"], data["source"], data["sha256"], data["flags"]) == text
+
+
+def test_a_pinned_engine_image_is_accepted_and_not_reported() -> None:
+    pinned = "lmsysorg/sglang:v0.5.23@sha256:" + "a" * 64
+    tier = make_tier(model_override(engine="sglang"), {"serving": {"sglang_image": pinned}})
+    assert unpinned_images(tier) == []
+    deployment = k8s_serving.vllm_deployment(
+        tier.models[0], tier.serving, pool_name="gpu", region="us-east-1"
+    )
+    assert "CKV_K8S_43" not in str(deployment["metadata"].get("annotations", {}))
 
 
 @pytest.mark.parametrize(("override", "expected"), INVALID)
