@@ -18,6 +18,7 @@ from gpufarm.config.image_pins import unpinned_images
 from gpufarm.config.model import Engine, ModelConfig, ServingConfig
 from gpufarm.config.sections.serving import TGI_REFUSED
 from gpufarm.core.endpoints import model_endpoints
+from gpufarm.core.engine_metrics import engine_metrics
 from gpufarm.core.engines import ENGINES, SGLANG, TRTLLM, TRTLLM_CONFIG_FILE, VLLM, engine_of
 from gpufarm.k8s import serving as k8s_serving
 from scripts.engine_serve_flags import render, sglang_flags, trtllm_flags
@@ -421,3 +422,14 @@ def test_an_sglang_model_with_known_extra_args_is_valid() -> None:
     assert tier.models[0].engine is Engine.SGLANG
     assert SGLANG.limitation("kv_cache_routing") is not None
     assert TRTLLM.limitation("shares") is None
+
+
+@pytest.mark.parametrize("engine", list(Engine), ids=str)
+def test_the_registry_and_the_metrics_table_agree_on_paths_and_flags(engine: Engine) -> None:
+    # The scraper reads gpufarm/data/engine_metrics.yaml; the container is built from the registry:
+    # the path scraped must be the one the server serves, with the flags it needs to serve it.
+    spec, metrics = ENGINES[engine], engine_metrics(engine)
+    assert metrics.path == spec.metrics_path
+    assert metrics.health_path == spec.health_path
+    assert set(metrics.requires_flags) <= set(spec.always)
+    assert metrics.version == flag_list(engine).version
