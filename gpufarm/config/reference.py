@@ -333,8 +333,8 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "models[].engine",
         "`vllm`, `sglang` or `trtllm` (`tgi` is refused: Text Generation Inference is in maintenance "
         "mode upstream). `sglang` and `trtllm` refuse `pipeline_parallel` > 1, `prefill_decode` and "
-        "`kv_cache_routing`; `trtllm` also refuses `quantization`, a `dtype` other than `auto`, and a "
-        "`served_model_name` other than the name it answers to (docs/serving-engines.md).",
+        "`kv_cache_routing`; `trtllm` also refuses `quantization` and a `dtype` other than `auto` "
+        "(docs/serving-engines.md).",
     ),
     (
         "ingress.certificate_arn",

@@ -150,15 +150,6 @@ def _engine(where: str, model: ModelConfig) -> Iterator[ConfigIssue]:
                 message=f"is not served by engine {model.engine.value!r} for model {model.name!r}: "
                 f"{limitation.reason}; use engine 'vllm' or remove it, got {shown}",
             )
-    if engine.served_name_flag is None:
-        reported = engine.reported_name(model, _source(model))
-        if model.api_model_name != reported:
-            yield ConfigIssue(
-                path=f"{where}.served_model_name",
-                message=f"must be {reported!r} for model {model.name!r} on engine "
-                f"{model.engine.value!r} ({engine.title}'s server has no option to name the model: "
-                f"it answers to the name of its weights), got {model.served_model_name!r}",
-            )
     owned = set(engine.owned_flags)
     for found in flag_list(model.engine).flag_args(model.extra_args):
         if found.flag in owned:
@@ -167,11 +158,6 @@ def _engine(where: str, model: ModelConfig) -> Iterator[ConfigIssue]:
                 message=f"must not set {found.flag} on engine {model.engine.value!r} (gpufarm derives "
                 f"it from the model config), got {found.arg!r}",
             )
-
-
-def _source(model: ModelConfig) -> str:
-    """What the model's engine loads (as `gpufarm.k8s.serving.model_source` passes it)."""
-    return f"/models/{model.name}" if model.is_s3 else model.weights
 
 
 def _unknown_flags(cfg: TierConfig, where: str, model: ModelConfig) -> Iterator[ConfigIssue]:
