@@ -17,7 +17,7 @@ import yaml
 from gpufarm.config import load_preset
 from gpufarm.config.fsx_capacity import fsx_storage_capacity_gib
 from gpufarm.config.model import CapacityType, PoolPurpose
-from gpufarm.k8s.autoscaling import wake_query, wake_window_seconds
+from gpufarm.k8s.autoscaling import queue_query, wake_query, wake_window_seconds
 from gpufarm.k8s.labels import nodepool_name, workload_name
 from gpufarm.k8s.storage import fsx_sub_path
 from tests.conftest import PLACEHOLDER_ANNOTATION, cfn_lint_errors
@@ -468,11 +468,12 @@ def test_each_autoscaled_model_has_a_scaled_object(production_template: dict[str
     assert spec["scaleTargetRef"]["name"] == workload_name(model.name)
     assert spec["minReplicaCount"] == model.autoscaling.min_replicas
     assert spec["maxReplicaCount"] == model.autoscaling.max_replicas
-    queue = next(t for t in spec["triggers"] if "vllm:num_requests_waiting" in t["metadata"]["query"])
+    # Each engine's own queue series (vllm:num_requests_waiting, sglang:num_queue_reqs).
+    query = queue_query(model, PRODUCTION.serving.namespace)
+    queue = next(t for t in spec["triggers"] if query in t["metadata"]["query"])
     assert queue["metadata"]["serverAddress"].startswith(
         f"https://aps-workspaces.{PRODUCTION.environment.region}."
     )
-    assert f'model_name="{model.api_model_name}"' in queue["metadata"]["query"]
     assert float(queue["metadata"]["threshold"]) == model.autoscaling.queue_target
     # KEDA owns the replica count: the Deployment must not reset it on every deploy.
     assert "replicas" not in manifest_of(production_template, "Deployment", workload_name(model.name))["spec"]
@@ -558,7 +559,7 @@ def test_managed_scraper_feeds_the_workspace_from_the_cluster(production_templat
         for j in yaml.safe_load(props["ScrapeConfiguration"]["ConfigurationBlob"])["scrape_configs"]
     ]
     # The gateway job: production parks a model at zero, which wakes on the gateway's counter.
-    assert set(jobs) == {"vllm", "dcgm-exporter", "gateway"}
+    assert set(jobs) == {"vllm", "sglang", "dcgm-exporter", "gateway"}
     interval = yaml.safe_load(props["ScrapeConfiguration"]["ConfigurationBlob"])["global"]["scrape_interval"]
     assert interval == f"{PRODUCTION.observability.prometheus.scrape_interval_seconds}s"
 
