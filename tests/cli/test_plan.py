@@ -649,8 +649,9 @@ def test_the_engine_table_lists_engines_without_an_anchor_within_80_columns(tmp_
 def test_write_writes_the_planned_engine(tmp_path: Path) -> None:
     target = tmp_path / "t.yaml"
     result = plan(
-        *BASE, "--precision", "fp8", "--engine", "sglang", "--write", str(target),
-        "--weights", "s3://models-bucket/llama/", "--no-fallback",
+        "--params-b", "8.2", *QWEN3_8B, "--concurrency", "10", "--target-tokens-per-s", "20",
+        "--engine", "sglang", "--write", str(target), "--weights", "s3://models-bucket/qwen3-8b/",
+        "--no-fallback",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     tier = load_tier_file(target)
