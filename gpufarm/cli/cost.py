@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from rich.markup import escape
 
 from gpufarm.assembly import AssemblyError, read_assembly
+from gpufarm.cli import _cold_start
 from gpufarm.cli._output import bad_input, config_errors, emit_json, errors, progress, table
 from gpufarm.config import TierConfig, load_preset, load_tier_file, preset_names
 from gpufarm.config.model import TIER_METADATA_KEY
@@ -311,10 +312,22 @@ def register(app: typer.Typer) -> None:
             except (EstimateError, PriceNotFoundError) as exc:
                 bad_input(f"{stack}: {exc}")
             estimates.append((stack, estimate))
+        # Each model's time to ready (gpufarm.core.cold_start), printed after its tier's cost.
+        ready = {stack: _cold_start.tier_times(stack, cfg) for stack, cfg in tiers}
+        configs = dict(tiers)
+        for _, cfg in tiers:
+            warnings += _cold_start.warn(cfg)
         if as_json:
             emit_json(
                 {
-                    "estimates": [{"stack": stack, **est.to_json()} for stack, est in estimates],
+                    "estimates": [
+                        {
+                            "stack": stack,
+                            **est.to_json(),
+                            "time_to_ready": _cold_start.times_json(configs[stack], ready[stack]),
+                        }
+                        for stack, est in estimates
+                    ],
                     "estimated_figures": table_prices.estimated_figures(),
                     "price_table": {
                         "as_of": table_prices.oldest_as_of().isoformat(),
@@ -330,3 +343,4 @@ def register(app: typer.Typer) -> None:
             return
         for stack, est in estimates:
             _print(stack, est)
+            _cold_start.print_times(f"{stack}: time to ready (seconds)", configs[stack], ready[stack])

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast, get_args
 
 import typer
 
+from gpufarm.cli import _cold_start
 from gpufarm.cli._output import (
     EXIT_CHECK_FAILED,
     bad_input,
@@ -601,6 +602,15 @@ def register(app: typer.Typer) -> None:
                 )
         notes = _notes(result, table_, shape)
         comparison = compare_engines(result, table=table_, prices=price_table) if compare else None
+        # The planned model's time to ready, on the tier it was written to or else its preset.
+        ready_tier, ready = _cold_start.planned_time_to_ready(
+            preset=result.tier,
+            name=name or (model_name_from(weights) if weights else "planned"),
+            weights=weights,
+            gpus=result.chosen.layout.gpus_per_replica,
+            weights_bytes=result.weights_bytes,
+            written=written.tier if written is not None else None,
+        )
         if as_json:
             emit_json(
                 {
@@ -616,10 +626,12 @@ def register(app: typer.Typer) -> None:
                     "notes": notes,
                     "written": str(write) if written is not None else None,
                     "tier_file": _written_json(written),
+                    "time_to_ready": _cold_start.times_json(ready_tier, [ready])[0],
                 }
             )
         else:
             _print(result)
+            _cold_start.print_times(f"Time to ready on {result.tier} (seconds)", ready_tier, [ready])
             if comparison is not None:
                 _print_engines(comparison)
             console.print("Notes", markup=False)

@@ -32,6 +32,7 @@ from gpufarm.cli._output import (
     table,
 )
 from gpufarm.config import TierConfig
+from gpufarm.core.cold_start import cold_start_warnings
 from gpufarm.node import NodeNotFoundError, prepare_node
 
 ANNOTATIONS_PLUGIN = "Construct Annotations"
@@ -378,6 +379,10 @@ def gate(configs: list[TierConfig], out: Path, *, as_json: bool = False) -> bool
         bad_input(f"--out {exc}")
     # After synth, so that bad input stays one line.
     errors.print(describe_context(Path.cwd()), markup=False, soft_wrap=True)
+    # What each model's time to ready says about its cooldown and startup timeout (ADR 0063).
+    for config in configs:
+        for line in cold_start_warnings(config):
+            errors.print(f"warning: {config.stack_name}: {line}", markup=False, soft_wrap=True)
     findings = [] if passed else nag_findings(out)
     if not passed and not findings:
         findings = [

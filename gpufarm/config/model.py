@@ -62,6 +62,7 @@ from gpufarm.config.sections.model_store import (
     FsxLustreConfig,
     ModelStoreConfig,
     ModelStoreKind,
+    RunaiStreamerConfig,
 )
 from gpufarm.config.sections.observability import AlarmsConfig, ObservabilityConfig, PrometheusConfig
 from gpufarm.config.sections.serving import (
@@ -193,6 +194,7 @@ __all__ = [
     "ReservationId",
     "ReservationKind",
     "ReservedCapacityConfig",
+    "RunaiStreamerConfig",
     "SecretRef",
     "ServingConfig",
     "SystemNodesConfig",

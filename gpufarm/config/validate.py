@@ -29,6 +29,7 @@ from gpufarm.config.checks.cluster import (
     _network,
     _system_nodes,
 )
+from gpufarm.config.checks.engine_metrics import _engine_metrics
 from gpufarm.config.checks.gateway import _fallback, _gateway_scaling
 from gpufarm.config.checks.grafana import _grafana
 from gpufarm.config.checks.ingress import HEALTH_CHECK_TIMEOUT_SECONDS, _health_check, _ingress
@@ -81,6 +82,7 @@ VALIDATORS: tuple[_Validator, ...] = (
     _namespaces,
     _construct_limits,
     _grafana,
+    _engine_metrics,
     open_choice_issues,
     chart_version_issues,
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aws_cdk as cdk
@@ -19,6 +19,7 @@ from gpufarm.constructs.alarms import (
     _check_target_optimizer,
     load_balancer_kind,
 )
+from gpufarm.core.engine_metrics import Role, all_engine_metrics
 
 _DASHBOARD_NAME = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
 
@@ -82,7 +83,29 @@ PROMQL_QUERIES = (
     ("GPU utilisation, per node", "avg by (node) (DCGM_FI_DEV_GPU_UTIL)"),
     ("GPU memory used (MiB), per pod", "sum by (namespace, pod) (DCGM_FI_DEV_FB_USED)"),
 )
-"""PromQL for the engine and GPU series in the AMP workspace, which CloudWatch cannot graph."""
+"""PromQL for the engine and GPU series in the AMP workspace, which CloudWatch cannot graph
+(vLLM's series; :func:`promql_queries` gives those of other engines)."""
+
+
+def promql_queries(engines: Sequence[str] = ("vllm",)) -> tuple[tuple[str, str], ...]:
+    """The workspace's PromQL rows for a tier whose models run `engines` (values of
+    :class:`~gpufarm.config.model.Engine`): vLLM's rows as :data:`PROMQL_QUERIES`, then each other
+    engine's queue, running and KV-cache rows (titled with the engine; a series the engine lacks
+    gets no row), then the GPU rows."""
+    rows: list[tuple[str, str]] = []
+    for metrics in all_engine_metrics():
+        if metrics.engine not in engines:
+            continue
+        suffix = "" if metrics.engine == "vllm" else f" ({metrics.engine})"
+        for title, role, shape in (
+            ("Requests waiting, per model", Role.WAITING, "sum by (model) ({})"),
+            ("Requests running, per model", Role.RUNNING, "sum by (model) ({})"),
+            ("KV-cache use, per pod", Role.KV_CACHE_USAGE, "max by (model, pod) ({})"),
+        ):
+            name = metrics.name(role)
+            if name is not None:
+                rows.append((title + suffix, shape.format(name)))
+    return (*rows, *PROMQL_QUERIES[3:])
 
 
 def dashboard_body(
@@ -93,13 +116,14 @@ def dashboard_body(
     target_optimizer: bool,
     workspace_query: bool = False,
     kind: LoadBalancerKind = LoadBalancerKind.ALB,
+    engines: Sequence[str] = ("vllm",),
 ) -> dict[str, Any]:
     """The dashboard body (the `DashboardBody` JSON, as a dict) for one load balancer and its models.
 
     Rows: requests and 5xx per model; p50/p99 time to first byte per model; healthy and
     unhealthy targets, one widget per model; Target Optimizer requests and rejections (when
     `target_optimizer`); with `workspace_query`, the PromQL to run against the AMP workspace
-    for queue depth, KV-cache use and GPU utilisation.
+    for queue depth, KV-cache use and GPU utilisation, for each of `engines` (default vLLM only).
 
     `kind` NLB (a Network Load Balancer, which sees connections, not requests) replaces the
     request, error and latency rows with what `AWS/NetworkELB` publishes: new and active flows,
@@ -113,7 +137,7 @@ def dashboard_body(
     else:
         widgets = _application_widgets(lb, models, region, target_optimizer)
     if workspace_query:
-        rows = "\n".join(f"| {title} | `{query}` |" for title, query in PROMQL_QUERIES)
+        rows = "\n".join(f"| {title} | `{query}` |" for title, query in promql_queries(engines))
         widgets.append(
             _text(
                 "## Engine and GPU metrics (Amazon Managed Prometheus)\n"
@@ -269,6 +293,7 @@ class InferenceDashboard(Construct):
         workspace_query: bool = False,
         kind: LoadBalancerKind | None = None,
         network: bool | None = None,
+        engines: Sequence[str] = ("vllm",),
     ) -> None:
         super().__init__(scope, id)
         self.kind = load_balancer_kind(kind, network, "InferenceDashboard")
@@ -285,6 +310,7 @@ class InferenceDashboard(Construct):
             target_optimizer=target_optimizer,
             workspace_query=workspace_query,
             kind=self.kind,
+            engines=engines,
         )
         # Tokens (the load balancer and target group names) stay whole strings inside the JSON;
         # CloudFormation joins them in at deploy time.

@@ -8,9 +8,11 @@ provisions them into the workspace.
 Three dashboards:
 
 * **models** (Prometheus): time to first token, time per output token, tokens/s, queue, KV cache
-  and prefix-cache hits, replicas, per model. The series are vLLM's
-  (`../shared/upstream-ref/vllm@0.31.0.json`); the managed scraper adds `model` (the pod's
-  `gpufarm.io/model` label) and `pod` (:func:`gpufarm.k8s.observability.scrape_configuration`).
+  and prefix-cache hits, replicas, per model. Each panel has a target per engine the tier runs,
+  with that engine's series (:mod:`gpufarm.core.engine_metrics`); a series an engine lacks is
+  left out and the panel's description says so. The managed scraper adds `model` (the pod's
+  `gpufarm.io/model` label) and `pod` to every engine's series
+  (:func:`gpufarm.k8s.observability.scrape_configuration`).
 * **GPU fleet** (Prometheus): utilization, framebuffer memory, temperature and XID errors, per node
   and per pool. The series are the DCGM exporter's default counters
   (`../shared/upstream-ref/dcgm-exporter@4.6.0-metrics.json`); the scraper adds `node`, and the
@@ -30,7 +32,7 @@ Three dashboards:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +46,7 @@ from grafana_foundation_sdk.models import cloudwatch as cwm
 from grafana_foundation_sdk.models import dashboard as dm
 
 from gpufarm.config.model import LoadBalancerKind, TierConfig
+from gpufarm.core.engine_metrics import EngineMetrics, Role, all_engine_metrics, models_by_engine
 from gpufarm.core.fallback import bedrock_model_ids
 from gpufarm.core.names import workload_name
 from gpufarm.core.placement import placement_of
@@ -131,68 +134,123 @@ def _model_variable(tier: TierConfig) -> gd.CustomVariable:
     )
 
 
-def _model_panels() -> list[timeseries.Panel]:
-    return [
-        _panel(
+_Target = tuple[Callable[[EngineMetrics], str | None], str]
+"""An engine's expression for a panel (None: the engine lacks the series) and its legend."""
+
+
+def _rate(metric: str | None) -> str | None:
+    return None if metric is None else f"sum by (model) (rate({metric}{{{_MODEL_FILTER}}}[{RATE_WINDOW}]))"
+
+
+def _prefix_hits(e: EngineMetrics) -> str | None:
+    hits, queries = e.name(Role.PREFIX_CACHE_HITS), e.name(Role.PREFIX_CACHE_QUERIES)
+    if hits is not None and queries is not None:
+        return f"{_rate(hits)} / {_rate(queries)}"
+    rate = e.name(Role.PREFIX_CACHE_HIT_RATE)
+    return None if rate is None else f"avg by (model) ({rate}{{{_MODEL_FILTER}}})"
+
+
+def _engine_panel(
+    engines: Sequence[EngineMetrics],
+    title: str,
+    unit: str,
+    description: Callable[[Sequence[EngineMetrics]], str],
+    *targets: _Target,
+) -> timeseries.Panel | None:
+    """A panel with each engine's targets (refs A, B, ... in engine order); None when no engine
+    of the tier has the series. The description names the engines left out."""
+    queries = [(expr, legend) for e in engines for build, legend in targets if (expr := build(e)) is not None]
+    if not queries:
+        return None
+    shown = [e for e in engines if any(build(e) is not None for build, _ in targets)]
+    text = description(shown)
+    lacking = [e.label for e in engines if e not in shown]
+    if lacking:
+        text += f" Not exported by {', '.join(lacking)} (docs/operations.md)."
+    return _panel(
+        title, unit, text, *[_prom(q, legend, chr(ord("A") + i)) for i, (q, legend) in enumerate(queries)]
+    )
+
+
+def _names(engines: Sequence[EngineMetrics], role: Role) -> str:
+    return ", ".join(str(e.name(role)) for e in engines)
+
+
+def _model_panels(engines: Sequence[EngineMetrics]) -> list[timeseries.Panel]:
+    """The models dashboard's panels, each with the series of every engine the tier runs."""
+
+    def quantile(role: Role, q: float) -> Callable[[EngineMetrics], str | None]:
+        return lambda e: None if (m := e.name(role)) is None else _quantile(q, m, "model")
+
+    def by_model(op: str, role: Role) -> Callable[[EngineMetrics], str | None]:
+        return lambda e: None if (m := e.name(role)) is None else f"{op} by (model) ({m}{{{_MODEL_FILTER}}})"
+
+    only_vllm = [e.engine for e in engines] == ["vllm"]
+    panels = [
+        _engine_panel(
+            engines,
             "Time to first token (p50, p99)",
             "s",
-            "vllm:time_to_first_token_seconds: the default objective is 2 s at p99 "
-            "(models[].ttft_p99_seconds).",
-            _prom(_quantile(0.99, "vllm:time_to_first_token_seconds", "model"), "{{model}} p99", "A"),
-            _prom(_quantile(0.5, "vllm:time_to_first_token_seconds", "model"), "{{model}} p50", "B"),
+            lambda shown: (
+                f"{_names(shown, Role.TTFT)}: the default objective is 2 s at p99 "
+                "(models[].ttft_p99_seconds)."
+            ),
+            (quantile(Role.TTFT, 0.99), "{{model}} p99"),
+            (quantile(Role.TTFT, 0.5), "{{model}} p50"),
         ),
-        _panel(
+        _engine_panel(
+            engines,
             "Time per output token (p50, p99)",
             "s",
-            "vllm:request_time_per_output_token_seconds: decode time per generated token.",
-            _prom(
-                _quantile(0.99, "vllm:request_time_per_output_token_seconds", "model"), "{{model}} p99", "A"
-            ),
-            _prom(
-                _quantile(0.5, "vllm:request_time_per_output_token_seconds", "model"), "{{model}} p50", "B"
-            ),
+            lambda shown: f"{_names(shown, Role.TPOT)}: decode time per generated token.",
+            (quantile(Role.TPOT, 0.99), "{{model}} p99"),
+            (quantile(Role.TPOT, 0.5), "{{model}} p50"),
         ),
-        _panel(
+        _engine_panel(
+            engines,
             "Tokens per second",
             "short",
-            "Generated and prompt tokens per second, all replicas of the model.",
-            _prom(
-                f"sum by (model) (rate(vllm:generation_tokens_total{{{_MODEL_FILTER}}}[{RATE_WINDOW}]))",
-                "{{model}} generated",
-                "A",
-            ),
-            _prom(
-                f"sum by (model) (rate(vllm:prompt_tokens_total{{{_MODEL_FILTER}}}[{RATE_WINDOW}]))",
-                "{{model}} prompt",
-                "B",
-            ),
+            lambda shown: "Generated and prompt tokens per second, all replicas of the model.",
+            (lambda e: _rate(e.name(Role.GENERATION_TOKENS)), "{{model}} generated"),
+            (lambda e: _rate(e.name(Role.PROMPT_TOKENS)), "{{model}} prompt"),
         ),
-        _panel(
+        _engine_panel(
+            engines,
             "Queue: waiting and running requests per replica",
             "short",
-            "Above 10 waiting per replica, sustained, the model needs more replicas.",
-            _prom(f"avg by (model) (vllm:num_requests_waiting{{{_MODEL_FILTER}}})", "{{model}} waiting", "A"),
-            _prom(f"avg by (model) (vllm:num_requests_running{{{_MODEL_FILTER}}})", "{{model}} running", "B"),
+            lambda shown: "Above 10 waiting per replica, sustained, the model needs more replicas.",
+            (by_model("avg", Role.WAITING), "{{model}} waiting"),
+            (by_model("avg", Role.RUNNING), "{{model}} running"),
         ),
-        _panel(
+        _engine_panel(
+            engines,
             "KV cache usage and prefix-cache hit rate",
             "percentunit",
-            "vllm:kv_cache_usage_perc (1 = full); hits over queries of the prefix cache.",
-            _prom(f"max by (model) (vllm:kv_cache_usage_perc{{{_MODEL_FILTER}}})", "{{model}} KV cache", "A"),
-            _prom(
-                f"sum by (model) (rate(vllm:prefix_cache_hits_total{{{_MODEL_FILTER}}}[{RATE_WINDOW}])) / "
-                f"sum by (model) (rate(vllm:prefix_cache_queries_total{{{_MODEL_FILTER}}}[{RATE_WINDOW}]))",
-                "{{model}} prefix hits",
-                "B",
+            lambda shown: (
+                f"{_names(shown, Role.KV_CACHE_USAGE)} (1 = full); hits over queries of the prefix cache."
             ),
+            (by_model("max", Role.KV_CACHE_USAGE), "{{model}} KV cache"),
+            (_prefix_hits, "{{model}} prefix hits"),
         ),
-        _panel(
+        _engine_panel(
+            engines,
             "Replicas serving",
             "short",
-            "vLLM pods the scraper reaches (Running, serving metrics), per model.",
-            _prom(f"count by (model) (vllm:num_requests_running{{{_MODEL_FILTER}}})", "{{model}}", "A"),
+            lambda shown: (
+                "vLLM pods the scraper reaches (Running, serving metrics), per model."
+                if only_vllm
+                else "Engine pods the scraper reaches (Running, serving metrics), per model."
+            ),
+            (by_model("count", Role.RUNNING), "{{model}}"),
         ),
     ]
+    return [panel for panel in panels if panel is not None]
+
+
+def _tier_engines(tier: TierConfig) -> list[EngineMetrics]:
+    """The series of each engine the tier's models run, in engine order (vLLM first)."""
+    used = models_by_engine(tier)
+    return [e for e in all_engine_metrics() if e.engine in {engine.value for engine in used}]
 
 
 def model_dashboard(tier: TierConfig) -> dict[str, Any]:
@@ -206,7 +264,7 @@ def model_dashboard(tier: TierConfig) -> dict[str, Any]:
         .timezone("utc")
         .with_variable(_model_variable(tier))
     )
-    for panel in _model_panels():
+    for panel in _model_panels(_tier_engines(tier)):
         built = built.with_panel(panel)
     return _json(built)
 

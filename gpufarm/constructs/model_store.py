@@ -16,6 +16,37 @@ MOUNTPOINT_ADDON = "aws-mountpoint-s3-csi-driver"
 MOUNTPOINT_SERVICE_ACCOUNT = "s3-csi-driver-sa"
 
 
+def grant_model_read(role: iam.Role, s3_uris: Sequence[str], *, reader: str) -> None:
+    """Let `role` read the objects under each `s3://bucket/prefix/`, and nothing else.
+
+    Per bucket, `s3:ListBucket` limited to the prefixes (`s3:prefix` condition) and `s3:GetObject`
+    under each prefix; `reader` names who reads, in each wildcard's acknowledgement.
+    """
+    partition = cdk.Aws.PARTITION
+    by_bucket: dict[str, set[str]] = {}
+    for uri in s3_uris:
+        bucket, prefix = split_s3_uri(uri)
+        by_bucket.setdefault(bucket, set()).add(prefix)
+    for bucket, prefixes in sorted(by_bucket.items()):
+        bucket_arn = f"arn:{partition}:s3:::{bucket}"
+        listing = iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket_arn])
+        if "" not in prefixes:
+            listing.add_condition("StringLike", {"s3:prefix": sorted(f"{p}*" for p in prefixes)})
+        role.add_to_policy(listing)
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"], resources=sorted(f"{bucket_arn}/{p}*" for p in prefixes)
+            )
+        )
+        for prefix in sorted(prefixes):
+            acknowledge(
+                role,
+                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{bucket}/{prefix}*]",
+                f"{reader} reads the model files under s3://{bucket}/{prefix}; the wildcard "
+                "is that prefix, and the access is read-only.",
+            )
+
+
 class S3ModelStore(Construct):
     """Installs the Mountpoint for S3 CSI add-on with read-only access to the given S3 prefixes.
 
@@ -31,29 +62,7 @@ class S3ModelStore(Construct):
         self.role = pod_identity_role(
             self, "DriverRole", description="Mountpoint for S3 CSI driver: read model weights"
         )
-        partition = cdk.Aws.PARTITION
-        by_bucket: dict[str, set[str]] = {}
-        for uri in s3_uris:
-            bucket, prefix = split_s3_uri(uri)
-            by_bucket.setdefault(bucket, set()).add(prefix)
-        for bucket, prefixes in sorted(by_bucket.items()):
-            bucket_arn = f"arn:{partition}:s3:::{bucket}"
-            listing = iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket_arn])
-            if "" not in prefixes:
-                listing.add_condition("StringLike", {"s3:prefix": sorted(f"{p}*" for p in prefixes)})
-            self.role.add_to_policy(listing)
-            self.role.add_to_policy(
-                iam.PolicyStatement(
-                    actions=["s3:GetObject"], resources=sorted(f"{bucket_arn}/{p}*" for p in prefixes)
-                )
-            )
-            for prefix in sorted(prefixes):
-                acknowledge(
-                    self.role,
-                    f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{bucket}/{prefix}*]",
-                    f"Mountpoint reads the model files under s3://{bucket}/{prefix}; the wildcard "
-                    "is that prefix, and the access is read-only.",
-                )
+        grant_model_read(self.role, s3_uris, reader="Mountpoint")
         self.addon = eks.CfnAddon(
             self,
             "Resource",

@@ -7,7 +7,7 @@ through :attr:`PrometheusMonitoring.query_endpoint`. See docs/decisions/0016-man
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_aps as aps
@@ -17,7 +17,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from gpufarm.config.model import PrometheusConfig
+from gpufarm.config.model import Engine, PrometheusConfig
 from gpufarm.constructs.cluster import helm_chart_on
 from gpufarm.k8s.observability import dcgm_exporter_values, scrape_configuration, scraper_rbac
 
@@ -68,6 +68,7 @@ class PrometheusMonitoring(Construct):
         security_groups: Sequence[ec2.ISecurityGroup],
         serving_namespace: str,
         gateway_namespace: str | None = None,
+        engine_models: Mapping[Engine, Sequence[str]] | None = None,
         key: kms.IKey | None = None,
         dcgm_namespace: str = DCGM_NAMESPACE,
         rbac: bool = False,
@@ -90,6 +91,7 @@ class PrometheusMonitoring(Construct):
             serving_namespace=serving_namespace,
             dcgm_namespace=dcgm_namespace,
             gateway_namespace=gateway_namespace,
+            engine_models=engine_models,
         )
         self.config = config
         self.key = key

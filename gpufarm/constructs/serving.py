@@ -10,9 +10,10 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from gpufarm.config.model import ModelConfig, ServingConfig, TargetOptimizerConfig
+from gpufarm.config.model import ModelConfig, RunaiStreamerConfig, ServingConfig, TargetOptimizerConfig
 from gpufarm.constructs._util import construct_id, pod_identity_role
 from gpufarm.constructs.feature_flags import check_feature_flags
+from gpufarm.constructs.model_store import grant_model_read
 from gpufarm.k8s import serving as k8s_serving
 from gpufarm.k8s import storage as k8s_storage
 from gpufarm.k8s.labels import workload_name
@@ -70,6 +71,11 @@ class VllmServing(Construct):
     passes, those of other constructs included (:func:`gpufarm.k8s.security.level_for`); default:
     derived from this construct's pods alone (`privileged` when `efa_devices` requests EFA
     interfaces, else `restricted`), at the rules of the `latest` release.
+
+    `streamer` (the tier's `runai-streamer` model store): vLLM reads each `s3://` model's weights
+    from S3 with the Run:ai Model Streamer, as the service account whose Pod Identity role may
+    list and get exactly those prefixes (:func:`gpufarm.constructs.model_store.grant_model_read`);
+    no Mountpoint volume, no CSI driver. Not with `fsx_claim`. Default: volumes.
     """
 
     def __init__(
@@ -92,9 +98,12 @@ class VllmServing(Construct):
         min_ready_seconds: int = 0,
         pod_security: PodSecurityLevel | None = None,
         kubernetes_version: str | None = None,
+        streamer: RunaiStreamerConfig | None = None,
     ) -> None:
         super().__init__(scope, id)
         check_feature_flags(self)
+        if streamer is not None and fsx_claim is not None:
+            raise ValueError("'streamer' and 'fsx_claim' are two model stores: give one, got both")
         sub_paths = _fsx_sub_paths(models, fsx_claim, fsx_import_path)
         self.config = config
         self.namespace = config.namespace
@@ -110,25 +119,33 @@ class VllmServing(Construct):
             )
         ]
         secrets = sorted({m.hf_token_secret for m in models if m.hf_token_secret})
+        streamed = [m.weights for m in models if m.is_s3] if streamer is not None else []
         self.role: iam.Role | None = None
-        if secrets:
+        if secrets or streamed:
             namespace_docs.append(k8s_serving.service_account(config.namespace))
-            self.role = pod_identity_role(
-                self, "PodRole", description="vLLM pods: read the Hugging Face token secrets"
+            jobs = [
+                ("stream model weights from S3", streamed),
+                ("read the Hugging Face token secrets", secrets),
+            ]
+            self.role = role = pod_identity_role(
+                self, "PodRole", description="vLLM pods: " + " and ".join(j for j, on in jobs if on)
             )
-            self.role.add_to_policy(
-                iam.PolicyStatement(
-                    actions=["secretsmanager:GetSecretValue"],
-                    resources=[secret_arn(self, s) for s in secrets],
+            if secrets:
+                role.add_to_policy(
+                    iam.PolicyStatement(
+                        actions=["secretsmanager:GetSecretValue"],
+                        resources=[secret_arn(self, s) for s in secrets],
+                    )
                 )
-            )
+            if streamed:
+                grant_model_read(role, streamed, reader="The Run:ai Model Streamer in the vLLM pods")
             eks.CfnPodIdentityAssociation(
                 self,
                 "PodIdentity",
                 cluster_name=cluster.cluster_name,
                 namespace=config.namespace,
                 service_account=k8s_serving.SERVICE_ACCOUNT,
-                role_arn=self.role.role_arn,
+                role_arn=role.role_arn,
             )
         self.namespace_manifest = eks.KubernetesManifest(
             self, "Namespace", cluster=cluster, manifest=namespace_docs, overwrite=True
@@ -137,7 +154,7 @@ class VllmServing(Construct):
         for model in models:
             docs = []
             on_fsx = model.name in sub_paths
-            if model.is_s3 and not on_fsx:
+            if model.is_s3 and not on_fsx and streamer is None:
                 docs += k8s_storage.s3_weights_volume(
                     model_name=model.name, namespace=config.namespace, s3_uri=model.weights, region=region
                 )
@@ -155,6 +172,7 @@ class VllmServing(Construct):
                     node_selector=(node_selectors or {}).get(key),
                     share=share,
                     min_ready_seconds=min_ready_seconds,
+                    streamer=streamer,
                 )
                 if model.prefill_decode is None:
                     docs.append(deployment(target_optimizer=target_optimizer))

@@ -5,13 +5,17 @@ loads into an `AWS::APS::RuleGroupsNamespace`, :func:`rules_document` serializes
 namespace's `Data`), and :func:`alert_manager_definition` builds the workspace's
 `AlertManagerDefinition`, which routes every alert to one Amazon SNS topic.
 
-The series read are those the managed scraper keeps (:mod:`gpufarm.k8s.observability`): vLLM's
-`vllm:*` series, labelled `model` (the pod's `gpufarm.io/model`) and `pod`, the DCGM
+The series read are those the managed scraper keeps (:mod:`gpufarm.k8s.observability`): each
+model's engine's series (vLLM's `vllm:*`, SGLang's `sglang:*`, TensorRT-LLM's; the names per engine
+are :mod:`gpufarm.core.engine_metrics`'), labelled `model` (the pod's `gpufarm.io/model`) and
+`pod` whatever the engine, the DCGM
 exporter's, labelled `node` by the scrape job, and the gateway's own counters (answers by
 backend, Bedrock's tokens; :mod:`gpufarm.k8s.demand`), labelled `model_name`. The vLLM and
-DCGM names are vLLM 0.31.0's and the DCGM exporter 4.6.0's default counters
-(`../shared/upstream-ref/vllm@0.31.0.json`, `dcgm-exporter@4.6.0-metrics.json`); a test checks
-every name against them.
+DCGM names are the engines' pinned releases' (gpufarm/data/engine_metrics.yaml) and the DCGM
+exporter 4.6.0's default counters (`../shared/upstream-ref/dcgm-exporter@4.6.0-metrics.json`); a
+test checks every name against them. A rule on several engines is one rule whose expression joins
+each engine's with `or` (their models differ, so their series do); a rule whose series an engine
+lacks leaves that engine's models out (docs/operations.md lists which).
 
 What each alert means and what to do is in docs/operations.md ("On call").
 """
@@ -27,6 +31,7 @@ import yaml
 from gpufarm.config.model import TierConfig
 from gpufarm.core.bedrock_prices import bedrock_token_price
 from gpufarm.core.demand import exports_metrics
+from gpufarm.core.engine_metrics import EngineMetrics, Role, all_engine_metrics, engine_metrics
 
 RULES_NAMESPACE = "gpufarm-slo"
 """Name of the rule groups namespace (one per workspace)."""
@@ -66,11 +71,8 @@ XID_DRAIN = (46, 48, 79)
 bus, https://docs.nvidia.com/deploy/gpu-operational-events/latest/release-notes.html). The full
 catalog, with each code's resolution, is https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html."""
 
-# vLLM's request counter, by finish reason. vLLM's FINISH_REASON_STRINGS (vllm/v1/engine/__init__.py)
-# are stop, length, abort, error and repetition; "error" is a request-level internal error,
-# always answered 500. Aborts are the client's doing (a closed connection) and do not count.
-_FINISHED = 'vllm:request_success_total{finished_reason!="abort"}'
-_FAILED = 'vllm:request_success_total{finished_reason="error"}'
+DEFAULT_ENGINE = "vllm"
+"""The engine of an objective that names none."""
 
 
 FALLBACK_WINDOW = "15m"
@@ -92,11 +94,12 @@ class BedrockSpend:
 
 @dataclass(frozen=True, kw_only=True)
 class FallbackModel:
-    """A model with a Bedrock fallback: its name in the tier (vLLM series' `model` label) and the
-    name clients send (the gateway counters' `model_name` label)."""
+    """A model with a Bedrock fallback: its name in the tier (engine series' `model` label), the
+    name clients send (the gateway counters' `model_name` label) and its engine."""
 
     name: str
     api_name: str
+    engine: str = DEFAULT_ENGINE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,7 +130,9 @@ def gateway_objective(tier: TierConfig) -> GatewayObjective | None:
     for model in tier.models:
         target = model.bedrock_target
         if target is not None:
-            models.append(FallbackModel(name=model.name, api_name=model.api_model_name))
+            models.append(
+                FallbackModel(name=model.name, api_name=model.api_model_name, engine=model.engine.value)
+            )
         price = bedrock_token_price(target.model_id) if target is not None else None
         if price is not None:
             spend.append(
@@ -149,19 +154,31 @@ def gateway_objective(tier: TierConfig) -> GatewayObjective | None:
 def fallback_rate_expression(model: FallbackModel, window: str = FALLBACK_WINDOW) -> str:
     """Percent of `model`'s answers that came from Bedrock over `window`, whatever the route.
 
-    The denominator counts every answer: Bedrock's (the gateway's counter) and vLLM's own finished
-    requests (`vllm:request_success_total`, which counts what the replicas served on the model's
-    route and through the gateway alike). A client on the model's route that re-sends only the
-    load balancer's refusals to the gateway (ADR 0051) would otherwise see a fallback rate
-    near 100%: the gateway's own counters alone measure the share among the requests it was given,
-    not among the model's. `or vector(0)` keeps a model whose replicas never answered (parked at
-    zero, or down since start) at 100% instead of no value.
+    The denominator counts every answer: Bedrock's (the gateway's counter) and the engine's own
+    finished requests (vLLM's `vllm:request_success_total`, SGLang's `sglang:num_requests_total`, ...:
+    what the replicas served on the model's route and through the gateway alike). A client on the
+    model's route that re-sends only the load balancer's refusals to the gateway (ADR 0051) would
+    otherwise see a fallback rate near 100%: the gateway's own counters alone measure the share among
+    the requests it was given, not among the model's. `or vector(0)` keeps a model whose replicas
+    never answered (parked at zero, or down since start) at 100% instead of no value.
     """
     bedrock = f'sum(rate({_RESPONSES}{{model_name="{model.api_name}",backend="bedrock"}}[{window}]))'
-    served = (
-        f'sum(rate(vllm:request_success_total{{model="{model.name}",finished_reason!="abort"}}[{window}]))'
-    )
+    finished = with_matcher(engine_metrics(model.engine).finished, f'model="{model.name}"')
+    served = f"sum(rate({finished}[{window}]))"
     return f"100 * {bedrock} / ({bedrock} + ({served} or vector(0)))"
+
+
+def with_matcher(selector: str, matcher: str) -> str:
+    """`selector` (`name` or `name{...}`) with `matcher` as its first label matcher."""
+    if selector.endswith("}"):
+        name, _, rest = selector.partition("{")
+        return f"{name}{{{matcher},{rest}"
+    return f"{selector}{{{matcher}}}"
+
+
+def _union(parts: Sequence[str]) -> str:
+    """One engine's expression as it is; several joined with `or` in parentheses."""
+    return parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
 
 
 def bedrock_spend_expression(spend: Sequence[BedrockSpend]) -> str:
@@ -217,14 +234,21 @@ def _gateway_rules(objective: GatewayObjective) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelObjective:
-    """The per-model objective an alert checks: the model's `model` label and its TTFT target."""
+    """The per-model objective an alert checks: the model's `model` label, its TTFT target and
+    the engine whose series it reads (default vllm)."""
 
     name: str
     ttft_p99_seconds: float
+    engine: str = DEFAULT_ENGINE
 
 
-def _error_ratio(window: str) -> str:
-    return f"sum by (model) (rate({_FAILED}[{window}])) / sum by (model) (rate({_FINISHED}[{window}]))"
+def _error_ratio(window: str, engines: Sequence[EngineMetrics]) -> str:
+    parts = [
+        f"sum by (model) (rate({e.failed}[{window}])) / sum by (model) (rate({e.error_requests}[{window}]))"
+        for e in engines
+        if e.has_error_ratio
+    ]
+    return _union(parts)
 
 
 def _ratio_record(window: str) -> str:
@@ -252,9 +276,11 @@ def _alert(
 def _ttft_rules(models: Sequence[ModelObjective]) -> list[dict[str, Any]]:
     rules = []
     for model in models:
+        ttft = engine_metrics(model.engine).name(Role.TTFT)
+        if ttft is None:
+            continue
         quantile = (
-            "histogram_quantile(0.99, sum by (model, le) "
-            f'(rate(vllm:time_to_first_token_seconds_bucket{{model="{model.name}"}}[5m])))'
+            f'histogram_quantile(0.99, sum by (model, le) (rate({ttft}_bucket{{model="{model.name}"}}[5m])))'
         )
         rules.append(
             _alert(
@@ -296,8 +322,11 @@ def alert_rule_groups(
     if gateway is not None and not gateway.bedrock_spend_per_hour > 0:
         raise ValueError(f"'bedrock_spend_per_hour' must be above 0, got {gateway.bedrock_spend_per_hour}")
     budget = 1 - AVAILABILITY_OBJECTIVE
+    used = {m.engine for m in objectives}
+    engines = [e for e in all_engine_metrics() if e.engine in used]
+    erring = [e for e in engines if e.has_error_ratio]
     windows = sorted({w for _, long, short, _, _ in BURN_RATES for w in (long, short)}, key=_seconds)
-    records = [{"record": _ratio_record(w), "expr": _error_ratio(w)} for w in windows]
+    records = [{"record": _ratio_record(w), "expr": _error_ratio(w, engines)} for w in windows if erring]
     burn_alerts = [
         _alert(
             f"ErrorBudgetBurn{name.capitalize()}",
@@ -312,60 +341,76 @@ def alert_rule_groups(
             ),
         )
         for name, long, short, factor, severity in BURN_RATES
+        if erring
     ]
-    serving = [
-        *_ttft_rules(objectives),
-        _alert(
-            "QueueDepthHigh",
-            f"avg by (model) (sum by (model, pod) (vllm:num_requests_waiting)) > {QUEUE_PER_REPLICA}",
-            for_="5m",
-            severity="page",
-            summary=f"{{{{ $labels.model }}}}: more than {QUEUE_PER_REPLICA} requests waiting per replica",
-            description=(
-                "{{ $labels.model }} has {{ $value }} requests waiting per replica for 5 minutes: "
-                "more replicas, or fewer requests."
-            ),
-        ),
-        _alert(
-            "ErrorRateHigh",
-            f"100 * ({_error_ratio('5m')}) > {error_rate_percent:g}",
-            for_="5m",
-            severity="page",
-            summary=f"{{{{ $labels.model }}}}: more than {error_rate_percent:g}% of requests fail",
-            description=(
-                '{{ $labels.model }} ends {{ $value | printf "%.1f" }}% of its requests in an engine error.'
-            ),
-        ),
-        _alert(
-            "KvCacheNearlyFull",
-            f"max by (model, pod) (vllm:kv_cache_usage_perc) > {KV_CACHE_HIGH:g}",
-            for_="15m",
-            severity="ticket",
-            summary="{{ $labels.pod }}: KV cache above 95% for 15 minutes",
-            description=(
-                "{{ $labels.pod }} ({{ $labels.model }}) uses {{ $value | humanizePercentage }} of "
-                "its KV cache: requests get preempted and recomputed."
-            ),
-        ),
-        {
-            "record": "model:vllm_prefix_cache_hit:ratio_rate30m",
-            "expr": (
-                "sum by (model) (rate(vllm:prefix_cache_hits_total[30m])) / "
-                "sum by (model) (rate(vllm:prefix_cache_queries_total[30m]))"
-            ),
-        },
-        _alert(
-            "PrefixCacheHitRateLow",
-            f"model:vllm_prefix_cache_hit:ratio_rate30m < {PREFIX_CACHE_HIT_LOW:g}",
-            for_="1h",
-            severity="ticket",
-            summary="{{ $labels.model }}: prefix-cache hit rate below 10% for an hour",
-            description=(
-                "{{ $labels.model }} finds {{ $value | humanizePercentage }} of prompt tokens in its "
-                "prefix cache: check that clients reuse system prompts, or route by cache."
-            ),
-        ),
+    waiting = [
+        f"avg by (model) (sum by (model, pod) ({e.name(Role.WAITING)}))"
+        for e in engines
+        if e.has(Role.WAITING)
     ]
+    kv_cache = [
+        f"max by (model, pod) ({e.name(Role.KV_CACHE_USAGE)})" for e in engines if e.has(Role.KV_CACHE_USAGE)
+    ]
+    prefix = [_prefix_hit_ratio(e) for e in engines if e.has_prefix_cache]
+    serving = [*_ttft_rules(objectives)]
+    if waiting:
+        serving.append(
+            _alert(
+                "QueueDepthHigh",
+                f"{_union(waiting)} > {QUEUE_PER_REPLICA}",
+                for_="5m",
+                severity="page",
+                summary=f"{{{{ $labels.model }}}}: more than {QUEUE_PER_REPLICA} requests waiting "
+                "per replica",
+                description=(
+                    "{{ $labels.model }} has {{ $value }} requests waiting per replica for 5 minutes: "
+                    "more replicas, or fewer requests."
+                ),
+            )
+        )
+    if erring:
+        serving.append(
+            _alert(
+                "ErrorRateHigh",
+                f"100 * ({_error_ratio('5m', engines)}) > {error_rate_percent:g}",
+                for_="5m",
+                severity="page",
+                summary=f"{{{{ $labels.model }}}}: more than {error_rate_percent:g}% of requests fail",
+                description=(
+                    '{{ $labels.model }} ends {{ $value | printf "%.1f" }}% of its requests in an '
+                    "engine error."
+                ),
+            )
+        )
+    if kv_cache:
+        serving.append(
+            _alert(
+                "KvCacheNearlyFull",
+                f"{_union(kv_cache)} > {KV_CACHE_HIGH:g}",
+                for_="15m",
+                severity="ticket",
+                summary="{{ $labels.pod }}: KV cache above 95% for 15 minutes",
+                description=(
+                    "{{ $labels.pod }} ({{ $labels.model }}) uses {{ $value | humanizePercentage }} of "
+                    "its KV cache: requests get preempted and recomputed."
+                ),
+            )
+        )
+    if prefix:
+        serving.append({"record": "model:vllm_prefix_cache_hit:ratio_rate30m", "expr": _union(prefix)})
+        serving.append(
+            _alert(
+                "PrefixCacheHitRateLow",
+                f"model:vllm_prefix_cache_hit:ratio_rate30m < {PREFIX_CACHE_HIT_LOW:g}",
+                for_="1h",
+                severity="ticket",
+                summary="{{ $labels.model }}: prefix-cache hit rate below 10% for an hour",
+                description=(
+                    "{{ $labels.model }} finds {{ $value | humanizePercentage }} of prompt tokens in its "
+                    "prefix cache: check that clients reuse system prompts, or route by cache."
+                ),
+            )
+        )
     gpus = [
         _alert(
             "GpuUtilizationLow",
@@ -419,6 +464,15 @@ def alert_rule_groups(
         {"name": "gpufarm-gpu", "rules": gpus},
         *([{"name": "gpufarm-gateway", "rules": gateway_rules}] if gateway_rules else []),
     ]
+
+
+def _prefix_hit_ratio(engine: EngineMetrics) -> str:
+    """Prefix-cache hits over queries across 30 minutes, per model: from the engine's counters, or
+    the average of its own hit-rate gauge (SGLang's `sglang:cache_hit_rate`)."""
+    hits, queries = engine.name(Role.PREFIX_CACHE_HITS), engine.name(Role.PREFIX_CACHE_QUERIES)
+    if hits is not None and queries is not None:
+        return f"sum by (model) (rate({hits}[30m])) / sum by (model) (rate({queries}[30m]))"
+    return f"avg by (model) (avg_over_time({engine.name(Role.PREFIX_CACHE_HIT_RATE)}[30m]))"
 
 
 def _seconds(window: str) -> int:

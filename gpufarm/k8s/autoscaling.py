@@ -4,8 +4,12 @@ The KEDA operator queries the workspace with SigV4, signing with its own IAM rol
 Identity on the `keda-operator` service account): a TriggerAuthentication with
 `podIdentity.provider: aws` hands that identity to every prometheus trigger that references it.
 
-Queries select vLLM's series by two labels: `model_name` (vLLM sets it to the served model name)
-and `namespace` (the Kubernetes namespace the managed scraper records for each pod).
+Each query reads the series of the model's engine (:mod:`gpufarm.core.engine_metrics`: vLLM's
+`vllm:num_requests_waiting`, SGLang's `sglang:num_queue_reqs`, ...). A vLLM model's series are
+selected by `model_name` (vLLM sets it to the served model name) and `namespace` (the Kubernetes
+namespace the managed scraper records for each pod); other engines' by `model`, the pod's
+`gpufarm.io/model` label the scraper copies onto every series, since not every engine names the
+model itself (TensorRT-LLM 1.2.1 labels `model_name="undefined"`).
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from gpufarm import images
-from gpufarm.config.model import ModelAutoscalingConfig, ModelConfig
+from gpufarm.config.model import Engine, ModelAutoscalingConfig, ModelConfig
 from gpufarm.core.autoscaling import ScalingProblem, prefill_scaling_problems, scaling_problems
+from gpufarm.core.engine_metrics import ROLE_TEXT as _ROLE_TEXT
+from gpufarm.core.engine_metrics import Role, engine_metrics, metric_name, missing_for_scaling
 from gpufarm.k8s import demand
 from gpufarm.k8s.labels import MODEL_LABEL, common_labels, workload_name
 from gpufarm.k8s.prefill_decode import prefill_name
@@ -29,9 +35,10 @@ OPERATOR_SERVICE_ACCOUNT = "keda-operator"
 TRIGGER_AUTHENTICATION = "gpufarm-amp"
 """Name of the TriggerAuthentication the prometheus triggers reference."""
 
-QUEUE_METRIC = "vllm:num_requests_waiting"
-RUNNING_METRIC = "vllm:num_requests_running"
-KV_CACHE_METRIC = "vllm:kv_cache_usage_perc"
+QUEUE_METRIC = metric_name(Engine.VLLM, Role.WAITING)
+RUNNING_METRIC = metric_name(Engine.VLLM, Role.RUNNING)
+KV_CACHE_METRIC = metric_name(Engine.VLLM, Role.KV_CACHE_USAGE)
+"""vLLM's series (the default engine); other engines' come from :mod:`gpufarm.core.engine_metrics`."""
 
 FALLBACK_FAILURE_THRESHOLD = 3
 """Consecutive failed queries after which KEDA holds the current replica count."""
@@ -73,6 +80,23 @@ def model_autoscaling_issues(model: ModelConfig) -> list[str]:
     return [
         _issue(where, "autoscaling", problem)
         for problem in scaling_problems(scaling, critical=model.critical)
+    ] + _engine_issues(model, scaling, capped=False)
+
+
+def _engine_issues(model: ModelConfig, scaling: ModelAutoscalingConfig, *, capped: bool) -> list[str]:
+    """The scaling features whose series the model's engine does not export (the config check's rule)."""
+    missing = missing_for_scaling(
+        model.engine,
+        queue_target=scaling.queue_target is not None,
+        kv_cache_target=scaling.kv_cache_target is not None,
+        to_zero=scaling.min_replicas == 0,
+        capped=capped,
+    )
+    label = engine_metrics(model.engine).label
+    return [
+        f"model {model.name!r}: {setting!r} needs the engine's {_ROLE_TEXT[role]} metric, "
+        f"which {label} does not export"
+        for setting, role in missing
     ]
 
 
@@ -86,12 +110,15 @@ def scales_to_zero(model: ModelConfig) -> bool:
     return demand.scales_to_zero(model)
 
 
-Role = Literal["prefill", "decode"]
+PodRole = Literal["prefill", "decode"]
 """The pods of a prefill/decode model a query reads (the scraper copies their `llm-d.ai/role`)."""
 
 
-def series_selector(model: ModelConfig, namespace: str, *, role: Role | None = None) -> str:
-    """The PromQL label matchers of one model's vLLM series: `{namespace="..",model_name=".."}`.
+def series_selector(model: ModelConfig, namespace: str, *, role: PodRole | None = None) -> str:
+    """The PromQL label matchers of one model's engine series: `{namespace="..",model_name=".."}`.
+
+    vLLM's series are selected by the served name vLLM labels them with (`model_name`); other
+    engines' by the `model` label the scraper copies from the pod (`{namespace="..",model=".."}`).
 
     A prefill/decode model's prefill and decode pods report the same model name, so its series
     are narrowed to one `role`: `decode` by default (the model's own Deployment), `prefill` for
@@ -100,24 +127,40 @@ def series_selector(model: ModelConfig, namespace: str, *, role: Role | None = N
     if role is None and model.prefill_decode is not None:
         role = "decode"
     matcher = f",role={_promql_string(role)}" if role else ""
-    served = _promql_string(model.api_model_name)
-    return f"{{namespace={_promql_string(namespace)},model_name={served}{matcher}}}"
+    if model.engine is Engine.VLLM:
+        named = f"model_name={_promql_string(model.api_model_name)}"
+    else:
+        named = f"{MODEL_SERIES_LABEL}={_promql_string(model.name)}"
+    return f"{{namespace={_promql_string(namespace)},{named}{matcher}}}"
 
 
-def queue_query(model: ModelConfig, namespace: str, *, role: Role | None = None) -> str:
-    """Requests waiting for a slot, summed over the model's replicas (one element, or none)."""
-    return _one_element(f"sum({QUEUE_METRIC}{series_selector(model, namespace, role=role)})", model, role)
+MODEL_SERIES_LABEL = "model"
+"""The label the managed scraper gives every engine series: the pod's `gpufarm.io/model`."""
 
 
-def kv_cache_query(model: ModelConfig, namespace: str, *, role: Role | None = None) -> str:
+def _metric(model: ModelConfig, role: Role) -> str:
+    return metric_name(model.engine, role)
+
+
+def queue_query(model: ModelConfig, namespace: str, *, role: PodRole | None = None) -> str:
+    """Requests waiting for a slot, summed over the model's replicas (one element, or none).
+
+    ValueError when the model's engine exports no waiting-requests series."""
+    metric = _metric(model, Role.WAITING)
+    return _one_element(f"sum({metric}{series_selector(model, namespace, role=role)})", model, role)
+
+
+def kv_cache_query(model: ModelConfig, namespace: str, *, role: PodRole | None = None) -> str:
     """KV-cache usage (0-1 per replica), summed over the model's replicas."""
-    return _one_element(f"sum({KV_CACHE_METRIC}{series_selector(model, namespace, role=role)})", model, role)
+    metric = _metric(model, Role.KV_CACHE_USAGE)
+    return _one_element(f"sum({metric}{series_selector(model, namespace, role=role)})", model, role)
 
 
 def in_flight_query(model: ModelConfig, namespace: str) -> str:
     """Requests running plus waiting, summed over the model's replicas."""
     selector = series_selector(model, namespace)
-    return _one_element(f"(sum({RUNNING_METRIC}{selector}) + sum({QUEUE_METRIC}{selector}))", model, None)
+    running, waiting = _metric(model, Role.RUNNING), _metric(model, Role.WAITING)
+    return _one_element(f"(sum({running}{selector}) + sum({waiting}{selector}))", model, None)
 
 
 DEFAULT_SCRAPE_INTERVAL_SECONDS = 30
@@ -162,7 +205,9 @@ def prefill_autoscaling_issues(model: ModelConfig) -> list[str]:
     section = "prefill_decode.prefill_autoscaling"
     if pd is None or pd.prefill_autoscaling is None:
         return [f"{where}: {section!r} must be set to scale its prefill pods, got None"]
-    return [_issue(where, section, problem) for problem in prefill_scaling_problems(pd.prefill_autoscaling)]
+    return [
+        _issue(where, section, problem) for problem in prefill_scaling_problems(pd.prefill_autoscaling)
+    ] + _engine_issues(model, pd.prefill_autoscaling, capped=False)
 
 
 def prefill_scaled_object(
@@ -236,6 +281,8 @@ def scaled_object(
     `https://aps-workspaces.<region>.amazonaws.com/workspaces/<workspace id>`.
     """
     issues = model_autoscaling_issues(model)
+    if capped and model.autoscaling is not None:
+        issues += [i for i in _engine_issues(model, model.autoscaling, capped=True) if i not in issues]
     if issues:
         raise ValueError("; ".join(issues))
     assert model.autoscaling is not None
@@ -257,7 +304,7 @@ def _scaled_object(
     scaling: ModelAutoscalingConfig,
     *,
     name: str,
-    role: Role | None,
+    role: PodRole | None,
     namespace: str,
     query_endpoint: str,
     region: str,
@@ -398,7 +445,7 @@ def _triggers(
     model: ModelConfig,
     scaling: ModelAutoscalingConfig,
     *,
-    role: Role | None,
+    role: PodRole | None,
     namespace: str,
     query_endpoint: str,
     region: str,
@@ -471,7 +518,7 @@ def _prometheus_trigger(
     }
 
 
-def _one_element(expression: str, model: ModelConfig, role: Role | None) -> str:
+def _one_element(expression: str, model: ModelConfig, role: PodRole | None) -> str:
     """A model that can sit at zero replicas has no series then: answer 0 instead of nothing.
 
     Prefill pods never scale to zero, whatever the model's own decode pods do.

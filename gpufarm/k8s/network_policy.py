@@ -22,6 +22,7 @@ from gpufarm.config.model import InterfaceEndpoint, ModelConfig, Provisioning, T
 from gpufarm.core.demand import METRICS_PORT, exports_metrics
 from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, GatewayRoute, gateway_route
 from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT
+from gpufarm.core.weights import streams_weights
 from gpufarm.k8s import gateway as gw
 from gpufarm.k8s import prefill_decode
 from gpufarm.k8s.kv_cache_routing import ENVOY_READY_PORT, ROUTER_PORT, router_selector
@@ -201,12 +202,17 @@ def _model_egress(tier: TierConfig, model: ModelConfig) -> list[dict[str, Any]]:
     security group admits the nodes: docs/decisions/0012-fsx-model-store.md), so the pod's own
     network carries no S3 or Lustre traffic and needs no rule. Hugging Face weights are downloaded
     over HTTPS from the internet. A token read from Secrets Manager needs the Pod Identity agent too.
+    With the `runai-streamer` store the pod reads S3 itself, over HTTPS with its Pod Identity
+    credentials: S3 answers on its public addresses (through the VPC's gateway endpoint when there
+    is one, which routes by prefix list), and an ipBlock cannot name a prefix list, so the rule
+    is HTTPS to anywhere, as for Hugging Face.
     """
-    cidrs: list[str] = [] if model.is_s3 else [ANYWHERE]
-    rules: list[dict[str, Any]] = []
+    streamed = streams_weights(tier, model)
+    cidrs: list[str] = [] if model.is_s3 and not streamed else [ANYWHERE]
+    rules: list[dict[str, Any]] = [_pod_identity()] if streamed else []
     if model.hf_token_secret:
         cidrs += _aws_https(tier, {InterfaceEndpoint.SECRETS_MANAGER})
-        rules.append(_pod_identity())
+        rules = [_pod_identity()]
     return _egress_https(cidrs) + rules
 
 

@@ -9,6 +9,12 @@ the cluster's subnets. Two jobs are scraped, nothing else:
   carries ``namespace``, ``pod`` and ``model`` (the pod's ``gpufarm.io/model`` label) next to
   ``model_name``, which vLLM sets itself, and ``role`` (the prefill or decode pods of a
   disaggregated model); KEDA's queries select on these.
+* ``sglang`` and ``trtllm`` (when some model runs that engine,
+  :mod:`gpufarm.core.engine_metrics`): the same for the pods of the models on that engine, at the
+  engine's metrics path (TensorRT-LLM's is ``/prometheus/metrics``), keeping only the engine's
+  own series; they get the same ``namespace``, ``pod``, ``model`` and ``role`` labels, so every
+  query can group any engine's series by ``model`` and ``pod``. The ``vllm`` job then skips those
+  models' pods.
 * ``dcgm-exporter``: NVIDIA's DCGM exporter on every GPU node (port 9400). Its series already
   name the GPU's node (``Hostname``) and the pod using the GPU (``namespace``, ``pod``,
   ``container``); the job adds only ``node``, so those labels are not overwritten.
@@ -17,12 +23,15 @@ the cluster's subnets. Two jobs are scraped, nothing else:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
 
 from gpufarm import images
+from gpufarm.config.model import Engine
 from gpufarm.config.names import is_dns_1123_label
+from gpufarm.core.engine_metrics import engine_metrics
 from gpufarm.k8s import demand
 from gpufarm.k8s import gateway as gw
 from gpufarm.k8s.labels import GPU_TAINT_KEY, MODEL_LABEL, POOL_LABEL, common_labels
@@ -87,15 +96,18 @@ def scrape_configuration(
     serving_namespace: str,
     dcgm_namespace: str,
     gateway_namespace: str | None = None,
+    engine_models: Mapping[Engine, Sequence[str]] | None = None,
 ) -> str:
-    """The Prometheus configuration (YAML) of the managed scraper: the vLLM and DCGM jobs.
+    """The Prometheus configuration (YAML) of the managed scraper: the engines' and DCGM's jobs.
 
     `scrape_interval_seconds` must be 30-300 (30 is the managed scraper's minimum). The text is
     what `AWS::APS::Scraper` `ScrapeConfiguration.ConfigurationBlob` takes in CloudFormation:
     the YAML itself (see docs/decisions/0016-managed-scraper.md). `gateway_namespace` adds the
     `gateway` job: the gateway pods' counters (the demand counter that wakes models parked at
     zero, answers by backend, Bedrock's tokens; :func:`gpufarm.k8s.demand.gateway_scrape_job`).
-    Default: no gateway job.
+    Default: no gateway job. `engine_models` names the models (`gpufarm.io/model`) of each
+    engine other than vLLM: each such engine gets its own job (:func:`engine_scrape_job`) and the
+    `vllm` job leaves those pods out. Default: every model runs vLLM.
     """
     if not MIN_SCRAPE_INTERVAL_SECONDS <= scrape_interval_seconds <= MAX_SCRAPE_INTERVAL_SECONDS:
         raise ValueError(
@@ -106,7 +118,12 @@ def scrape_configuration(
     _check_namespace("dcgm_namespace", dcgm_namespace)
     if gateway_namespace is not None:
         _check_namespace("gateway_namespace", gateway_namespace)
-    vllm_job = {
+    others = {
+        Engine(engine): sorted(names)
+        for engine, names in (engine_models or {}).items()
+        if Engine(engine) is not Engine.VLLM and names
+    }
+    vllm_job: dict[str, Any] = {
         "job_name": VLLM_JOB,
         "metrics_path": "/metrics",
         "scheme": "http",
@@ -117,16 +134,26 @@ def scrape_configuration(
             # Native sidecars (the target-control agent) are init containers: never scrape them.
             {"source_labels": ["__meta_kubernetes_pod_container_init"], "regex": "true", "action": "drop"},
             _keep("__meta_kubernetes_pod_phase", "Running"),
-            _copy("__meta_kubernetes_namespace", "namespace"),
-            _copy("__meta_kubernetes_pod_name", "pod"),
-            _copy(_meta_label(MODEL_LABEL), "model"),
-            # Prefill and decode pods of a disaggregated model report the same model name.
-            _copy(_meta_label(ROLE_LABEL), "role"),
+            *_common_labels(),
         ],
         # Only the engine's own series: Python runtime and HTTP-server series would multiply the
         # ingested samples (AMP bills per sample) without serving a dashboard or a scaler.
-        "metric_relabel_configs": [_keep("__name__", "vllm:.+")],
+        "metric_relabel_configs": [_keep("__name__", engine_metrics(Engine.VLLM).name_pattern)],
     }
+    if others:
+        # Pods of the models on other engines have their own jobs (path and series differ).
+        vllm_job["relabel_configs"].insert(
+            0,
+            {
+                "source_labels": [_meta_label(MODEL_LABEL)],
+                "regex": _names_regex([n for names in others.values() for n in names]),
+                "action": "drop",
+            },
+        )
+    engine_jobs = [
+        engine_scrape_job(engine, names, serving_namespace=serving_namespace)
+        for engine, names in sorted(others.items())
+    ]
     dcgm_job = {
         "job_name": DCGM_JOB,
         "metrics_path": "/metrics",
@@ -141,7 +168,7 @@ def scrape_configuration(
     }
     config = {
         "global": {"scrape_interval": f"{scrape_interval_seconds}s"},
-        "scrape_configs": [vllm_job, dcgm_job]
+        "scrape_configs": [vllm_job, *engine_jobs, dcgm_job]
         + (
             [demand.gateway_scrape_job(gateway_namespace, gw.SELECTOR)]
             if gateway_namespace is not None
@@ -149,6 +176,48 @@ def scrape_configuration(
         ),
     }
     return yaml.safe_dump(config, sort_keys=False, default_flow_style=False)
+
+
+def _common_labels() -> list[dict[str, Any]]:
+    """The labels every engine's series carry, whatever the engine labels itself."""
+    return [
+        _copy("__meta_kubernetes_namespace", "namespace"),
+        _copy("__meta_kubernetes_pod_name", "pod"),
+        _copy(_meta_label(MODEL_LABEL), "model"),
+        # Prefill and decode pods of a disaggregated model report the same model name.
+        _copy(_meta_label(ROLE_LABEL), "role"),
+    ]
+
+
+def _names_regex(names: Sequence[str]) -> str:
+    return "|".join(re.escape(n) for n in sorted(set(names)))
+
+
+def engine_scrape_job(engine: Engine, models: Sequence[str], *, serving_namespace: str) -> dict[str, Any]:
+    """The scrape job of the pods of `models` (their `gpufarm.io/model`), which run `engine`.
+
+    The engine's metrics path (:attr:`~gpufarm.core.engine_metrics.EngineMetrics.path`) on the
+    container port named `http`, only the engine's own series (`name_pattern`), and the labels
+    every job gives (`namespace`, `pod`, `model`, `role`). An engine's own `model_name` label is
+    kept as it is (SGLang sets the served name; TensorRT-LLM 1.2.1 "undefined").
+    """
+    if not models:
+        raise ValueError(f"'models' must name at least one model running {engine.value}, got none")
+    metrics = engine_metrics(engine)
+    return {
+        "job_name": engine.value,
+        "metrics_path": metrics.path,
+        "scheme": "http",
+        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [serving_namespace]}}],
+        "relabel_configs": [
+            _keep(_meta_label(MODEL_LABEL), _names_regex(models)),
+            _keep("__meta_kubernetes_pod_container_port_name", "http"),
+            {"source_labels": ["__meta_kubernetes_pod_container_init"], "regex": "true", "action": "drop"},
+            _keep("__meta_kubernetes_pod_phase", "Running"),
+            *_common_labels(),
+        ],
+        "metric_relabel_configs": [_keep("__name__", metrics.name_pattern)],
+    }
 
 
 def scraper_rbac() -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from gpufarm.config.model import (
     KvTransport,
     ModelConfig,
+    RunaiStreamerConfig,
     ServingConfig,
     TargetOptimizerConfig,
 )
@@ -41,7 +42,7 @@ from gpufarm.k8s.security import (
     namespace_labels,
     pod_security,
 )
-from gpufarm.k8s.storage import weights_claim_name
+from gpufarm.k8s.storage import stream_weights, weights_claim_name
 
 SERVICE_ACCOUNT = "vllm"
 """Service account of the vLLM pods (bound to an IAM role through EKS Pod Identity)."""
@@ -363,6 +364,7 @@ def vllm_deployment(
     efa_devices: int = 0,
     share: str | None = None,
     min_ready_seconds: int = 0,
+    streamer: RunaiStreamerConfig | None = None,
 ) -> dict[str, Any]:
     """The vLLM Deployment for one model, for one share of it, or for one role of a disaggregated model.
 
@@ -400,6 +402,10 @@ def vllm_deployment(
     `efa_devices` (kv_transport 'efa') the pods run `efa_image`, request that many EFA interfaces
     and may lock memory (IPC_LOCK, so vLLM runs as root there:
     :func:`gpufarm.k8s.security.efa_engine_security`). Default: a plain model.
+
+    `streamer` (the tier's `runai-streamer` store) makes vLLM read `s3://` weights from S3 with
+    the Run:ai Model Streamer as the service account's Pod Identity role, with no volume
+    (:func:`gpufarm.k8s.storage.stream_weights`); Hugging Face weights ignore it. Default: a volume.
     """
     if fsx_sub_path is not None and fsx_claim is None:
         raise ValueError(
@@ -514,6 +520,16 @@ def vllm_deployment(
         pod_spec["serviceAccountName"] = SERVICE_ACCOUNT
     if init_containers:
         pod_spec["initContainers"] = init_containers
+    if streamer is not None and model.is_s3:
+        stream_weights(
+            pod_spec,
+            model=model,
+            config=streamer,
+            gpus=gpu_count,
+            region=region,
+            local_path=f"{MODELS_DIR}/{model.name}",
+            service_account=SERVICE_ACCOUNT,
+        )
     # KEDA owns the replica count of an autoscaled model: leaving it out keeps a re-apply of this
     # manifest from resetting it.
     if pd is not None and prefill:

@@ -1,11 +1,15 @@
-"""Model-weight volumes: static PersistentVolumes and claims for Mountpoint for S3 and FSx for Lustre."""
+"""Model weights in pods: static volumes for Mountpoint for S3 and FSx for Lustre, or the Run:ai streamer."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufarm.core.s3 import split_s3_uri
+from gpufarm.core.weights import STREAMER_LOAD_FORMAT, streamer_extra_config
 from gpufarm.k8s.labels import MODEL_LABEL, common_labels
+
+if TYPE_CHECKING:
+    from gpufarm.config.model import ModelConfig, RunaiStreamerConfig
 
 MOUNTPOINT_DRIVER = "s3.csi.aws.com"
 
@@ -155,3 +159,50 @@ def fsx_weights_volume(
         },
     }
     return [pv, pvc]
+
+
+# --------------------------------------------------------------------------- Run:ai Model Streamer
+
+
+def stream_weights(
+    pod_spec: dict[str, Any],
+    *,
+    model: ModelConfig,
+    config: RunaiStreamerConfig,
+    gpus: int,
+    region: str,
+    local_path: str,
+    service_account: str,
+    container: str = "vllm",
+) -> None:
+    """Make a vLLM pod read its `s3://` weights with the Run:ai Model Streamer instead of a volume.
+
+    In the engine `container`: the weights argument `local_path` becomes the S3 URI itself and
+    `--load-format runai_streamer --model-loader-extra-config <json>` follows
+    (:func:`gpufarm.core.weights.streamer_extra_config`: the buffer per engine process, the
+    readers, distributed reading across `gpus` ranks). vLLM 0.31.0 copies the small files
+    (`*.json`, `*.py`, `*.model`, the tokenizer) to `$VLLM_CACHE_ROOT/assets/model_streamer/`, on the
+    HOME volume, and streams the `*.safetensors` files from S3 into GPU memory
+    (`ModelConfig.maybe_pull_model_tokenizer_for_runai`, `RunaiModelStreamerLoader`). The pod
+    runs as `service_account`, whose Pod Identity role may read the model's prefix; the streamer
+    resolves those credentials through boto3 (runai-model-streamer-s3 0.15.7
+    `credentials/credentials.py`), and `AWS_REGION` names the region its S3 client uses.
+    The `weights` volume and its mount go: nothing is mounted. Raises `ValueError` for a model
+    whose weights are not `s3://` or a pod without `container` reading `local_path`.
+    """
+    if not model.is_s3:
+        raise ValueError(f"'model' must have s3:// weights to stream them, got {model.weights!r}")
+    engine = next((c for c in pod_spec["containers"] if c["name"] == container), None)
+    if engine is None or local_path not in engine["args"]:
+        raise ValueError(f"'pod_spec' must have a container {container!r} reading {local_path!r}")
+    extra = streamer_extra_config(config, memory_gib=model.memory_gib, gpus=gpus)
+    engine["args"] = [model.weights if a == local_path else a for a in engine["args"]] + [
+        "--load-format",
+        STREAMER_LOAD_FORMAT,
+        "--model-loader-extra-config",
+        extra,
+    ]
+    engine["env"] = [*engine.get("env", []), {"name": "AWS_REGION", "value": region}]
+    engine["volumeMounts"] = [m for m in engine.get("volumeMounts", []) if m["name"] != "weights"]
+    pod_spec["volumes"] = [v for v in pod_spec.get("volumes", []) if v["name"] != "weights"]
+    pod_spec["serviceAccountName"] = service_account

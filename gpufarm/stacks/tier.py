@@ -51,6 +51,7 @@ from gpufarm.constructs.load_balancer import GATEWAY_TARGET_GROUP, LoadBalancer
 from gpufarm.constructs.placeholders import refuse_placeholders
 from gpufarm.core.demand import exports_metrics
 from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, Endpoint, GatewayRoute, endpoints_of, gateway_route
+from gpufarm.core.engine_metrics import models_by_engine
 from gpufarm.core.placement import (
     efa_node_groups,
     node_selectors,
@@ -234,6 +235,7 @@ class GpuFarmStack(cdk.Stack):
         cfg = self.config
         cluster = self.cluster.icluster
         fsx = cfg.model_store.kind is ModelStoreKind.FSX_LUSTRE
+        streamed = cfg.model_store.kind is ModelStoreKind.RUNAI_STREAMER
         optimizer = cfg.ingress.target_optimizer if cfg.ingress.target_optimizer.enabled else None
         single = [m for m in cfg.models if m.pipeline_parallel == 1]
         multi = [m for m in cfg.models if m.pipeline_parallel > 1]
@@ -258,6 +260,7 @@ class GpuFarmStack(cdk.Stack):
             min_ready_seconds=rollout_min_ready_seconds(cfg),
             pod_security=level_for(efa_engines=bool(multi_efa) or any(any(d) for d in pd_efa.values())),
             kubernetes_version=cfg.cluster.kubernetes_version,
+            streamer=cfg.model_store.streamer if streamed else None,
         )
         self.model_manifests: dict[str, Construct] = dict(self.serving.model_manifests)
         self.multi_node: MultiNodeServing | None = None
@@ -299,7 +302,8 @@ class GpuFarmStack(cdk.Stack):
             )
             store.add_consumers(*self.model_manifests.values())
             self.model_store = store
-        elif s3_sources:
+        elif s3_sources and not streamed:
+            # The streamer needs no store of its own: the vLLM pods read S3 with their own role.
             self.model_store = S3ModelStore(self, "ModelStore", cluster=cluster, s3_uris=s3_sources)
         routed = [m for m in cfg.models if m.routed]
         self.routing: KvCacheRouting | None = None
@@ -427,6 +431,7 @@ class GpuFarmStack(cdk.Stack):
                 security_groups=[self.cluster.cluster_security_group],
                 serving_namespace=cfg.serving.namespace,
                 gateway_namespace=cfg.serving.namespace if exports_metrics(cfg) else None,
+                engine_models=models_by_engine(cfg),
                 removal_policy=self.removal,
             )
         autoscaled = [
@@ -477,7 +482,10 @@ class GpuFarmStack(cdk.Stack):
                 workspace=self.monitoring.workspace,
                 topic=self.alarms.topic,
                 key=self.alarms.key,
-                models=[ModelObjective(name=m.name, ttft_p99_seconds=m.ttft_p99_seconds) for m in cfg.models],
+                models=[
+                    ModelObjective(name=m.name, ttft_p99_seconds=m.ttft_p99_seconds, engine=m.engine.value)
+                    for m in cfg.models
+                ],
                 error_rate_percent=obs.alarms.error_rate_percent,
                 gateway=gateway_objective(cfg),
             )
@@ -492,6 +500,7 @@ class GpuFarmStack(cdk.Stack):
                 target_optimizer=optimizer,
                 workspace_query=self.monitoring is not None,
                 kind=self.ingress.kind,
+                engines=[engine.value for engine in models_by_engine(cfg)],
             )
         self.grafana: ManagedGrafana | None = None
         if obs.grafana.enabled and self.monitoring is not None:

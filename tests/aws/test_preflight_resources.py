@@ -23,7 +23,7 @@ from gpufarm.aws.preflight import (
     check_model_bucket,
     required_version,
 )
-from gpufarm.config import TierConfig, load_preset
+from gpufarm.config import ModelStoreKind, TierConfig, load_preset
 from tests.unit.factories import make_tier
 
 REGION = "us-east-1"
@@ -238,6 +238,31 @@ def test_the_fsx_import_path_is_checked_too() -> None:
         "models[0].weights: s3://acme-prod-models/meta/Llama-3.3-70B/",
         "model_store.fsx.import_path: s3://acme-prod-models/",
     ]
+
+
+def streamed_tier() -> TierConfig:
+    tier = s3_model_tier()
+    store = tier.model_store.model_copy(update={"kind": ModelStoreKind.RUNAI_STREAMER})
+    return tier.model_copy(update={"model_store": store})
+
+
+def test_a_streamed_model_needs_safetensors() -> None:
+    upload("acme-models", "qwen/Qwen3-8B/config.json", "qwen/Qwen3-8B/pytorch_model.bin")
+    streamed = streamed_tier()
+    assert bucket_rows(streamed)[SUBJECT] == (
+        Status.FAIL,
+        "no *.safetensors under s3://acme-models/qwen/Qwen3-8B/: the runai-streamer model store loads "
+        "safetensors weights only",
+        "upload the checkpoint as safetensors, or set model_store.kind to 's3-mountpoint' or 'fsx-lustre'",
+    )
+    # Mountpoint reads what vLLM's default loader reads: no such requirement.
+    assert bucket_rows(s3_model_tier())[SUBJECT][0] is Status.PASS
+
+
+def test_a_streamed_model_with_safetensors_passes() -> None:
+    upload("acme-models", "qwen/Qwen3-8B/config.json", "qwen/Qwen3-8B/model-00001-of-00002.safetensors")
+    streamed = streamed_tier()
+    assert bucket_rows(streamed)[SUBJECT] == (Status.PASS, "2 object(s) in us-east-1", "")
 
 
 def test_huggingface_weights_need_no_bucket() -> None:

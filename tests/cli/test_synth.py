@@ -211,6 +211,28 @@ def test_cfn_lint_errors_exit_1_and_are_listed(
     ]
 
 
+def test_a_startup_timeout_shorter_than_the_load_is_warned_about(
+    poc_run: tuple[Result, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import yaml
+
+    from gpufarm.config import load_tier_file
+    from gpufarm.core.cold_start import cold_start_warnings
+
+    _, out = poc_run
+    monkeypatch.setattr(synth_command, "synthesize", lambda configs, outdir, context: True)
+    monkeypatch.setattr(synth_command, "lint_template", lambda template, region: [])
+    model = {**load_preset("poc").models[0].model_dump(mode="json", exclude_none=True)}
+    model.update(weights_gib=16, startup_timeout_seconds=60)
+    file = tmp_path / "poc.yaml"
+    file.write_text(yaml.safe_dump({"extends": "poc", "models": [model]}), encoding="utf-8")
+    (expected,) = cold_start_warnings(load_tier_file(file))
+    assert expected.startswith("models[0].startup_timeout_seconds: 60 s is shorter than 'qwen3-8b''s")
+    result = RUNNER.invoke(app, ["synth", "--tier-file", str(file), "--out", str(out)])
+    assert result.exit_code == 0, result.stderr
+    assert f"warning: gpufarm-poc: {expected}" in result.stderr.splitlines()
+
+
 def test_without_cfn_lint_the_templates_are_not_linted_and_synth_passes(
     poc_run: tuple[Result, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -18,6 +18,8 @@ so the stand-ins run under any Python 3.11, each in its own process the test can
     python tests/e2e/stand_ins.py bedrock --port=0
     python tests/e2e/stand_ins.py alb --port=0 --model=qwen3-8b --target=http://127.0.0.1:8001@4 ...
 
+* `sglang`, `trtllm`: the `vllm` stand-in behind the engine's health path and Prometheus
+  exposition (metrics path, series names and labels of the pinned release; see `EngineHandler`).
 * `alb`: one model route of the tier's Application Load Balancer (`/<model>/*`, prefix stripped)
   with least outstanding requests and the Target Optimizer's per-target cap, forwarding to
   vLLM stand-ins; with every target at its cap it answers 503 at once (see `AlbHandler`).
@@ -166,6 +168,12 @@ class _StandInServer(ThreadingHTTPServer):
         """The most completions ever answered at once (a replica's peak concurrency)."""
         self.last: dict[str, Any] | None = None
         """The last Converse request: operation, model ID and body."""
+        self.engine = "vllm"
+        """The engine an `EngineHandler` imitates (`sglang`, `trtllm`)."""
+        self.responses: Counter[str] = Counter()
+        """Completions answered, by status code (the engine stand-ins' counters)."""
+        self.ttft: list[float] = []
+        """Seconds to each successful answer (the engine stand-ins' histograms)."""
 
 
 class VllmHandler(_Handler):
@@ -282,6 +290,109 @@ class VllmHandler(_Handler):
             self._chunk(b"data: " + json.dumps(usage).encode() + b"\n\n")
         self._chunk(b"data: [DONE]\n\n")
         self._end_chunked()
+
+
+TTFT_BUCKETS = (0.1, 0.5, 1.0, 5.0)
+"""Upper bounds of the stand-ins' time-to-first-token histograms (the engines use more; any will do)."""
+
+
+class EngineHandler(VllmHandler):
+    """vLLM's OpenAI API behind another engine's health path and Prometheus exposition.
+
+    `sglang` (SGLang 0.5.23): `GET /health`; `GET /metrics` with the scheduler's gauges
+    `sglang:num_queue_reqs`, `sglang:num_running_reqs`, `sglang:token_usage`,
+    `sglang:cache_hit_rate` (labels model_name, engine_type, tp_rank, pp_rank, moe_ep_rank), the
+    tokenizer's `sglang:num_requests_total` and `sglang:time_to_first_token_seconds` histogram
+    (labels model_name, engine_type, is_streaming) and the HTTP middleware's
+    `sglang:http_responses_total` (endpoint, status_code, method); sglang/srt/observability/
+    metrics_collector.py and http_request_metrics.py in the sglang-0.5.23 wheel.
+    `trtllm` (trtllm-serve 1.2.1): `GET /health`; `GET /prometheus/metrics` with unprefixed
+    `request_success_total` (finished_reason) and `time_to_first_token_seconds`, labelled
+    `model_name="undefined"` and `engine_type="undefined"` (NVIDIA/TensorRT-LLM pull request
+    5785; vllm-project/aibrix issue 2008). Both also expose a Python runtime series, which the
+    scrape job must drop. Requests waiting are the completions held by `--delay-ms` beyond the
+    first (the stand-in runs one at a time in the engine's eyes).
+    """
+
+    def do_GET(self) -> None:
+        engine = self.server.engine
+        if self.path == METRICS_PATHS[engine]:
+            body = (sglang_exposition if engine == "sglang" else trtllm_exposition)(self.server).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        else:
+            super().do_GET()
+
+    def do_POST(self) -> None:
+        start = time.monotonic()
+        super().do_POST()
+        if self.path == "/v1/chat/completions":
+            with self.server.lock:
+                status = "200" if self.server.fail_status is None else str(self.server.fail_status)
+                self.server.responses[status] += 1
+                if status == "200":
+                    self.server.ttft.append(time.monotonic() - start)
+
+
+METRICS_PATHS = {"sglang": "/metrics", "trtllm": "/prometheus/metrics"}
+
+
+def _histogram(name: str, labels: str, values: list[float]) -> list[str]:
+    lines = [f"# TYPE {name} histogram"]
+    for bound in TTFT_BUCKETS:
+        lines.append(f'{name}_bucket{{{labels},le="{bound}"}} {sum(v <= bound for v in values)}')
+    lines.append(f'{name}_bucket{{{labels},le="+Inf"}} {len(values)}')
+    lines.append(f"{name}_sum{{{labels}}} {sum(values)}")
+    lines.append(f"{name}_count{{{labels}}} {len(values)}")
+    return lines
+
+
+def sglang_exposition(server: _StandInServer) -> str:
+    with server.lock:
+        active, done, ttft = server.active, sum(server.responses.values()), list(server.ttft)
+        responses = dict(server.responses)
+    model = server.served_models[0] if server.served_models else "model"
+    sched = f'engine_type="unified",model_name="{model}",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
+    tok = f'engine_type="unified",model_name="{model}"'
+    lines = [
+        "# TYPE python_gc_objects_collected_total counter",
+        'python_gc_objects_collected_total{generation="0"} 1.0',
+        "# TYPE sglang:num_running_reqs gauge",
+        f"sglang:num_running_reqs{{{sched}}} {min(active, 1)}",
+        "# TYPE sglang:num_queue_reqs gauge",
+        f"sglang:num_queue_reqs{{{sched}}} {max(active - 1, 0)}",
+        "# TYPE sglang:token_usage gauge",
+        f"sglang:token_usage{{{sched}}} {0.5 if active else 0.0}",
+        "# TYPE sglang:cache_hit_rate gauge",
+        f"sglang:cache_hit_rate{{{sched}}} 0.25",
+        "# TYPE sglang:num_requests_total counter",
+        f'sglang:num_requests_total{{{tok},is_streaming="false"}} {done}',
+        "# TYPE sglang:http_responses_total counter",
+        *[
+            'sglang:http_responses_total{endpoint="/v1/chat/completions",method="POST",'
+            f'status_code="{code}"}} {n}'
+            for code, n in sorted(responses.items())
+        ],
+        *_histogram("sglang:time_to_first_token_seconds", f'{tok},is_streaming="false"', ttft),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def trtllm_exposition(server: _StandInServer) -> str:
+    with server.lock:
+        ok, ttft = server.responses.get("200", 0), list(server.ttft)
+    labels = 'engine_type="undefined",model_name="undefined"'
+    lines = [
+        "# TYPE python_gc_objects_collected_total counter",
+        'python_gc_objects_collected_total{generation="0"} 1.0',
+        "# TYPE request_success_total counter",
+        f'request_success_total{{{labels},finished_reason="stop"}} {ok}',
+        *_histogram("time_to_first_token_seconds", labels, ttft),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def encode_event(event_type: str, payload: dict[str, Any]) -> bytes:
@@ -477,7 +588,13 @@ class AlbHandler(_Handler):
             self.server.release(target)
 
 
-HANDLERS: dict[str, type[_Handler]] = {"vllm": VllmHandler, "bedrock": BedrockHandler, "alb": AlbHandler}
+HANDLERS: dict[str, type[_Handler]] = {
+    "vllm": VllmHandler,
+    "bedrock": BedrockHandler,
+    "alb": AlbHandler,
+    "sglang": EngineHandler,
+    "trtllm": EngineHandler,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -520,6 +637,7 @@ def main(argv: list[str] | None = None) -> int:
             delay_ms=args.delay_ms,
             stream_chunks=args.stream_chunks,
         )
+        server.engine = args.kind
     print(f"ready {server.server_address[1]}", flush=True)
     server.serve_forever()
     return 0

@@ -16,7 +16,12 @@ from gpufarm.constructs.dashboard import PROMQL_QUERIES
 from gpufarm.k8s import demand
 from gpufarm.k8s.promql import Expression, flatten, metric_names, template_expressions
 from tests.promtool import check_rules, expressions_file
-from tests.unit.upstream_ref import dcgm_metric_issues, vllm_metric_issues
+from tests.unit.upstream_ref import (
+    dcgm_metric_issues,
+    engine_metric_issues,
+    engine_series,
+    vllm_metric_issues,
+)
 
 from .helpers import manifests, only, resources
 
@@ -160,13 +165,16 @@ def test_every_metric_name_exists_upstream_or_is_recorded(
         if "record" in rule
     }
     names = {name for e in expressions[tier] for name in metric_names(e.expr)} - recorded
+    engines = {model.engine.value for model in load_preset(tier).models}
     vllm = {n for n in names if n.startswith("vllm:")}
     dcgm = {n for n in names if n.startswith("DCGM_")}
     elsewhere = names & set(SERIES_FROM_OTHER_SOURCES)
-    assert names == vllm | dcgm | elsewhere, (
-        f"series from no pinned source: {sorted(names - vllm - dcgm - elsewhere)} "
+    other_engines = {n for n in names - vllm if engine_series(n, engines - {"vllm"}) is not None}
+    assert names == vllm | dcgm | elsewhere | other_engines, (
+        f"series from no pinned source: {sorted(names - vllm - dcgm - elsewhere - other_engines)} "
         "(add each to SERIES_FROM_OTHER_SOURCES with its source)"
     )
+    assert engine_metric_issues(vllm | other_engines, engines) == []
     assert vllm_metric_issues(vllm, VLLM) == []
     assert dcgm_metric_issues(dcgm, DCGM) == []
 

@@ -257,7 +257,7 @@ INVALID: list[Any] = [
     pytest.param(
         model_override(gpu=1),
         [
-            "models[0].gpu: is not a known setting (allowed: name, weights, served_model_name, "
+            "models[0].gpu: is not a known setting (allowed: name, weights, engine, served_model_name, "
             "revision, hf_token_secret, node_pool, gpus, replicas, max_model_len, "
             "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
             "startup_timeout_seconds, route_priority, critical, allow_spot, weights_gib, autoscaling, "
@@ -504,7 +504,7 @@ INVALID: list[Any] = [
     ),
     pytest.param(
         {"images": {"digest": {}}},
-        ["images.digest: is not a known setting (allowed: digests)"],
+        ["images.digest: is not a known setting (allowed: digests, pull_through_cache)"],
         id="images-unknown-key",
     ),
     pytest.param(
@@ -1120,7 +1120,7 @@ def test_build_tier_does_not_coerce_or_raise_pydantic_errors() -> None:
         "invalid tier config:\n"
         "  - models[0].name: must be a string (quote it: '7'), got 7\n"
         "  - models[0].weights: must be a string, got ['x']\n"
-        "  - models[0].bogus: is not a known setting (allowed: name, weights, served_model_name, "
+        "  - models[0].bogus: is not a known setting (allowed: name, weights, engine, served_model_name, "
         "revision, hf_token_secret, node_pool, gpus, replicas, max_model_len, "
         "gpu_memory_utilization, max_num_seqs, dtype, quantization, extra_args, cpu, memory_gib, "
         "startup_timeout_seconds, route_priority, critical, allow_spot, weights_gib, autoscaling, "

@@ -364,6 +364,41 @@ def dcgm_metric_issues(names: Iterable[str], version: str) -> list[str]:
     return issues
 
 
+def engine_series(name: str, engines: Iterable[str]) -> str | None:
+    """Which of `engines` (values of gpufarm's Engine) exposes series `name`, per
+    gpufarm/data/engine_metrics.yaml (a histogram's `_bucket`, `_sum`, `_count` included); None
+    when none of them does."""
+    from gpufarm.core.engine_metrics import engine_metrics
+
+    for engine in engines:
+        listed = engine_metrics(engine).metrics
+        bases = [name] + [name.removesuffix(s) for s in ("_bucket", "_sum", "_count") if name.endswith(s)]
+        if any(base in listed for base in bases):
+            return engine
+    return None
+
+
+def engine_metric_issues(names: Iterable[str], engines: Iterable[str]) -> list[str]:
+    """Engine series a template queries that none of the engines its models run exposes.
+
+    Names carrying an engine's prefix (`vllm:`, `sglang:`) and TensorRT-LLM's unprefixed names are
+    checked against the engines the tier runs: a name of an engine the tier does not run is an
+    issue too (a query aimed at the wrong engine's series would never match)."""
+    from gpufarm.core.engine_metrics import all_engine_metrics
+
+    engines = list(engines)
+    every = [e.engine for e in all_engine_metrics()]
+    issues = []
+    for name in sorted(set(names)):
+        owner = engine_series(name, every)
+        prefixed = name.split(":", 1)[0] if ":" in name else None
+        if owner is None and prefixed in every:
+            issues.append(f"{prefixed}: unknown metric {name!r} (not in gpufarm/data/engine_metrics.yaml)")
+        elif owner is not None and owner not in engines:
+            issues.append(f"{name!r} is {owner}'s, but no model of the tier runs {owner}")
+    return issues
+
+
 def vllm_metric_issues(names: Iterable[str], version: str) -> list[str]:
     """vLLM series gpufarm queries that the release does not expose (histogram/counter suffixes allowed)."""
     try:

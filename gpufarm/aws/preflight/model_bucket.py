@@ -8,6 +8,7 @@ from gpufarm.aws.preflight.calls import _error_code
 from gpufarm.aws.preflight.results import Check, CheckResult, Status
 from gpufarm.config import ModelStoreKind, TierConfig
 from gpufarm.core.s3 import split_s3_uri
+from gpufarm.core.weights import streams_weights
 
 
 def _row(status: Status, subject: str, message: str, fix: str = "") -> CheckResult:
@@ -23,12 +24,16 @@ def check_model_bucket(tier: TierConfig, *, region: str, s3: Any) -> list[CheckR
     """Each `s3://` weights folder and the FSx import path: the bucket exists and the caller may
     read it (HeadBucket), it is in the tier's region (GetBucketLocation; another region warns),
     and the prefix holds objects; a model's folder holds a `config.json` (ListObjectsV2), without
-    which vLLM cannot load the model."""
+    which vLLM cannot load the model. With the `runai-streamer` store a model's folder must also
+    hold `*.safetensors` files: the Run:ai streamer loader reads nothing else (vLLM 0.31.0
+    `RunaiModelStreamerLoader._prepare_weights` raises "Cannot find any safetensors model
+    weights"); a listing cut at 1000 keys is not judged."""
     from botocore.exceptions import ClientError
 
     locations: list[tuple[str, str, bool]] = [
         (f"models[{i}].weights", m.weights, True) for i, m in enumerate(tier.models) if m.is_s3
     ]
+    streamed = {f"models[{i}].weights" for i, m in enumerate(tier.models) if streams_weights(tier, m)}
     store = tier.model_store
     if store.kind is ModelStoreKind.FSX_LUSTRE and store.fsx.import_path:
         locations.append(("model_store.fsx.import_path", store.fsx.import_path, False))
@@ -87,6 +92,19 @@ def check_model_bucket(tier: TierConfig, *, region: str, s3: Any) -> list[CheckR
                     f"no config.json directly under s3://{bucket}/{prefix}: vLLM loads a model from the "
                     "folder holding its config.json and weights",
                     f"point {path} at the folder that holds config.json",
+                )
+            )
+            continue
+        safetensors = any(k.endswith(".safetensors") for k in keys)
+        if path in streamed and not safetensors and not listed.get("IsTruncated"):
+            rows.append(
+                _row(
+                    Status.FAIL,
+                    subject,
+                    f"no *.safetensors under s3://{bucket}/{prefix}: the runai-streamer model store "
+                    "loads safetensors weights only",
+                    "upload the checkpoint as safetensors, or set model_store.kind to 's3-mountpoint' "
+                    "or 'fsx-lustre'",
                 )
             )
             continue

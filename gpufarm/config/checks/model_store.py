@@ -7,12 +7,36 @@ from collections.abc import Iterator
 
 from gpufarm.config.errors import ConfigIssue
 from gpufarm.config.fsx_capacity import fsx_required_gib, is_valid_fsx_capacity
-from gpufarm.config.model import FSX_THROUGHPUT_PER_TIB, S3_URI, ModelStoreKind, TierConfig
+from gpufarm.config.model import FSX_THROUGHPUT_PER_TIB, S3_URI, Engine, ModelStoreKind, TierConfig
+from gpufarm.config.vllm_flags import flag_args, long_form
 from gpufarm.core.s3 import split_s3_uri
+from gpufarm.core.weights import STREAMER_FLAGS, pod_gpu_counts
+
+STREAMER_ENGINE_REASONS: dict[Engine, str] = {
+    Engine.SGLANG: "SGLang 0.5.23 has the loader (--load-format runai_streamer), but its S3 backend "
+    "is the wheel's optional 'runai' extra (runai-model-streamer[s3]); the 'all' extra SGLang's "
+    "image installs brings the streamer without runai-model-streamer-s3",
+    Engine.TRTLLM: "TensorRT-LLM has no streaming loader: its LoadFormat is AUTO, DUMMY or "
+    "VISION_ONLY (tensorrt_llm/llmapi/llm_args.py)",
+}
+"""Why an engine other than vLLM cannot stream `s3://` weights, read from its pinned release.
+
+SGLang: the sglang-0.5.23 wheel's `sglang/srt/configs/load_config.py` has
+`LoadFormat.RUNAI_STREAMER`, and its METADATA says `Requires-Dist: runai-model-streamer[azure,gcs,s3]`
+only for `extra == "runai"`; `extra == "all"` pulls `sglang[diffusion]`, which requires
+`runai_model_streamer>=0.15.7` with no extra. The S3 reader is the separate package
+`runai-model-streamer-s3` (the `s3` extra of runai-model-streamer 0.15.7). SGLang's
+`docker/Dockerfile` installs `python[${BUILD_TYPE}]` with `BUILD_TYPE=all`.
+TensorRT-LLM: `class LoadFormat(Enum)` in `tensorrt_llm/llmapi/llm_args.py`
+(NVIDIA/TensorRT-LLM@fcd3f316) lists AUTO and DUMMY (VISION_ONLY in later releases), nothing
+that reads object storage."""
 
 
 def _model_store(cfg: TierConfig) -> Iterator[ConfigIssue]:
     store = cfg.model_store
+    if store.kind is ModelStoreKind.RUNAI_STREAMER:
+        yield from _streamer(cfg)
+        return
     if store.kind is not ModelStoreKind.FSX_LUSTRE:
         return
     fsx = store.fsx
@@ -58,6 +82,44 @@ def _model_store(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 path="model_store.fsx.storage_capacity_gib",
                 message=f"must hold the models' weights with headroom ({needed:g} GiB = sum of "
                 f"weights_gib x {fsx.headroom:g}), got {capacity}",
+            )
+
+
+def _streamer(cfg: TierConfig) -> Iterator[ConfigIssue]:
+    """The streamed models: vLLM, one node per replica, flags gpufarm sets, buffers that fit."""
+    limit = cfg.model_store.streamer.memory_limit_gib
+    for i, model in enumerate(cfg.models):
+        if not model.is_s3:
+            continue  # Hugging Face weights download from the Hub whatever the store
+        where = f"models[{i}]"
+        if model.engine is not Engine.VLLM:
+            yield ConfigIssue(
+                path=f"{where}.engine",
+                message=f"must be 'vllm' for {model.name!r} while model_store.kind is 'runai-streamer' "
+                f"({STREAMER_ENGINE_REASONS[model.engine]}), got {model.engine.value!r}",
+            )
+        if model.pipeline_parallel > 1:
+            yield ConfigIssue(
+                path=f"{where}.pipeline_parallel",
+                message=f"must be 1 for {model.name!r} while model_store.kind is 'runai-streamer' "
+                "(gpufarm streams weights into single-node replicas; a multi-node model reads them "
+                f"through 's3-mountpoint' or 'fsx-lustre'), got {model.pipeline_parallel}",
+            )
+        for found in flag_args(model.extra_args):
+            flag = long_form(found.flag)
+            if flag in STREAMER_FLAGS:
+                yield ConfigIssue(
+                    path=f"{where}.extra_args[{found.index}]",
+                    message=f"must not set {flag} while model_store.kind is 'runai-streamer' "
+                    f"(gpufarm sets it from model_store.streamer), got {found.arg!r}",
+                )
+        gpus = pod_gpu_counts(model)[-1]
+        if limit is not None and gpus * limit >= model.memory_gib:
+            yield ConfigIssue(
+                path="model_store.streamer.memory_limit_gib",
+                message=f"must leave the engine room in the memory of {where} ({model.name!r}): "
+                f"{gpus} engine processes x {limit:g} GiB = {gpus * limit:g} GiB of buffers is not "
+                f"below its memory_gib {model.memory_gib}, got {limit:g}",
             )
 
 

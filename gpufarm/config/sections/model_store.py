@@ -1,4 +1,4 @@
-"""Where `s3://` weights are read from: Mountpoint for S3, or FSx for Lustre."""
+"""Where `s3://` weights are read from: Mountpoint for S3, FSx for Lustre, or the Run:ai Model Streamer."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ class ModelStoreKind(StrEnum):
 
     S3_MOUNTPOINT = "s3-mountpoint"
     FSX_LUSTRE = "fsx-lustre"
+    RUNAI_STREAMER = "runai-streamer"
 
 
 FSX_THROUGHPUT_PER_TIB = (125, 250, 500, 1000)
@@ -38,8 +39,39 @@ class FsxLustreConfig(_Model):
     auto_import: bool = Field(True, description="Import new, changed and deleted S3 objects automatically.")
 
 
+class RunaiStreamerConfig(_Model):
+    """vLLM's Run:ai Model Streamer reading `s3://` weights straight from S3 (`--load-format runai_streamer`).
+
+    Its two settings are the loader's `--model-loader-extra-config` keys of vLLM 0.31.0
+    (`vllm/model_executor/model_loader/runai_streamer_loader.py`: `concurrency`, `memory_limit`).
+    Only `s3://` weights stream; Hugging Face weights still download from the Hub, as with every
+    store. vLLM only, single-node replicas only (the config check says why for the others).
+    """
+
+    concurrency: int | None = Field(
+        None,
+        ge=1,
+        le=256,
+        description="Reader threads (S3 clients) per engine process (default: the streamer's own, "
+        "8 for object storage).",
+    )
+    # At least 1 GiB: the buffer must hold the largest chunk the streamer reads (8 MiB per read
+    # from object storage by default; runai-model-streamer docs/src/env-vars.md,
+    # RUNAI_STREAMER_CHUNK_BYTESIZE), or it refuses to start (RunaiStreamerMemoryLimitException).
+    memory_limit_gib: float | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="CPU buffer of each engine process (one per GPU), GiB (default: half the "
+        "model's memory_gib, shared among its GPUs).",
+    )
+
+
 class ModelStoreConfig(_Model):
-    """Where `s3://` weights are read from: Mountpoint for S3, or FSx for Lustre."""
+    """Where `s3://` weights are read from: Mountpoint for S3, FSx for Lustre, or the Run:ai streamer."""
 
     kind: ModelStoreKind = Field(ModelStoreKind.S3_MOUNTPOINT, description="The model store.")
     fsx: FsxLustreConfig = Field(default_factory=FsxLustreConfig, description="FSx for Lustre (fsx-lustre).")
+    streamer: RunaiStreamerConfig = Field(
+        default_factory=RunaiStreamerConfig, description="Run:ai Model Streamer (runai-streamer)."
+    )
