@@ -610,6 +610,7 @@ def register(app: typer.Typer) -> None:
             gpus=result.chosen.layout.gpus_per_replica,
             weights_bytes=result.weights_bytes,
             written=written.tier if written is not None else None,
+            engine=result.model.engine,
         )
         if as_json:
             emit_json(

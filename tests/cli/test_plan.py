@@ -657,3 +657,11 @@ def test_write_writes_the_planned_engine(tmp_path: Path) -> None:
     tier = load_tier_file(target)
     assert tier.models[0].engine.value == "sglang"
     assert "models[0].engine: sglang (--engine: the engine planned to serve it)" in result.stderr
+
+
+def test_the_time_to_ready_is_that_of_the_planned_engine() -> None:
+    document = plan_json(
+        "--params-b", "8.2", *QWEN3_8B, "--concurrency", "10", "--target-tokens-per-s", "20",
+        "--engine", "sglang",
+    )  # fmt: skip
+    assert document["time_to_ready"]["terms"]["engine warm-up"]["formula"] == "sglang"
