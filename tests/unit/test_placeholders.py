@@ -110,6 +110,8 @@ def test_the_presets_example_values_are_found_by_field() -> None:
         "model_store.fsx.import_path",
         "ingress.certificate_arn",
         "ingress.allowed_cidrs[0]",
+        "images.docker_hub_credential_arn",
+        "images.github_credential_arn",
         "ingress.target_optimizer.agent_image",
         "images.digests.keda-operator",
         "images.digests.keda-metrics-apiserver",
@@ -125,6 +127,8 @@ def test_the_presets_example_values_are_found_by_field() -> None:
         "ingress.certificate_arn",
         "ingress.allowed_cidrs[0]",
         "ingress.private_link.allowed_principals[0]",
+        "images.docker_hub_credential_arn",
+        "images.github_credential_arn",
         "ingress.target_optimizer.agent_image",
         "images.digests.lws-controller",
         "images.digests.keda-operator",
@@ -137,7 +141,7 @@ def test_the_presets_example_values_are_found_by_field() -> None:
 
 
 def test_an_image_without_a_digest_is_reported_with_what_to_set() -> None:
-    agent, keda = find_placeholders(load_preset("production"))[5:7]
+    agent, keda = find_placeholders(load_preset("production"))[7:9]
     assert agent.describe() == (
         "ingress.target_optimizer.agent_image = "
         "'public.ecr.aws/aws-elb/target-optimizer/target-control-agent:latest' is an image not pinned "
@@ -168,6 +172,10 @@ def test_parts_that_build_nothing_are_not_reported() -> None:
     assert "ingress.private_link.allowed_principals[0]" in [p.path for p in find_placeholders(enterprise)]
     off = make_enterprise({"ingress": {"private_link": {"enabled": False}}})
     assert "ingress.private_link.allowed_principals[0]" not in [p.path for p in find_placeholders(off)]
+    # The image cache's example credentials reach no resource once the cache is off.
+    assert "images.docker_hub_credential_arn" in [p.path for p in find_placeholders(enterprise)]
+    uncached = make_enterprise({"images": {"pull_through_cache": False}})
+    assert not [p.path for p in find_placeholders(uncached) if p.path.endswith("_credential_arn")]
 
 
 def test_a_tier_with_its_own_values_has_none() -> None:
