@@ -74,7 +74,10 @@ def _table(
     cells = [[_cell(row[i]) for i in kept] for row in rows]
     widths = _fitted_widths(columns, rows, left_out, room=room)
     for n, i in enumerate(kept):
-        numeric = bool(rows) and all(isinstance(row[i], int | float) for row in rows)
+        # A column of numbers with some cells empty (None) is still a column of numbers.
+        numeric = any(isinstance(row[i], int | float) for row in rows) and all(
+            isinstance(row[i], int | float) or row[i] is None for row in rows
+        )
         out.add_column(
             columns[i],
             justify="right" if numeric else "left",
@@ -174,6 +177,8 @@ def markdown(text: str) -> None:
 
 
 def _cell(value: Any) -> str:
+    if value is None:
+        return ""
     if isinstance(value, float):
         return f"{value:,.2f}"
     if isinstance(value, int):

@@ -39,6 +39,7 @@ import yaml
 
 from gpufarm.config import ConfigError, ModelStoreKind, PoolPurpose, TierConfig, load_preset, load_tier_file
 from gpufarm.config.loader import preset_names
+from gpufarm.config.model import Engine
 from gpufarm.config.placeholders import classify, find_placeholders
 from gpufarm.core.instances import GPU_FAMILIES
 from gpufarm.core.s3 import split_s3_uri
@@ -208,7 +209,13 @@ def plan_tier(plan: Plan, options: WriteOptions) -> TierPlan:
         )
     )
     cpu, memory_gib = pod_resources(layout)
-    entry: dict[str, Any] = {"name": options.name, "weights": options.weights, "gpus": layout.tensor_parallel}
+    entry: dict[str, Any] = {
+        "name": options.name,
+        "weights": options.weights,
+        # The planned engine (`plan --engine`, default vllm), written even when it is the default.
+        "engine": model.engine.value,
+        "gpus": layout.tensor_parallel,
+    }
     if options.hf_token_secret is not None:
         entry["hf_token_secret"] = options.hf_token_secret
     if layout.nodes > 1:
@@ -232,6 +239,10 @@ def plan_tier(plan: Plan, options: WriteOptions) -> TierPlan:
         entry["weights_gib"] = round(model.weights_bytes / GIB + 0.05, 1)
     if model.weights_bytes / GB > LONG_STARTUP_WEIGHTS_GB:
         entry["startup_timeout_seconds"] = STARTUP_TIMEOUT_LONG_SECONDS
+    if model.engine is not Engine.VLLM:
+        changes.append(
+            Change("models[0].engine", model.engine.value, "--engine: the engine planned to serve it")
+        )
     entry["bedrock"] = {"model_id": options.bedrock_model_id} if options.bedrock_model_id else "none"
     if options.no_fallback and base.fallback.enabled:
         changes.append(Change("models[0].bedrock", "none", "--no-fallback: no Bedrock answers for it"))
