@@ -12,6 +12,7 @@ from typer.testing import CliRunner, Result
 from gpufarm.cli import _output
 from gpufarm.cli.main import app
 from gpufarm.config import load_tier_file
+from gpufarm.config.checks.images import RULE_PREFIX_MAX, rule_prefixes
 
 RUNNER = CliRunner()
 
@@ -567,6 +568,12 @@ def test_a_production_tier_written_for_huggingface_weights_synthesizes(tmp_path:
         "s3-mountpoint",
         True,
     )
+    # The name is too long to head the image cache's rule prefixes (ECR: 30 characters with the
+    # upstream's part), so --write states a shortened prefix that keeps the name's start.
+    prefix = tier.images.cache_prefix
+    assert prefix.startswith("llama-3-3") and prefix != tier.name
+    assert max(len(p) for p in rule_prefixes(prefix).values()) <= RULE_PREFIX_MAX
+    assert "images.cache_prefix" in result.output
     out = tmp_path / "out"
     synth = RUNNER.invoke(app, ["synth", "--tier-file", str(target), "--out", str(out), "--json"])
     assert synth.exit_code == 0, synth.output
