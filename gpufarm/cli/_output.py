@@ -133,7 +133,18 @@ def _fitted_widths(
             widths[widest] = max(1, widths[widest] - 1)
         return widths
     lacking = [n - m for n, m in zip(natural, minimum, strict=True)]
+    # A column that lacks little of its widest cell gets all of it first, narrowest need first,
+    # while that need is at most half of what is spare: a short label ("node launch") reads
+    # better whole than split over two lines to give a wide column two more characters.
+    minimum = list(minimum)
+    for i in sorted(range(len(lacking)), key=lambda i: lacking[i]):
+        if 0 < lacking[i] <= spare // 2:
+            minimum[i] += lacking[i]
+            spare -= lacking[i]
+            lacking[i] = 0
     total = sum(lacking)
+    if total == 0:
+        return minimum
     widths = [m + min(gap, spare * gap // total) for m, gap in zip(minimum, lacking, strict=True)]
     # What integer division left over goes to the columns still short of their widest cell.
     left = free - sum(widths)
