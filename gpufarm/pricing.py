@@ -53,6 +53,7 @@ PRICE_SECTIONS = (
     "bedrock_guardrails",
     "grafana",
     "s3",
+    "ecr",
 )
 """The sections of the price table, each with its own source, date and estimates."""
 
@@ -258,6 +259,12 @@ class S3Prices(_Section):
     standard_per_gb_month: float = Field(ge=0, description="S3 Standard storage, $ per GB-month.")
 
 
+class EcrPrices(_Section):
+    """Amazon ECR."""
+
+    storage_per_gb_month: float = Field(ge=0, description="Private repository storage, $ per GB-month.")
+
+
 class PriceTable(BaseModel):
     """Unit prices for one region, by service, each section with its source and date."""
 
@@ -285,6 +292,7 @@ class PriceTable(BaseModel):
     bedrock_guardrails: BedrockGuardrailPrices
     grafana: GrafanaPrices
     s3: S3Prices
+    ecr: EcrPrices
 
     def on_demand(self, instance_type: str) -> float:
         """On-demand $ per hour of `instance_type`; PriceNotFoundError when the table lacks it."""

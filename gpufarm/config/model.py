@@ -15,6 +15,7 @@ from __future__ import annotations
 from gpufarm.config.sections.capacity import (
     AmiFamily,
     CapacityType,
+    ImagePull,
     NodeGroupAmiType,
     NodeGroupConfig,
     NodePoolConfig,
@@ -162,6 +163,7 @@ __all__ = [
     "HttpsUrl",
     "IamRoleArn",
     "ImageDigests",
+    "ImagePull",
     "ImageRef",
     "ImagesConfig",
     "IngressConfig",

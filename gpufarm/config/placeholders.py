@@ -171,7 +171,8 @@ def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
 
 def _active(document: dict[str, Any]) -> dict[str, Any]:
     """The tier document without the parts that build nothing: a section with `enabled: false`,
-    and `model_store.fsx` unless the model store is FSx for Lustre. An example value inherited
+    `model_store.fsx` unless the model store is FSx for Lustre, and the image cache's credentials
+    unless `images.pull_through_cache` is on. An example value inherited
     into a part that is off reaches no resource, so it is not reported."""
 
     def prune(value: Any) -> Any:
@@ -189,6 +190,11 @@ def _active(document: dict[str, Any]) -> dict[str, Any]:
     store = pruned.get("model_store", {})
     if store.get("kind") != ModelStoreKind.FSX_LUSTRE.value:
         store.pop("fsx", None)
+    images = pruned.get("images", {})
+    if not images.get("pull_through_cache"):
+        # The cache rules' credentials reach no resource without the cache.
+        images.pop("docker_hub_credential_arn", None)
+        images.pop("github_credential_arn", None)
     return pruned
 
 

@@ -15,7 +15,7 @@ from constructs import Construct
 
 from gpufarm.config.model import AutoscalingConfig, ModelConfig
 from gpufarm.constructs._util import acknowledge, pod_identity_role
-from gpufarm.constructs.cluster import helm_chart_on
+from gpufarm.constructs.cluster import helm_chart_on, values_through_image_cache
 from gpufarm.k8s import autoscaling as k8s_autoscaling
 
 CHART_TIMEOUT = cdk.Duration.minutes(10)
@@ -100,8 +100,11 @@ class KedaAutoscaling(Construct):
             service_account=k8s_autoscaling.OPERATOR_SERVICE_ACCOUNT,
             role_arn=self.role.role_arn,
         )
-        values = k8s_autoscaling.keda_values(
-            node_selector=dict(node_selector) if node_selector else None, digests=image_digests
+        values = values_through_image_cache(
+            cluster,
+            k8s_autoscaling.keda_values(
+                node_selector=dict(node_selector) if node_selector else None, digests=image_digests
+            ),
         )
         self.chart = helm_chart_on(
             cluster,
@@ -120,7 +123,8 @@ class KedaAutoscaling(Construct):
         # The values' nulls delete chart defaults (the CPU limits), but a None inside a map does
         # not survive the hand-over to aws-cdk-lib: the key would vanish and Helm would keep the
         # default. The kubectl handler json.loads() this property into the values file, so the
-        # JSON text carries the nulls through (the values hold no tokens).
+        # JSON text carries the nulls through. The only token the values can hold is the account
+        # in the image cache's registry, a string token CloudFormation resolves inside the text.
         handler = self.chart.node.default_child
         assert isinstance(handler, Construct) and isinstance(handler.node.default_child, cdk.CfnResource)
         handler.node.default_child.add_property_override("Values", json.dumps(values))

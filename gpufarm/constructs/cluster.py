@@ -31,6 +31,7 @@ from gpufarm.constructs._util import (
     private_subnets,
 )
 from gpufarm.constructs.feature_flags import check_feature_flags
+from gpufarm.constructs.image_cache import ImageCache
 from gpufarm.constructs.kubectl_provider import acknowledge_kubectl_provider, encrypt_kubectl_logs
 from gpufarm.constructs.lb_controller import AwsLoadBalancerController
 from gpufarm.core.instances import is_accelerated
@@ -179,9 +180,12 @@ class InferenceCluster(Construct):
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
         logs_key: kms.IKey | None = None,
         image_digests: Mapping[str, str] | None = None,
+        image_cache: ImageCache | None = None,
     ) -> None:
         super().__init__(scope, id)
         check_feature_flags(self)
+        self.image_cache = image_cache
+        """Where every image of this cluster's charts and manifests is pulled from (None: upstream)."""
         auto_mode = config.provisioning is Provisioning.AUTO_MODE
         system_ami = None
         if not auto_mode:
@@ -288,6 +292,8 @@ class InferenceCluster(Construct):
         manifests depend on it, so that enforcement is on before they exist."""
         self.network_policy_controller: eks.KubernetesManifest | None = None
         """The ConfigMap turning Auto Mode's network policy controller on (Auto Mode only)."""
+        if image_cache is not None:
+            image_cache.grant_pull(self.node_role)
         if system_ami is not None:
             self._standard_compute(vpc, config, system_ami, image_digests)
         else:
@@ -394,6 +400,7 @@ class InferenceCluster(Construct):
             region=cdk.Stack.of(self).region,
             node_selector=self.system_node_label,
             image_digests=image_digests,
+            image_cache=self.image_cache,
         )
         self.load_balancer_controller.chart.node.add_dependency(self.system_ready)
 
@@ -430,6 +437,8 @@ class InferenceCluster(Construct):
         among its own children. A controller whose release Helm `wait`s for needs nodes to run
         its pods on: this is the order for it.
         """
+        if self.image_cache is not None and options.get("values") is not None:
+            options = {**options, "values": self.image_cache.values(options["values"])}
         chart = eks.HelmChart(scope or self, id, cluster=self.icluster, **options)
         chart.node.add_dependency(self.system_ready)
         return chart
@@ -449,7 +458,11 @@ class InferenceCluster(Construct):
         (default: this construct) with `id` as given.
         """
         applied = eks.KubernetesManifest(
-            scope or self, id, cluster=self.icluster, manifest=list(manifest), **options
+            scope or self,
+            id,
+            cluster=self.icluster,
+            manifest=through_image_cache(self.icluster, *manifest),
+            **options,
         )
         applied.node.add_dependency(self.system_ready)
         return applied
@@ -580,6 +593,25 @@ def manifest_on(
     if owner is not None:
         return owner.add_manifest(id, *manifest, scope=scope, **options)
     return eks.KubernetesManifest(scope, id, cluster=cluster, manifest=list(manifest), **options)
+
+
+def through_image_cache(cluster: eks.ICluster, *manifest: Mapping[str, Any]) -> list[Any]:
+    """`manifest` with every container image pulled through the image cache of `cluster`'s
+    :class:`InferenceCluster` (:class:`ImageCache`); unchanged without one. Every construct that
+    applies Kubernetes objects with images to a cluster passes them through here."""
+    owner = InferenceCluster.of(cluster)
+    if owner is None or owner.image_cache is None:
+        return list(manifest)
+    return [owner.image_cache.manifest(doc) for doc in manifest]
+
+
+def values_through_image_cache(cluster: eks.ICluster, values: Mapping[str, Any]) -> Any:
+    """A chart's `values` with every image repository pulled through the image cache of
+    `cluster`'s :class:`InferenceCluster`; unchanged without one (see :func:`through_image_cache`)."""
+    owner = InferenceCluster.of(cluster)
+    if owner is None or owner.image_cache is None:
+        return values
+    return owner.image_cache.values(values)
 
 
 def after_system_nodes(cluster: eks.ICluster, *constructs: IConstruct) -> None:

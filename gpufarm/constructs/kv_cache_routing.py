@@ -10,6 +10,7 @@ from constructs import Construct
 
 from gpufarm.config.model import ModelConfig, ServingConfig
 from gpufarm.constructs._util import construct_id
+from gpufarm.constructs.cluster import through_image_cache
 from gpufarm.k8s import kv_cache_routing as k8s_kv_cache_routing
 
 
@@ -67,7 +68,11 @@ class KvCacheRouting(Construct):
                 prefill_decode=model.prefill_decode,
             )
             manifest = eks.KubernetesManifest(
-                self, f"Model{construct_id(model.name)}", cluster=cluster, manifest=docs, overwrite=True
+                self,
+                f"Model{construct_id(model.name)}",
+                cluster=cluster,
+                manifest=through_image_cache(cluster, *docs),
+                overwrite=True,
             )
             if after is not None:
                 manifest.node.add_dependency(after)

@@ -14,6 +14,7 @@ from constructs import Construct
 from gpufarm import images
 from gpufarm.constructs._util import acknowledge, pod_identity_role
 from gpufarm.constructs.crd_chart import CrdChart, crd_chart_version
+from gpufarm.constructs.image_cache import ImageCache
 
 LBC_CHART: Final = "aws-load-balancer-controller"
 LBC_REPOSITORY: Final = "https://aws.github.io/eks-charts"
@@ -267,7 +268,8 @@ class AwsLoadBalancerController(Construct):
     `wait` with a 14-minute timeout (under the kubectl handler Lambda's 15-minute limit).
     `node_selector` (default: none) pins the pods to nodes. The image is the table's
     `aws-load-balancer-controller` (gpufarm/data/images.yaml), its digest from `image_digests`
-    (default: none; a tier's `images.digests`) while the table holds none.
+    (default: none; a tier's `images.digests`) while the table holds none; with `image_cache`
+    (default: none) the image is pulled through the account's ECR.
     The CRDs are installed first as their own Helm release (:attr:`crds`, the chart
     `aws-load-balancer-controller-crds` shipped with gpufarm), so a version bump upgrades them.
     The region and VPC are passed in so the pods never need the instance metadata service.
@@ -285,6 +287,7 @@ class AwsLoadBalancerController(Construct):
         replicas: int = 2,
         node_selector: Mapping[str, str] | None = None,
         image_digests: Mapping[str, str] | None = None,
+        image_cache: ImageCache | None = None,
     ) -> None:
         super().__init__(scope, id)
         if version not in UPSTREAM_POLICIES:
@@ -356,7 +359,7 @@ class AwsLoadBalancerController(Construct):
             release=LBC_CHART,
             namespace=LBC_NAMESPACE,
             create_namespace=False,
-            values=self.values,
+            values=self.values if image_cache is None else image_cache.values(self.values),
             wait=True,
             # Under the kubectl handler's 15-minute Lambda limit, which also covers its own start:
             # a 15-minute wait is cut off and leaves the release pending (deploy rule HELM-TIMEOUT).

@@ -13,7 +13,7 @@ from constructs import Construct
 
 from gpufarm.config.model import ModelConfig, ServingConfig, TargetOptimizerConfig
 from gpufarm.constructs._util import construct_id, pod_identity_role
-from gpufarm.constructs.cluster import helm_chart_on
+from gpufarm.constructs.cluster import helm_chart_on, through_image_cache
 from gpufarm.constructs.crd_chart import CrdChart, crd_chart_version
 from gpufarm.constructs.serving import _fsx_sub_paths, secret_arn
 from gpufarm.k8s import lws as k8s_lws
@@ -200,7 +200,11 @@ class MultiNodeServing(Construct):
             docs.append(lws)
             docs.append(k8s_lws.vllm_multinode_service(model, serving, target_optimizer=target_optimizer))
             manifest = eks.KubernetesManifest(
-                self, f"Model{construct_id(model.name)}", cluster=cluster, manifest=docs, overwrite=True
+                self,
+                f"Model{construct_id(model.name)}",
+                cluster=cluster,
+                manifest=through_image_cache(cluster, *docs),
+                overwrite=True,
             )
             manifest.node.add_dependency(self.controller.chart)
             if after is not None:

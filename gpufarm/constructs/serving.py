@@ -12,6 +12,7 @@ from constructs import Construct
 
 from gpufarm.config.model import ModelConfig, RunaiStreamerConfig, ServingConfig, TargetOptimizerConfig
 from gpufarm.constructs._util import construct_id, pod_identity_role
+from gpufarm.constructs.cluster import through_image_cache
 from gpufarm.constructs.feature_flags import check_feature_flags
 from gpufarm.constructs.model_store import grant_model_read
 from gpufarm.k8s import serving as k8s_serving
@@ -184,7 +185,11 @@ class VllmServing(Construct):
                     k8s_serving.vllm_service(part, config, target_optimizer=target_optimizer, share=share)
                 )
             manifest = eks.KubernetesManifest(
-                self, f"Model{construct_id(model.name)}", cluster=cluster, manifest=docs, overwrite=True
+                self,
+                f"Model{construct_id(model.name)}",
+                cluster=cluster,
+                manifest=through_image_cache(cluster, *docs),
+                overwrite=True,
             )
             manifest.node.add_dependency(self.namespace_manifest)
             self.model_manifests[model.name] = manifest

@@ -198,8 +198,10 @@ def _round(value: float | None) -> int | None:
 
 
 def pull_path(tier: TierConfig) -> PullPath:
-    """The path images take to the nodes: the regional ECR pull-through cache when it is on."""
-    return PullPath.ECR_PULL_THROUGH_CACHE if tier.images.pull_through_cache else PullPath.UPSTREAM_NAT
+    """The path images take to the nodes: the regional ECR pull-through cache when it is on (and
+    not in its rules-only first deploy, where the pods still pull from upstream)."""
+    cached = tier.images.pull_through_cache and not tier.images.cache_rules_only
+    return PullPath.ECR_PULL_THROUGH_CACHE if cached else PullPath.UPSTREAM_NAT
 
 
 def _figure(table: ColdStartTable, section: str, values: dict[str, float], key: str) -> float:

@@ -382,6 +382,7 @@ def monthly_cost(
     _logs(tier, prices, out, assumed)
     _public_ipv4(tier, prices, out)
     _keys_and_secrets(tier, prices, out, assumed)
+    _image_cache(tier, prices, out, assumed)
     _ebs_performance(tier, prices, out, allocations)
     _data_processing(tier, prices, out, assumed, allocations, nat_gb_per_month)
     _monitoring(tier, prices, out, assumed)
@@ -934,6 +935,23 @@ def _public_ipv4(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
     )
 
 
+def _image_cache(tier: TierConfig, prices: PriceTable, out: _Lines, usage: Usage) -> None:
+    """ECR storage of the images the pull through cache and the NVIDIA mirrors hold (the mirrors
+    are created outside the stack, and billed all the same)."""
+    if not tier.images.pull_through_cache:
+        return
+    out.add(
+        item="ECR storage (image cache)",
+        category="storage",
+        quantity=usage.image_gb_per_node_launch,
+        unit="GB-month",
+        unit_price=prices.ecr.storage_per_gb_month,
+        note=f"usage: {usage.image_gb_per_node_launch:g} GB, the images a GPU node runs, cached "
+        "once; the cache rules themselves bill nothing",
+        section="ecr",
+    )
+
+
 def _kms_keys(tier: TierConfig) -> int:
     keys = 1  # the logs key, on every tier
     keys += int(tier.cluster.secrets_encryption)
@@ -949,6 +967,9 @@ def _secrets(tier: TierConfig) -> set[str]:
         names.add(tier.fallback.master_key_secret)
     if tier.ingress.oidc is not None:
         names.add(tier.ingress.oidc.client_secret)
+    if tier.images.pull_through_cache:
+        # The cache rules' upstream credentials: ECR reads them on each upstream pull.
+        names |= {a for a in (tier.images.docker_hub_credential_arn, tier.images.github_credential_arn) if a}
     return names
 
 
@@ -1053,8 +1074,12 @@ def _nat_pull_gb(
     launches_peak = (
         nodes_peak * usage.launches_per_base_node + (nodes_peak - nodes_base) * usage.scale_ups_per_month
     )
-    base = launches_base * usage.image_gb_per_node_launch
-    peak = launches_peak * usage.image_gb_per_node_launch
+    # Through the image cache nodes pull from ECR (its endpoint, layers through the S3 gateway
+    # endpoint), and ECR fetches from the upstream itself: no image byte crosses the NAT.
+    cached = tier.images.pull_through_cache and not tier.images.cache_rules_only
+    image_gb = 0.0 if cached else usage.image_gb_per_node_launch
+    base = launches_base * image_gb
+    peak = launches_peak * image_gb
     unsized: list[str] = []
     for model in tier.models:
         if model.weights.startswith("s3://") and (
@@ -1067,8 +1092,13 @@ def _nat_pull_gb(
         starts_base, starts_peak = _pod_starts(model, usage)
         base += starts_base * _gib_to_gb(model.weights_gib)
         peak += starts_peak * _gib_to_gb(model.weights_gib)
+    images = (
+        "images from the ECR pull through cache, not through NAT"
+        if cached
+        else f"{usage.image_gb_per_node_launch:g} GB of images per GPU node launch"
+    )
     note = (
-        f"usage: {usage.image_gb_per_node_launch:g} GB of images per GPU node launch, "
+        f"usage: {images}, "
         f"{usage.launches_per_base_node:g} launch(es) per base node, {usage.scale_ups_per_month:g} "
         "scale-ups; Hugging Face weights per pod start"
     )

@@ -55,6 +55,7 @@ PRICED_TYPES: dict[str, tuple[str, ...]] = {
     "AWS::Grafana::Workspace": ("Managed Grafana",),
     "AWS::Bedrock::Guardrail": ("Bedrock Guardrail",),
     "AWS::S3::Bucket": ("S3 access logs",),
+    "AWS::ECR::PullThroughCacheRule": ("ECR storage (image cache)",),
 }
 """Resource type (or ``Type/Value``, see :func:`resource_kind`) -> the item(s) of its cost line."""
 

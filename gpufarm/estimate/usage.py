@@ -63,7 +63,8 @@ class Usage:
 
     image_gb_per_node_launch: float = 10
     """GB of container images a new GPU node pulls through NAT: the vLLM image is published on
-    Docker Hub, which no VPC endpoint reaches."""
+    Docker Hub, which no VPC endpoint reaches. With `images.pull_through_cache` the nodes pull
+    from ECR instead, and this is the GB the cache stores."""
 
     launches_per_base_node: float = 1
     """Times a month each base GPU node is replaced (Karpenter's `expire_after` of 720h)."""

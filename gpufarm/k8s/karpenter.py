@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from gpufarm import images
-from gpufarm.config.model import AmiFamily, NodePoolConfig
+from gpufarm.config.model import AmiFamily, ImagePull, NodePoolConfig
 from gpufarm.core.efa import EfaInterface as EfaInterface  # re-exported
 from gpufarm.core.efa import efa_interfaces as efa_interfaces  # re-exported
 from gpufarm.core.registries import eks_registry
@@ -113,6 +113,19 @@ def block_device_mappings(pool: NodePoolConfig) -> list[dict[str, Any]]:
     return [{"deviceName": "/dev/xvda", "rootVolume": True, "ebs": data}]
 
 
+SOCI_PARALLEL_PULL_SETTINGS = """[settings.container-runtime]
+snapshotter = "soci"
+
+[settings.container-runtime-plugins.soci-snapshotter]
+pull-mode = "parallel-pull-unpack"
+"""
+"""Bottlerocket settings (TOML, which Karpenter merges with its own into the node's user data)
+that make containerd pull through the SOCI snapshotter in parallel pull-and-unpack mode: the
+example of the Bottlerocket 1.44 settings reference,
+https://bottlerocket.dev/en/os/1.44.x/api/settings/container-runtime-plugins. The per-mode
+concurrency settings keep their defaults."""
+
+
 def ec2_nodeclass(
     pool: NodePoolConfig,
     *,
@@ -132,7 +145,8 @@ def ec2_nodeclass(
     A pool with `reservation_ids` selects those capacity reservations by ID (its NodePool then
     launches them with capacity type `reserved`); an `efa` pool narrowed to instance types with
     one known layout gets its EFA interfaces (:func:`pool_efa_interfaces`). Its nodes also need
-    the EFA security group: pass it in `security_group_ids`.
+    the EFA security group: pass it in `security_group_ids`. A Bottlerocket pool with
+    `image_pull: soci-parallel-pull` carries :data:`SOCI_PARALLEL_PULL_SETTINGS` as user data.
     """
     selector = {"tags": {DISCOVERY_TAG: discovery_value}}
     nodeclass: dict[str, Any] = {
@@ -158,6 +172,8 @@ def ec2_nodeclass(
         },
     }
     # Added only when configured, so pools without reservations or EFA render as before.
+    if pool.image_pull is ImagePull.SOCI_PARALLEL_PULL:
+        nodeclass["spec"]["userData"] = SOCI_PARALLEL_PULL_SETTINGS
     if pool.reservation_ids:
         nodeclass["spec"]["capacityReservationSelectorTerms"] = [{"id": r} for r in pool.reservation_ids]
     if interfaces := pool_efa_interfaces(pool):

@@ -235,6 +235,20 @@ REPLACEMENT_RULES: dict[str, TypeRules] = {
         replacement=("TargetType", "ProtocolVersion", "Port", "Name", "VpcId", "Protocol", "IpAddressType"),
         names=("Name",),
     ),
+    "AWS::ECR::PullThroughCacheRule": TypeRules(
+        replacement=(
+            "EcrRepositoryPrefix",
+            "UpstreamRegistryUrl",
+            "CredentialArn",
+            "UpstreamRegistry",
+            "CustomRoleArn",
+            "UpstreamRepositoryPrefix",
+        ),
+        names=("EcrRepositoryPrefix",),
+        fix="a registry holds one rule per prefix, so a rule cannot be replaced under the same "
+        "images.cache_prefix: put the new credential in the same secret (its ARN unchanged), or "
+        "set a new images.cache_prefix",
+    ),
     "AWS::Events::Rule": TypeRules(replacement=("Name",), names=("Name",)),
     "AWS::FSx::DataRepositoryAssociation": TypeRules(
         replacement=("FileSystemId", "FileSystemPath", "DataRepositoryPath", "BatchImportMetaDataOnCreate")

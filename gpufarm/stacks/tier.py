@@ -47,6 +47,7 @@ from gpufarm.constructs.alerting import PrometheusAlerts
 from gpufarm.constructs.compliance import require_compliance_pack
 from gpufarm.constructs.grafana import ManagedGrafana
 from gpufarm.constructs.grafana_dashboards import GatewayTargets, tier_dashboards
+from gpufarm.constructs.image_cache import ImageCache, image_cache_credentials
 from gpufarm.constructs.load_balancer import GATEWAY_TARGET_GROUP, LoadBalancer
 from gpufarm.constructs.placeholders import refuse_placeholders
 from gpufarm.core.demand import exports_metrics
@@ -137,16 +138,32 @@ class GpuFarmStack(cdk.Stack):
                 flow_log_retention_days=config.network.flow_logs.retention_days,
                 removal_policy=self.removal,
             )
+        self.image_cache: ImageCache | None = None
+        if config.images.pull_through_cache:
+            self.image_cache = ImageCache(
+                self,
+                "ImageCache",
+                prefix=config.image_cache_prefix,
+                credentials=image_cache_credentials(config),
+            )
         self.cluster = InferenceCluster(
             self,
             "Cluster",
             vpc=self.network.vpc,
             image_digests=config.images.digests,
+            # Rules only (the first deploy): the cache exists, the images still come from upstream.
+            image_cache=None if config.images.cache_rules_only else self.image_cache,
             config=config.cluster,
             cluster_name=config.stack_name,
             removal_policy=self.removal,
             logs_key=self.logs_key,
         )
+        if self.image_cache is not None:
+            # Every pod pulls through the rules: they exist before the cluster does.
+            self.cluster.cluster.node.add_dependency(*self.image_cache.rules.values())
+            if config.images.cache_rules_only:
+                # The nodes' first-pull grant stays in place across the switch to the cache.
+                self.image_cache.grant_pull(self.cluster.node_role)
         self._node_pools()
         self._serving()
         # The load balancer before the gateway: a gateway that calls the models' routes needs
@@ -196,6 +213,8 @@ class GpuFarmStack(cdk.Stack):
             security_groups=[self.cluster.cluster_security_group],
             discovery_value=cfg.stack_name,
         )
+        if self.image_cache is not None:
+            self.image_cache.grant_pull(self.karpenter.node_role)
         self.device_plugin = NvidiaDevicePlugin(
             self,
             "NvidiaDevicePlugin",
@@ -225,6 +244,8 @@ class GpuFarmStack(cdk.Stack):
                 cluster_security_group_id=cluster_sg,
             )
             self.node_groups[group.name] = built
+            if self.image_cache is not None:
+                self.image_cache.grant_pull(built.node_role)
             self.node_pools[group.name] = built.nodegroup
         if any(g.efa for g in cfg.node_groups):
             EfaDevicePlugin(

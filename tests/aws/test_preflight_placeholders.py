@@ -15,6 +15,9 @@ def test_each_documentation_value_fails_its_own_row() -> None:
         (Check.PLACEHOLDER, Status.FAIL, "model_store.fsx.import_path"),
         (Check.PLACEHOLDER, Status.FAIL, "ingress.certificate_arn"),
         (Check.PLACEHOLDER, Status.FAIL, "ingress.allowed_cidrs[0]"),
+        # The preset's example image cache credentials (a documentation account).
+        (Check.PLACEHOLDER, Status.FAIL, "images.docker_hub_credential_arn"),
+        (Check.PLACEHOLDER, Status.FAIL, "images.github_credential_arn"),
         (Check.PLACEHOLDER, Status.FAIL, "ingress.target_optimizer.agent_image"),
         (Check.PLACEHOLDER, Status.FAIL, "serving.sglang_image"),
         (Check.PLACEHOLDER, Status.FAIL, "images.digests.keda-operator"),
@@ -23,7 +26,7 @@ def test_each_documentation_value_fails_its_own_row() -> None:
         (Check.PLACEHOLDER, Status.FAIL, "images.digests.nvidia-device-plugin"),
         (Check.PLACEHOLDER, Status.FAIL, "images.digests.aws-load-balancer-controller"),
     ]
-    assert rows[7] == CheckResult(
+    assert rows[9] == CheckResult(
         check=Check.PLACEHOLDER,
         subject="images.digests.keda-operator",
         status=Status.FAIL,

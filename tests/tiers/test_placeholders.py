@@ -104,6 +104,12 @@ def test_the_production_preset_warns_for_each_class_of_example_value(
         f"111122223333, all-zero resource ID 00000000-0000-4000-8000-000000000000){tail}",
         "ingress.allowed_cidrs[0] = '203.0.113.0/24' is a documentation value (RFC 5737 TEST-NET-3, "
         f"203.0.113.0/24){tail}",
+        *(
+            f"images.{kind}_credential_arn = 'arn:aws:secretsmanager:us-east-1:111122223333:secret:"
+            f"ecr-pullthroughcache/{name}-AbCdEf' is a documentation value (AWS documentation account "
+            f"111122223333){tail}"
+            for kind, name in (("docker_hub", "docker-hub"), ("github", "github"))
+        ),
         "ingress.target_optimizer.agent_image = "
         "'public.ecr.aws/aws-elb/target-optimizer/target-control-agent:latest' is an image not pinned "
         "by digest (AWS publishes the target control agent only as ':latest'; mirror it into your ECR "
@@ -134,12 +140,12 @@ def test_the_production_template_refuses_once_per_placeholder(production_templat
         "all-zero resource ID 00000000-0000-4000-8000-000000000000); replace it in the tier file and "
         "synthesize again"
     )
-    assert placeholder_assertions(production_template)[5] == (
+    assert placeholder_assertions(production_template)[7] == (
         "ingress.target_optimizer.agent_image holds an image not pinned by digest (AWS publishes the "
         "target control agent only as ':latest'; mirror it into your ECR and set its digest); replace "
         "it in the tier file and synthesize again"
     )
-    assert len(placeholder_assertions(production_template)) == 12
+    assert len(placeholder_assertions(production_template)) == 14
 
 
 def test_a_tier_without_placeholders_has_no_rule_and_no_parameter(own_poc: dict[str, Any]) -> None:

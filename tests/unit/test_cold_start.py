@@ -19,6 +19,7 @@ from gpufarm.core.cold_start import (
     cold_start_warnings,
     image_pull,
     load_cold_start_table,
+    pull_path,
     time_to_ready,
     wake_gap_seconds,
 )
@@ -68,7 +69,8 @@ def test_production_model_on_fsx_from_the_table() -> None:
     fsx_gib_s = tier.model_store.fsx.throughput_per_tib * 1e6 * (capacity / 1024) / 1024**3
     expected = {
         "node launch": RAW["node_launch"]["seconds"]["karpenter"],
-        "image pull": _pull("vllm", "upstream-nat"),
+        # The production preset pulls through the account's ECR (images.pull_through_cache).
+        "image pull": _pull("vllm", "ecr-pull-through-cache"),
         "weight load": model.weights_gib / fsx_gib_s,
         "engine warm-up": RAW["warm_up"]["seconds"]["vllm"],
     }
@@ -111,9 +113,15 @@ def test_pull_through_cache_changes_the_pull_path() -> None:
 
 @pytest.mark.parametrize("share", [0.0, 0.25, 1.0])
 def test_the_pull_term_scales_with_the_share_fetched(share: float) -> None:
-    tier = make_production()
+    tier = make_production({"images": {"pull_through_cache": False}})
     term = image_pull(tier, tier.models[0], load_cold_start_table(), fetched_share=share)
     assert term.seconds == pytest.approx(_pull("vllm", "upstream-nat") * share)
+
+
+def test_the_cache_rules_only_first_deploy_still_pulls_through_nat() -> None:
+    tier = make_production({"images": {"cache_rules_only": True}})
+    assert pull_path(tier) is PullPath.UPSTREAM_NAT
+    assert pull_path(make_production()) is PullPath.ECR_PULL_THROUGH_CACHE
 
 
 def test_a_fetched_share_outside_zero_to_one_is_rejected() -> None:

@@ -250,7 +250,7 @@ INVALID: list[Any] = [
             "node_pools[0].foo: is not a known setting (allowed: name, instance_families, "
             "instance_types, capacity_types, gpu_limit, consolidate_after, expire_after, "
             "disruption_budget_nodes, purpose, weight, ami_family, ami_version, root_volume_gib, "
-            "capacity_class, reservation_ids, efa)"
+            "image_pull, capacity_class, reservation_ids, efa)"
         ],
         id="unknown-key-in-list-item",
     ),
@@ -504,7 +504,10 @@ INVALID: list[Any] = [
     ),
     pytest.param(
         {"images": {"digest": {}}},
-        ["images.digest: is not a known setting (allowed: digests, pull_through_cache)"],
+        [
+            "images.digest: is not a known setting (allowed: digests, pull_through_cache, "
+            "cache_rules_only, cache_prefix, docker_hub_credential_arn, github_credential_arn)"
+        ],
         id="images-unknown-key",
     ),
     pytest.param(

@@ -24,7 +24,8 @@ NLB_MODELS = {
 
 
 def in_region(region: str, *, efa: bool = True) -> dict[str, Any]:
-    """The enterprise preset moved to `region`: zones, node groups and certificate follow.
+    """The enterprise preset moved to `region`: zones, node groups, certificate and the image
+    cache's credential secrets follow.
 
     Models with a `us.` Bedrock profile list `region` among their destination_regions, as a user
     does for a region gpufarm's geography table does not know yet.
@@ -49,6 +50,10 @@ def in_region(region: str, *, efa: bool = True) -> dict[str, Any]:
         "node_groups": groups,
         "models": models,
         "ingress": {"certificate_arn": document["ingress"]["certificate_arn"].replace("us-east-1", region)},
+        "images": {
+            key: document["images"][key].replace("us-east-1", region)
+            for key in ("docker_hub_credential_arn", "github_credential_arn")
+        },
     }
 
 

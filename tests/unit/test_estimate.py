@@ -573,6 +573,8 @@ def test_other_region_is_noted() -> None:
     doc["ingress"]["certificate_arn"] = (
         "arn:aws:acm:us-west-2:111122223333:certificate/00000000-0000-4000-8000-000000000000"
     )
+    for key in ("docker_hub_credential_arn", "github_credential_arn"):
+        doc["images"][key] = doc["images"][key].replace("us-east-1", "us-west-2")
     notes = monthly_cost(build_tier(doc)).notes
     assert notes[0] == (
         "Prices are for us-east-1; the tier deploys to us-west-2 (use --live --region to price it there)."

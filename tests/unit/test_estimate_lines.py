@@ -17,7 +17,7 @@ from gpufarm.estimate.usage import USAGE_KEYS, Usage, build_usage, load_usage
 from gpufarm.pricing import PRICE_SECTIONS, PriceTable, load_prices
 
 from .cost_lines import items, line
-from .factories import make_tier, model_override
+from .factories import make_production, make_tier, model_override
 
 H = 730  # hours in the table's month
 MONTH_DAYS = 365 / 12
@@ -101,9 +101,10 @@ def test_kms_keys_and_requests(production: CostEstimate) -> None:
 
 
 def test_secrets_manager_bills_the_secrets_the_tier_reads(production: CostEstimate) -> None:
-    # The gateway's master key secret: $0.40, and 10,000 calls at $0.05 per 10,000.
-    assert line(production, "Secrets Manager secrets (1 referenced)").monthly_usd == pytest.approx(0.40)
-    assert line(production, "Secrets Manager API calls").monthly_usd == pytest.approx(0.05)
+    # The gateway's master key secret and the image cache's Docker Hub and GHCR credentials:
+    # 3 x $0.40, and 3 x 10,000 calls at $0.05 per 10,000.
+    assert line(production, "Secrets Manager secrets (3 referenced)").monthly_usd == pytest.approx(1.20)
+    assert line(production, "Secrets Manager API calls").monthly_usd == pytest.approx(0.15)
 
 
 def test_a_hugging_face_token_is_a_secret_too(poc: CostEstimate) -> None:
@@ -148,11 +149,29 @@ def test_nat_data_adds_hugging_face_weights_per_pod_start() -> None:
     assert got.quantity == pytest.approx(10 + 16 * GIB_IN_GB)
 
 
-def test_nat_data_at_peak_adds_the_daily_scale_ups(production: CostEstimate) -> None:
-    # S3 weights stay off NAT. Base: 2 nodes x 1 launch x 10 GB. Peak: 8 nodes x 1 launch and the
-    # 6 above base launched 30 more times: (8 + 6 x 30) x 10 GB.
-    got = line(production, "NAT gateway data processed")
+def test_nat_data_at_peak_adds_the_daily_scale_ups() -> None:
+    # Without the image cache. S3 weights stay off NAT. Base: 2 nodes x 1 launch x 10 GB. Peak: 8
+    # nodes x 1 launch and the 6 above base launched 30 more times: (8 + 6 x 30) x 10 GB.
+    got = line(
+        monthly_cost(make_production({"images": {"pull_through_cache": False}})), "NAT gateway data processed"
+    )
     assert (got.quantity, got.peak_quantity) == (20, (8 + 6 * 30) * 10)
+
+
+def test_with_the_cache_rules_only_images_still_cross_the_nat() -> None:
+    # The first deploy (rules created, pods still pulling upstream): the 20 GB of the base stay.
+    tier = make_production({"images": {"cache_rules_only": True}})
+    assert line(monthly_cost(tier), "NAT gateway data processed").quantity == 20
+
+
+def test_through_the_image_cache_no_image_crosses_the_nat(production: CostEstimate) -> None:
+    # Nodes pull from ECR through the VPC endpoints; ECR fetches from the upstream itself. The
+    # production weights are on S3 behind the gateway endpoint: nothing is left on NAT.
+    got = line(production, "NAT gateway data processed")
+    assert (got.quantity, got.peak_quantity) == (0, 0)
+    # The cache stores what one GPU node runs, 10 GB by default, at $0.10 per GB-month.
+    cache = line(production, "ECR storage (image cache)")
+    assert (cache.quantity, cache.monthly_usd) == (10, pytest.approx(1.00))
 
 
 def test_a_given_nat_volume_replaces_the_derived_one() -> None:

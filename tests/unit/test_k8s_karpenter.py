@@ -9,7 +9,7 @@ import pytest
 
 from gpufarm.config import CapacityType, NodePoolConfig, TierConfig, load_preset
 from gpufarm.config.loader import preset_names
-from gpufarm.config.model import AmiFamily, PoolPurpose
+from gpufarm.config.model import AmiFamily, ImagePull, PoolPurpose
 from gpufarm.constructs.reserved_capacity import EFA_DEVICE_PLUGIN_CHART, EFA_DEVICE_PLUGIN_CHART_VERSION
 from gpufarm.core.instances import EFA_NETWORK_CARDS
 from gpufarm.k8s.karpenter import (
@@ -620,3 +620,24 @@ def test_efa_device_plugin_refuses_a_region_without_a_known_registry() -> None:
         "'region' must be one with a known Amazon EKS image registry (38 regions, see "
         "gpufarm/core/registries.py), got 'xx-east-9'"
     )
+
+
+# --------------------------------------------------------------------------- SOCI parallel pull
+
+SOCI_POOL = BOTTLEROCKET_POOL.model_copy(update={"image_pull": ImagePull.SOCI_PARALLEL_PULL})
+
+
+def test_a_soci_pool_carries_the_bottlerocket_snapshotter_settings() -> None:
+    import tomllib
+
+    settings = tomllib.loads(nodeclass(SOCI_POOL)["spec"]["userData"])["settings"]
+    # The two keys of the Bottlerocket 1.44 settings reference's example; nothing else.
+    assert settings == {
+        "container-runtime": {"snapshotter": "soci"},
+        "container-runtime-plugins": {"soci-snapshotter": {"pull-mode": "parallel-pull-unpack"}},
+    }
+    assert crd_errors(nodeclass(SOCI_POOL), NODECLASS_CRD, "v1") == []
+
+
+def test_a_default_pool_has_no_user_data() -> None:
+    assert "userData" not in nodeclass(BOTTLEROCKET_POOL)["spec"]

@@ -2,9 +2,10 @@
 
 The order enforced here, lowest first (read from the code, not wished for):
 
-1. **leaves** - `images`, `debug`, `eks_support`, `assembly`, `client`, `node`, `cdk_context`:
-   import no other part of gpufarm (`client`, the applications' fallback transport, must also
-   import without the CDK; `node`, which picks jsii's Node, runs before the CDK is imported).
+1. **leaves** - `images`, `image_cache` (which reads `images`), `debug`, `eks_support`,
+   `assembly`, `client`, `node`, `cdk_context`: import no other part of gpufarm (`client`, the
+   applications' fallback transport, must also import without the CDK; `node`, which picks
+   jsii's Node, runs before the CDK is imported).
 2. **config model** - every `gpufarm.config` module but those below: the pydantic model (its
    sections in `config.sections`, gathered by `config.model`) and the small tables and parsers it
    uses (catalog, bedrock, names, errors, image pins, ...).
@@ -42,7 +43,7 @@ import gpufarm.core
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gpufarm"
 
-LEAVES = ("images", "debug", "eks_support", "assembly", "client", "node", "cdk_context")
+LEAVES = ("images", "image_cache", "debug", "eks_support", "assembly", "client", "node", "cdk_context")
 CONFIG_VALIDATION = (
     "gpufarm.config",
     "gpufarm.config.validate",

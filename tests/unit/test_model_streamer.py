@@ -51,8 +51,8 @@ INVALID = [
         id="sglang",
     ),
     pytest.param(
-        # Without autoscaling: KEDA's queue trigger would also be refused on trtllm.
-        vllm_model(1, engine="trtllm", autoscaling=None),
+        # Fixed replicas: trtllm 1.2.1 exports no queue series for the preset's KEDA trigger.
+        vllm_model(1, engine="trtllm", autoscaling=None, replicas=1),
         "models[1].engine: must be 'vllm' for 'qwen3-32b-batch' while model_store.kind is 'runai-streamer' "
         "(TensorRT-LLM has no streaming loader: its LoadFormat is AUTO, DUMMY or VISION_ONLY "
         "(tensorrt_llm/llmapi/llm_args.py)), got 'trtllm'",

@@ -110,6 +110,8 @@ def test_the_presets_example_values_are_found_by_field() -> None:
         "model_store.fsx.import_path",
         "ingress.certificate_arn",
         "ingress.allowed_cidrs[0]",
+        "images.docker_hub_credential_arn",
+        "images.github_credential_arn",
         "ingress.target_optimizer.agent_image",
         "serving.sglang_image",
         "images.digests.keda-operator",
@@ -126,6 +128,8 @@ def test_the_presets_example_values_are_found_by_field() -> None:
         "ingress.certificate_arn",
         "ingress.allowed_cidrs[0]",
         "ingress.private_link.allowed_principals[0]",
+        "images.docker_hub_credential_arn",
+        "images.github_credential_arn",
         "ingress.target_optimizer.agent_image",
         "images.digests.lws-controller",
         "images.digests.keda-operator",
@@ -138,7 +142,7 @@ def test_the_presets_example_values_are_found_by_field() -> None:
 
 
 def test_an_image_without_a_digest_is_reported_with_what_to_set() -> None:
-    agent, sglang, keda = find_placeholders(load_preset("production"))[5:8]
+    agent, sglang, keda = find_placeholders(load_preset("production"))[7:10]
     assert sglang.describe() == (
         "serving.sglang_image = 'lmsysorg/sglang:v0.5.23' is an image not pinned by digest (no public "
         "record of this tag's digest was found (gpufarm/data/images.yaml); read it from the registry "
@@ -175,6 +179,10 @@ def test_parts_that_build_nothing_are_not_reported() -> None:
     assert "ingress.private_link.allowed_principals[0]" in [p.path for p in find_placeholders(enterprise)]
     off = make_enterprise({"ingress": {"private_link": {"enabled": False}}})
     assert "ingress.private_link.allowed_principals[0]" not in [p.path for p in find_placeholders(off)]
+    # The image cache's example credentials reach no resource once the cache is off.
+    assert "images.docker_hub_credential_arn" in [p.path for p in find_placeholders(enterprise)]
+    uncached = make_enterprise({"images": {"pull_through_cache": False}})
+    assert not [p.path for p in find_placeholders(uncached) if p.path.endswith("_credential_arn")]
 
 
 def test_a_tier_with_its_own_values_has_none() -> None:

@@ -227,6 +227,7 @@ USAGE_LINES = {
         "KMS requests",
         "Secrets Manager secrets",
         "Secrets Manager API calls",
+        "ECR storage",
         "AWS WAF requests",
         "AMP query samples",
         "CloudWatch Logs ingestion: EKS control-plane logs",

@@ -53,10 +53,26 @@ def nearest(name: str, known: Iterable[str]) -> str:
 
 
 def image_tag(image: str) -> tuple[str, str]:
-    """(repository, tag) of an image reference; a digest-only reference has tag ''."""
+    """(repository, tag) of an image reference; a digest-only reference has tag ''. An image
+    pulled through the account's ECR (gpufarm/image_cache.py) reads as the image it caches,
+    spelled as the image table spells it."""
     name = image.split("@", 1)[0]
     repository, _, tag = name.rpartition(":") if ":" in name.rsplit("/", 1)[-1] else (name, "", "")
-    return repository, tag
+    return as_published(repository), tag
+
+
+def as_published(repository: str) -> str:
+    """The image table's spelling of the upstream a (possibly cached) repository stands for."""
+    from gpufarm.image_cache import host_of, upstream_repository
+    from gpufarm.images import table
+
+    upstream = upstream_repository(repository)
+    if upstream == repository:
+        return repository
+    for row in table().values():
+        if host_of(row.repository) == host_of(upstream):
+            return row.repository
+    return upstream
 
 
 # --------------------------------------------------------------------------- Helm values

@@ -44,6 +44,7 @@ from gpufarm.aws.preflight.calls import (
     describe_offerings,
 )
 from gpufarm.aws.preflight.certificate import check_certificate
+from gpufarm.aws.preflight.image_cache import check_image_cache, template_images
 from gpufarm.aws.preflight.kubernetes import check_kubernetes_version
 from gpufarm.aws.preflight.model_bucket import check_model_bucket
 from gpufarm.aws.preflight.network_quotas import (
@@ -130,6 +131,7 @@ __all__ = [
     "check_cdk_bootstrap",
     "check_certificate",
     "check_hf_token_secrets",
+    "check_image_cache",
     "check_kubernetes_version",
     "check_model_bucket",
     "check_network_quotas",
@@ -149,5 +151,6 @@ __all__ = [
     "required_version",
     "run_preflight",
     "skipped_rows",
+    "template_images",
     "vcpu_demands",
 ]

@@ -35,6 +35,7 @@ class Check(StrEnum):
     MODEL_BUCKET = "model-bucket"
     HF_TOKEN = "hf-token-secret"
     CDK_BOOTSTRAP = "cdk-bootstrap"
+    IMAGE_CACHE = "image-cache"
 
 
 OFFLINE_CHECKS = (Check.REGION, Check.PLACEHOLDER)
@@ -52,6 +53,7 @@ ACCOUNT_CHECKS = (
     Check.MODEL_BUCKET,
     Check.HF_TOKEN,
     Check.CDK_BOOTSTRAP,
+    Check.IMAGE_CACHE,
 )
 """Checks that call AWS: they need credentials for the account, in the order they run."""
 

@@ -17,6 +17,7 @@ from gpufarm.aws.preflight.calls import (
     describe_offerings,
 )
 from gpufarm.aws.preflight.certificate import check_certificate
+from gpufarm.aws.preflight.image_cache import check_image_cache
 from gpufarm.aws.preflight.kubernetes import check_kubernetes_version
 from gpufarm.aws.preflight.model_bucket import check_model_bucket
 from gpufarm.aws.preflight.network_quotas import check_network_quotas, no_template_row
@@ -210,5 +211,15 @@ def run_preflight(
     results += _guarded(
         Check.CDK_BOOTSTRAP,
         lambda: check_cdk_bootstrap(region=region, account=account, ssm=client("ssm"), template=template),
+    )
+    results += _guarded(
+        Check.IMAGE_CACHE,
+        lambda: check_image_cache(
+            tier,
+            template=template,
+            account=account,
+            ecr=client("ecr"),
+            secretsmanager=client("secretsmanager"),
+        ),
     )
     return PreflightReport(tier=tier.name, region=region, account=account, results=tuple(results))

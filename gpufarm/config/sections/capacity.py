@@ -24,6 +24,15 @@ class AmiFamily(StrEnum):
     BOTTLEROCKET = "bottlerocket"
 
 
+class ImagePull(StrEnum):
+    """How a Karpenter pool's nodes pull container images (docs/decisions/0062-images-through-ecr.md)."""
+
+    DEFAULT = "default"
+    """containerd's own pull: layers one after another."""
+    SOCI_PARALLEL_PULL = "soci-parallel-pull"
+    """Bottlerocket's SOCI snapshotter in parallel pull-and-unpack mode (Bottlerocket 1.44 and later)."""
+
+
 class PoolPurpose(StrEnum):
     """What a GPU pool is for: latency-critical serving, or batch/background work that may use spot."""
 
@@ -87,6 +96,11 @@ class NodePoolConfig(_Model):
     )
     root_volume_gib: int = Field(
         300, ge=100, le=16000, description="Root volume of Karpenter GPU nodes, GiB (images, weights)."
+    )
+    image_pull: ImagePull = Field(
+        ImagePull.DEFAULT,
+        description="'soci-parallel-pull': Bottlerocket's SOCI snapshotter downloads and unpacks "
+        "image layers in parallel (Bottlerocket 1.44+ pools only); 'default': containerd's pull.",
     )
     capacity_class: DnsLabel | None = Field(
         None,

@@ -68,6 +68,28 @@ class ImagesConfig(_Model):
         description="Pull every image through the account's ECR pull-through cache in the tier's "
         "region instead of from its upstream registry.",
     )
+    cache_rules_only: bool = Field(
+        False,
+        description="With pull_through_cache: create the cache rules but keep pulling from the "
+        "upstream registries. For the first deploy, before the cache is warmed (docs/operations.md).",
+    )
+    cache_prefix: str = Field(
+        "",
+        description="First part of the cache's repository names ('<prefix>/docker-hub/...'); empty: "
+        "the tier name. ECR rule prefixes are registry-wide: two tiers in one account and region "
+        "need two prefixes.",
+    )
+    docker_hub_credential_arn: str | None = Field(
+        None,
+        description="Secrets Manager secret (name 'ecr-pullthroughcache/...', `username` and "
+        "`accessToken`) the Docker Hub cache rule signs in with; required with pull_through_cache.",
+    )
+    github_credential_arn: str | None = Field(
+        None,
+        description="Secrets Manager secret (name 'ecr-pullthroughcache/...', `username` and "
+        "`accessToken`) the GitHub Container Registry cache rule signs in with; required with "
+        "pull_through_cache.",
+    )
 
 
 class TierConfig(_Model):
@@ -120,6 +142,11 @@ class TierConfig(_Model):
     def model_parts(self) -> list[ModelConfig]:
         """Every placement that holds GPUs: each model, or each share of one (`ModelConfig.as_share`)."""
         return [part for model in self.models for _, part in model.parts()]
+
+    @property
+    def image_cache_prefix(self) -> str:
+        """First part of the image cache's repository names: `images.cache_prefix` or the tier name."""
+        return self.images.cache_prefix or self.name
 
     def pool_of(self, model: ModelConfig) -> NodePoolConfig:
         """The node pool a model runs on (its `node_pool`, or the first pool)."""
