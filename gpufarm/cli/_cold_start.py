@@ -8,6 +8,7 @@ from typing import Any
 
 from gpufarm.cli._output import bad_input, errors, table
 from gpufarm.config import ModelConfig, TierConfig, load_preset
+from gpufarm.config.model import Engine
 from gpufarm.core.cold_start import (
     ColdStartTableError,
     TimeToReady,
@@ -72,13 +73,14 @@ def planned_time_to_ready(
     gpus: int,
     weights_bytes: float,
     written: TierConfig | None,
+    engine: Engine = Engine.VLLM,
 ) -> tuple[TierConfig, TimeToReady]:
     """The planned model's time to ready: in the written tier file, else on the chosen preset.
 
     Without `--write`, the model joins the preset's first pool, reading its weights from
     `weights` (a Hugging Face id downloads from the Hub) or, when none is given, from the
     preset's model store. `weights_bytes`, the plan's weight memory, sizes the load wherever the
-    tier does not give `weights_gib`.
+    tier does not give `weights_gib`. `engine` (default vLLM) is the planned one (`plan --engine`).
     """
     if written is not None:
         model = next(m for m in written.models if m.name == name)
@@ -93,6 +95,7 @@ def planned_time_to_ready(
         gpus=gpus,
         weights_gib=weights_bytes / GIB,
         node_pool=tier.node_pools[0].name,
+        engine=engine,
     )
     try:
         return tier, time_to_ready(tier, model, load_cold_start_table())

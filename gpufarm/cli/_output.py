@@ -74,7 +74,10 @@ def _table(
     cells = [[_cell(row[i]) for i in kept] for row in rows]
     widths = _fitted_widths(columns, rows, left_out, room=room)
     for n, i in enumerate(kept):
-        numeric = bool(rows) and all(isinstance(row[i], int | float) for row in rows)
+        # A column of numbers with some cells empty (None) is still a column of numbers.
+        numeric = any(isinstance(row[i], int | float) for row in rows) and all(
+            isinstance(row[i], int | float) or row[i] is None for row in rows
+        )
         out.add_column(
             columns[i],
             justify="right" if numeric else "left",
@@ -130,7 +133,18 @@ def _fitted_widths(
             widths[widest] = max(1, widths[widest] - 1)
         return widths
     lacking = [n - m for n, m in zip(natural, minimum, strict=True)]
+    # A column that lacks little of its widest cell gets all of it first, narrowest need first,
+    # while that need is at most half of what is spare: a short label ("node launch") reads
+    # better whole than split over two lines to give a wide column two more characters.
+    minimum = list(minimum)
+    for i in sorted(range(len(lacking)), key=lambda i: lacking[i]):
+        if 0 < lacking[i] <= spare // 2:
+            minimum[i] += lacking[i]
+            spare -= lacking[i]
+            lacking[i] = 0
     total = sum(lacking)
+    if total == 0:
+        return minimum
     widths = [m + min(gap, spare * gap // total) for m, gap in zip(minimum, lacking, strict=True)]
     # What integer division left over goes to the columns still short of their widest cell.
     left = free - sum(widths)
@@ -174,6 +188,8 @@ def markdown(text: str) -> None:
 
 
 def _cell(value: Any) -> str:
+    if value is None:
+        return ""
     if isinstance(value, float):
         return f"{value:,.2f}"
     if isinstance(value, int):

@@ -20,7 +20,9 @@ from gpufarm.cli._output import (
     say,
     table,
 )
+from gpufarm.config.model import Engine
 from gpufarm.pricing import PriceTableError, load_prices
+from gpufarm.sizing.engine_compare import EngineComparison, compare_engines, conditions
 from gpufarm.sizing.hf_config import HfConfigError, HfShape, read_hf_config
 from gpufarm.sizing.plan import (
     GB,
@@ -46,6 +48,7 @@ DEFAULT_OUTPUT_TOKENS = 512
 
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 KV_CACHE_DTYPES: tuple[str, ...] = get_args(KvCacheDtype)
+ENGINES: tuple[str, ...] = tuple(e.value for e in Engine)
 
 T = TypeVar("T")
 
@@ -155,10 +158,54 @@ def _print(plan: Plan) -> None:
         )
 
 
+def _print_engines(comparison: EngineComparison) -> None:
+    """The engines side by side on the planned layout; anchors, reasons and comparability under it."""
+    rows: list[tuple[Any, ...]] = []
+    notes: list[str] = []
+    for row in comparison.rows:
+        name = row.engine.value + (" (planned)" if row.engine is comparison.chosen else "")
+        if not row.anchors:
+            rows.append((name, "no measured anchor", None, None, None, None, None))
+            continue
+        notes.append(f"{row.engine.value}: {', '.join(f'{a.id} ({conditions(a)})' for a in row.anchors)}")
+        anchors = _count(len(row.anchors), "anchor")
+        sizing = row.sizing
+        if sizing is None:
+            rows.append((name, anchors, row.efficiency, None, None, None, None))
+            notes.append(f"{row.engine.value} cannot serve it on this layout: {row.reason}")
+            continue
+        rows.append(
+            (
+                name,
+                anchors,
+                row.efficiency,
+                round(sizing.replica_tokens_per_s),
+                sizing.replicas,
+                sizing.gpus,
+                row.on_demand_monthly,
+            )
+        )
+    table(
+        f"Engines on {comparison.layout_description}, each from its own anchors",
+        (
+            "Engine",
+            "Measured",
+            "Efficiency",
+            "Tokens/s per replica",
+            "Replicas",
+            "GPUs",
+            "On-demand $ / month",
+        ),
+        rows,
+        caption="\n".join([*notes, comparison.statement]),
+    )
+
+
 MODEL_PANEL = "Model (required: give each, or --hf-config)"
 DEMAND_PANEL = "Demand"
 WRITE_PANEL = "Write a tier file (--write)"
 TABLE_PANEL = "Tables"
+ENGINE_PANEL = "Serving engine"
 
 
 def _notes(plan: Plan, table_: ThroughputTable, shape: HfShape | None) -> list[str]:
@@ -197,7 +244,7 @@ def calibration_range(plan: Plan, table_: ThroughputTable) -> dict[str, Any]:
     elif table_.efficiency is not None:
         basis = "the throughput table's efficiency"
     else:
-        basis = f"the mean of {len(implied)} measured anchor(s)"
+        basis = f"the mean of {len(implied)} measured anchor(s) of every engine"
     low, high = (min(implied), max(implied)) if implied else (efficiency, efficiency)
     tokens = plan.chosen.replica_tokens_per_s
     return {
@@ -349,6 +396,22 @@ def register(app: typer.Typer) -> None:
                 rich_help_panel=DEMAND_PANEL,
             ),
         ] = None,
+        engine: Annotated[
+            str,
+            typer.Option(
+                "--engine",
+                help="vllm, sglang or trtllm: the engine that serves the model (written with --write).",
+                rich_help_panel=ENGINE_PANEL,
+            ),
+        ] = Engine.VLLM.value,
+        compare: Annotated[
+            bool,
+            typer.Option(
+                "--compare-engines",
+                help="Size the planned layout with each engine's own measured anchors, side by side.",
+                rich_help_panel=ENGINE_PANEL,
+            ),
+        ] = False,
         throughput_table: Annotated[
             Path | None,
             typer.Option(
@@ -472,6 +535,7 @@ def register(app: typer.Typer) -> None:
             output_tokens=output_tokens,
             moe_active_params_b=moe_active_params_b,
             kv_cache_dtype=kv_cache_dtype,
+            engine=engine,
         )
         write_only = {
             "--weights": weights,
@@ -537,6 +601,7 @@ def register(app: typer.Typer) -> None:
                     + "\n".join(f"  - {p}" for p in exc.problems)
                 )
         notes = _notes(result, table_, shape)
+        comparison = compare_engines(result, table=table_, prices=price_table) if compare else None
         # The planned model's time to ready, on the tier it was written to or else its preset.
         ready_tier, ready = _cold_start.planned_time_to_ready(
             preset=result.tier,
@@ -545,6 +610,7 @@ def register(app: typer.Typer) -> None:
             gpus=result.chosen.layout.gpus_per_replica,
             weights_bytes=result.weights_bytes,
             written=written.tier if written is not None else None,
+            engine=result.model.engine,
         )
         if as_json:
             emit_json(
@@ -556,6 +622,7 @@ def register(app: typer.Typer) -> None:
                         "efficiency": round(table_.derived_efficiency(), 4),
                     },
                     "calibration": calibration_range(result, table_),
+                    "engines": comparison.to_json() if comparison is not None else None,
                     "hf_config": _shape_json(shape),
                     "notes": notes,
                     "written": str(write) if written is not None else None,
@@ -566,6 +633,8 @@ def register(app: typer.Typer) -> None:
         else:
             _print(result)
             _cold_start.print_times(f"Time to ready on {result.tier} (seconds)", ready_tier, [ready])
+            if comparison is not None:
+                _print_engines(comparison)
             console.print("Notes", markup=False)
             for note in notes:
                 say(f"  - {note}")
@@ -643,6 +712,7 @@ def _inputs(
     output_tokens: int | None,
     moe_active_params_b: float | None,
     kv_cache_dtype: str,
+    engine: str = Engine.VLLM.value,
 ) -> tuple[ModelSpec, Demand]:
     """The model and the demand from the options (and the config.json `shape`, where an option is
     not given); exits 2 listing every missing option at once, or with the message of a bad one."""
@@ -693,6 +763,7 @@ def _inputs(
             head_dim=dim,
             moe_active_params_b=moe_active_params_b,
             kv_cache_dtype=cast(KvCacheDtype, _choice("--kv-cache-dtype", kv_cache_dtype, KV_CACHE_DTYPES)),
+            engine=Engine(_choice("--engine", engine, ENGINES)),
         ),
         Demand(
             concurrency=concurrency,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from gpufarm import images as image_table
 from gpufarm.config.errors import ConfigIssue
-from gpufarm.config.model import Provisioning, TierConfig
+from gpufarm.config.model import Engine, Provisioning, TierConfig
 
 CHART_VERSION_FIELDS: dict[str, str] = {
     "karpenter-controller": "karpenter.chart_version",
@@ -88,6 +88,18 @@ def unpinned_images(cfg: TierConfig) -> list[UnpinnedImage]:
                 "your ECR and set its digest",
             )
         )
+    engines = {m.engine for m in cfg.models}
+    for engine, field in ((Engine.SGLANG, "sglang_image"), (Engine.TRTLLM, "trtllm_image")):
+        image = getattr(cfg.serving, field)
+        if engine in engines and "@" not in image:
+            found.append(
+                UnpinnedImage(
+                    path=f"serving.{field}",
+                    value=image,
+                    why="no public record of this tag's digest was found (gpufarm/data/images.yaml); "
+                    "read it from the registry and set the image as repository:tag@digest",
+                )
+            )
     for name in used_images(cfg):
         row = image_table.image(name)
         if row.digest is None and name not in cfg.images.digests:

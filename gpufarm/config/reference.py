@@ -67,6 +67,11 @@ _NAMED_TYPES: tuple[tuple[Any, str], ...] = (
         m.AgentImageRef,
         "container image pinned by digest (or AWS's own `...target-control-agent:latest`, refused at deploy)",
     ),
+    (
+        m.EngineImageRef,
+        "container image pinned by digest (or the image table's tag while it has no digest, "
+        "refused at deploy)",
+    ),
     (m.ImageDigests, "mapping of image name to `sha256:` digest"),
     (m.AccountId, "12-digit AWS account ID"),
     (m.ChartVersion, "exact Helm chart version (`1.2.3`)"),
@@ -319,7 +324,17 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "(gpufarm derives them from the model config); while `serving.vllm_image` is tagged "
         f"`v{vllm_flags_version()}`, every flag is one of that release's `vllm serve` "
         "(gpufarm/data/vllm_serve_flags.yaml; `--no-<flag>` for a known flag, `_` spelt as `-`, "
-        "`--flag=value` and `--json-flag.key=value` as vLLM reads them).",
+        "`--flag=value` and `--json-flag.key=value` as vLLM reads them). On `engine: sglang` or "
+        "`trtllm` it sets none of the flags gpufarm derives for that engine, and every flag is one "
+        "of that engine's pinned release, spelt exactly (gpufarm/data/sglang_serve_flags.yaml, "
+        "trtllm_serve_flags.yaml; docs/serving-engines.md).",
+    ),
+    (
+        "models[].engine",
+        "`vllm`, `sglang` or `trtllm` (`tgi` is refused: Text Generation Inference is in maintenance "
+        "mode upstream). `sglang` and `trtllm` refuse `pipeline_parallel` > 1, `prefill_decode` and "
+        "`kv_cache_routing`; `trtllm` also refuses `quantization` and a `dtype` other than `auto` "
+        "(docs/serving-engines.md).",
     ),
     (
         "ingress.certificate_arn",

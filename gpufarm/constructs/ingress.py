@@ -48,7 +48,7 @@ from gpufarm.constructs.gateway_nlb import GatewayNlb
 from gpufarm.constructs.load_balancer import InferenceLoadBalancer, no_dicts_with_endpoints, routes_of
 from gpufarm.constructs.private_link import InferencePrivateLink
 from gpufarm.constructs.waf import InferenceWaf
-from gpufarm.core.endpoints import HEALTH_PATH, Endpoint
+from gpufarm.core.endpoints import HEALTH_PATH, Endpoint, health_paths_of
 from gpufarm.core.endpoints import RouterTarget as RouterTarget  # re-exported: its documented home
 from gpufarm.core.endpoints import route_prefix as route_prefix  # re-exported (constructs/__init__)
 from gpufarm.core.gpu_health import TARGET_UNHEALTHY_THRESHOLD
@@ -135,6 +135,8 @@ class InferenceAlb(InferenceLoadBalancer):
             )
             model_names, rule_priorities, _, weights = routes_of(endpoints)
             routed = {e.model: e.router for e in endpoints if e.router is not None}
+        self._health_paths = health_paths_of(endpoints or ())
+        """Model -> its pods' health-check path (the engine's readiness path); HEALTH_PATH otherwise."""
         _validate(config, target_port)
         self.routed = dict(routed or {})
         """Models whose target groups point at a router (KV-cache-aware routing) instead of vLLM."""
@@ -580,7 +582,7 @@ class InferenceAlb(InferenceLoadBalancer):
                     scope,
                     f"TargetGroup{construct_id(group)}{self._revision}",
                     port=self.target_port,
-                    health_check_path=HEALTH_PATH,
+                    health_check_path=self._health_paths.get(name, HEALTH_PATH),
                     target_control_port=self.control_port,
                 )
                 for group in sorted(weights)
@@ -596,7 +598,9 @@ class InferenceAlb(InferenceLoadBalancer):
                 scope,
                 f"TargetGroup{revision}",
                 port=router.port if router else self.target_port,
-                health_check_path=router.health_check_path if router else HEALTH_PATH,
+                health_check_path=router.health_check_path
+                if router
+                else self._health_paths.get(name, HEALTH_PATH),
                 health_check_port=str(router.health_check_port) if router else "traffic-port",
                 target_control_port=self.control_port,
             )

@@ -37,7 +37,7 @@ from gpufarm.constructs._util import (
 )
 from gpufarm.constructs.load_balancer import InferenceLoadBalancer, no_dicts_with_endpoints, routes_of
 from gpufarm.constructs.private_link import InferencePrivateLink
-from gpufarm.core.endpoints import HEALTH_PATH, Endpoint
+from gpufarm.core.endpoints import HEALTH_PATH, Endpoint, health_paths_of
 from gpufarm.core.gpu_health import TARGET_UNHEALTHY_THRESHOLD
 
 SECURITY_GROUP_RULES = 60
@@ -119,6 +119,8 @@ class InferenceNlb(InferenceLoadBalancer):
         if endpoints is not None:
             no_dicts_with_endpoints(listeners=listeners, weights=weights)
             _, _, listeners, weights = routes_of(endpoints)
+        self._health_paths = health_paths_of(endpoints or ())
+        """Model -> its pods' health-check path (the engine's readiness path); HEALTH_PATH otherwise."""
         weights = dict(weights or {})
         cidrs = list(config.allowed_cidrs) or [vpc_cidr or vpc.vpc_cidr_block]
         self.listener_ports: dict[str, int] = _validate(config, listeners or {}, weights, cidrs)
@@ -333,12 +335,20 @@ class InferenceNlb(InferenceLoadBalancer):
     def _model_listener(self, name: str, port: int, weights: Mapping[str, int] | None) -> None:
         scope = Construct(self, construct_id(name))
         if weights is None:
-            target_group = self._target_group(scope, "TargetGroup", port=self.target_port)
+            health = self._health_paths.get(name, HEALTH_PATH)
+            target_group = self._target_group(
+                scope, "TargetGroup", port=self.target_port, health_check_path=health
+            )
             self.target_groups[name] = target_group
             action = _forward(target_group)
         else:
             groups = {
-                group: self._target_group(scope, f"TargetGroup{construct_id(group)}", port=self.target_port)
+                group: self._target_group(
+                    scope,
+                    f"TargetGroup{construct_id(group)}",
+                    port=self.target_port,
+                    health_check_path=self._health_paths.get(name, HEALTH_PATH),
+                )
                 for group in sorted(weights)
             }
             self.weighted_target_groups[name] = groups

@@ -25,10 +25,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gpufarm.config.model import LoadBalancerKind, LoadBalancerScheme, ModelConfig, ServingConfig, TierConfig
+from gpufarm.core.engines import engine_of
 from gpufarm.core.names import leader_service_name, router_name, workload_name
 
 HEALTH_PATH = "/health"
-"""vLLM's health endpoint: the pods' probes and the load balancers' health checks ask it."""
+"""vLLM's health endpoint: the pods' probes and the load balancers' health checks ask it (another
+engine's path is its :attr:`gpufarm.core.engines.EngineSpec.readiness_path`)."""
 
 ROUTER_PORT = 8081
 """Envoy's listener for inference requests (the standalone chart's `http` Service port)."""
@@ -128,7 +130,8 @@ class Endpoint:
     port: int
     """The Service port traffic enters on: vLLM's, or the router's."""
     health_check_path: str
-    """What a load balancer's health check asks: vLLM's `/health`, or the router's `/ready`."""
+    """What a load balancer's health check asks: the engine's readiness path (vLLM's `/health`,
+    SGLang's `/ready`), or the router's `/ready`."""
     health_check_port: int | None = None
     """Where the health check goes; None for the traffic port (the router has its own)."""
     weight: int | None = None
@@ -167,7 +170,7 @@ def model_endpoints(model: ModelConfig, serving: ServingConfig) -> list[Endpoint
             service=service,
             namespace=serving.namespace,
             port=router.port if router else serving.port,
-            health_check_path=router.health_check_path if router else HEALTH_PATH,
+            health_check_path=router.health_check_path if router else engine_of(model).readiness_path,
             health_check_port=router.health_check_port if router else None,
             weight=weight,
             rule_priority=model.rule_priority,
@@ -222,3 +225,8 @@ def weights_of(endpoints: Iterable[Endpoint]) -> dict[str, dict[str, int]]:
         if e.share is not None and e.weight is not None:
             weights.setdefault(e.model, {})[e.share] = e.weight
     return weights
+
+
+def health_paths_of(endpoints: Iterable[Endpoint]) -> dict[str, str]:
+    """Model -> the path its target groups' health checks ask (a model's shares share it)."""
+    return {e.model: e.health_check_path for e in endpoints}

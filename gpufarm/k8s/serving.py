@@ -14,6 +14,7 @@ from gpufarm.config.model import (
 )
 from gpufarm.core import gpu_health
 from gpufarm.core.endpoints import HEALTH_PATH as HEALTH_PATH  # re-exported
+from gpufarm.core.engines import VLLM, EngineSpec, engine_of
 from gpufarm.core.prefill_decode import DECODE_ENGINE_PORT
 from gpufarm.k8s import prefill_decode
 from gpufarm.k8s.binding import READINESS_GATE_INJECT_LABEL
@@ -119,7 +120,7 @@ def service_account(ns: str) -> dict[str, Any]:
     }
 
 
-def engine_env() -> list[dict[str, Any]]:
+def engine_env(engine: EngineSpec = VLLM) -> list[dict[str, Any]]:
     """Where a vLLM container writes: its caches under :data:`VLLM_HOME`, Hugging Face's under HF_HOME.
 
     The root file system is read-only, so every library that writes must land on a volume:
@@ -128,54 +129,40 @@ def engine_env() -> list[dict[str, Any]]:
     XDG directories or HOME (FlashInfer's JIT cache, Outlines, Numba). All are variables vLLM
     0.31.0 reads (`vllm/envs.py`, listed in upstream-ref `vllm@0.31.0.json`); the defaults
     already fall under HOME or /tmp, and naming them keeps them there if a default changes.
+
+    Another `engine` keeps its own caches there the same way (:attr:`EngineSpec.cache_env`:
+    SGLang's `SGLANG_CACHE_DIR`, under which it puts Triton's, Inductor's and FlashInfer's).
     """
-    cache = f"{VLLM_HOME}/.cache"
-    values = [
-        ("HOME", VLLM_HOME),
-        ("XDG_CACHE_HOME", cache),
-        ("XDG_CONFIG_HOME", f"{VLLM_HOME}/.config"),
-        ("VLLM_CACHE_ROOT", f"{cache}/vllm"),
-        ("VLLM_CONFIG_ROOT", f"{VLLM_HOME}/.config/vllm"),
-        ("TRITON_CACHE_DIR", f"{cache}/triton"),
-        ("TORCHINDUCTOR_CACHE_DIR", f"{cache}/torchinductor"),
-        ("HF_HOME", HF_CACHE_DIR),
-    ]
+    values = [("HOME", VLLM_HOME)]
+    values += [(k, v.format(home=VLLM_HOME)) for k, v in engine.cache_env]
+    values.append(("HF_HOME", HF_CACHE_DIR))
     return [{"name": k, "value": v} for k, v in values]
+
+
+def engine_args(
+    model: ModelConfig, serving: ServingConfig, *, port: int | None = None, gpus: int | None = None
+) -> list[str]:
+    """Arguments of the model's engine server (:meth:`gpufarm.core.engines.EngineSpec.args`).
+
+    `port` and `gpus` replace the serving port and the model's `gpus` (the tensor-parallel size),
+    for a decode pod's vLLM behind its sidecar and for prefill pods of another size.
+    """
+    return engine_of(model).args(
+        model, source=model_source(model), port=port or serving.port, gpus=gpus or model.gpus
+    )
+
+
+def model_source(model: ModelConfig) -> str:
+    """What the engine loads: the Hugging Face repo id, or `/models/<model>` for `s3://` weights."""
+    return f"{MODELS_DIR}/{model.name}" if model.is_s3 else model.weights
 
 
 def vllm_args(
     model: ModelConfig, serving: ServingConfig, *, port: int | None = None, gpus: int | None = None
 ) -> list[str]:
-    """Arguments to `vllm serve`: the weights first, then flags derived from the model config.
-
-    `port` and `gpus` replace the serving port and the model's `gpus` (the tensor-parallel size),
-    for a decode pod's vLLM behind its sidecar and for prefill pods of another size.
-    """
-    source = f"{MODELS_DIR}/{model.name}" if model.is_s3 else model.weights
-    args = [
-        source,
-        "--served-model-name",
-        model.api_model_name,
-        "--host",
-        "0.0.0.0",
-        "--port",
-        str(port or serving.port),
-        "--tensor-parallel-size",
-        str(gpus or model.gpus),
-        "--max-model-len",
-        str(model.max_model_len),
-        "--gpu-memory-utilization",
-        f"{model.gpu_memory_utilization:g}",
-        "--dtype",
-        model.dtype,
-    ]
-    if model.revision:
-        args += ["--revision", model.revision]
-    if model.quantization:
-        args += ["--quantization", model.quantization]
-    if model.max_num_seqs:
-        args += ["--max-num-seqs", str(model.max_num_seqs)]
-    return args + list(model.extra_args)
+    """Arguments to `vllm serve` (a vLLM model's :func:`engine_args`): the weights first, then
+    flags derived from the model config, then `extra_args`."""
+    return VLLM.args(model, source=model_source(model), port=port or serving.port, gpus=gpus or model.gpus)
 
 
 def http_probe(path: str, **timing: int) -> dict[str, Any]:
@@ -184,7 +171,10 @@ def http_probe(path: str, **timing: int) -> dict[str, Any]:
 
 
 def vllm_probes(model: ModelConfig) -> dict[str, dict[str, Any]]:
-    """Startup, readiness and liveness probes of a vLLM container, all on `/health`.
+    """Startup, readiness and liveness probes of an engine container; vLLM's are all on `/health`.
+
+    Startup and readiness ask the engine's readiness path, liveness its health path
+    (:class:`gpufarm.core.engines.EngineSpec`: SGLang's `/ready` and `/health`).
 
     They tell vLLM's three states apart (:mod:`gpufarm.core.gpu_health`): while the model loads
     the port refuses connections and only the startup probe runs, for up to the model's
@@ -194,21 +184,22 @@ def vllm_probes(model: ModelConfig) -> dict[str, dict[str, Any]]:
     for a minute. A dead engine makes vLLM exit by itself within 5 s, so the kubelet restarts
     it and the startup probe covers the reload.
     """
+    engine = engine_of(model)
     return {
         "startupProbe": http_probe(
-            HEALTH_PATH,
+            engine.readiness_path,
             periodSeconds=gpu_health.STARTUP_PERIOD_SECONDS,
             timeoutSeconds=gpu_health.STARTUP_TIMEOUT_SECONDS,
             failureThreshold=gpu_health.startup_failure_threshold(model),
         ),
         "readinessProbe": http_probe(
-            HEALTH_PATH,
+            engine.readiness_path,
             periodSeconds=gpu_health.READINESS_PERIOD_SECONDS,
             timeoutSeconds=gpu_health.READINESS_TIMEOUT_SECONDS,
             failureThreshold=gpu_health.READINESS_FAILURE_THRESHOLD,
         ),
         "livenessProbe": http_probe(
-            HEALTH_PATH,
+            engine.health_path,
             periodSeconds=gpu_health.LIVENESS_PERIOD_SECONDS,
             timeoutSeconds=gpu_health.LIVENESS_TIMEOUT_SECONDS,
             failureThreshold=gpu_health.LIVENESS_FAILURE_THRESHOLD,
@@ -430,11 +421,11 @@ def vllm_deployment(
     labels = {**common_labels("vllm-prefill" if prefill else "vllm"), **selector}
     if prefill_decode_role is not None:
         labels.update(prefill_decode.role_labels(model.name, prefill_decode_role))
-    env: list[dict[str, Any]] = [
-        *engine_env(),
-        {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
-        {"name": "DO_NOT_TRACK", "value": "1"},
-    ]
+    engine = engine_of(model)
+    env: list[dict[str, Any]] = [*engine_env(engine)]
+    if engine is VLLM:
+        env.append({"name": "VLLM_NO_USAGE_STATS", "value": "1"})
+    env.append({"name": "DO_NOT_TRACK", "value": "1"})
     gpu_count = pd.prefill_gpus_for(model.gpus) if pd is not None and prefill else model.gpus
     volumes, mounts = vllm_volumes(
         model, shm_gib=max(2, 2 * gpu_count), fsx_claim=fsx_claim, fsx_sub_path=fsx_sub_path
@@ -447,8 +438,8 @@ def vllm_deployment(
         init_containers.append(target_control_agent(model, serving, target_optimizer))
 
     port = DECODE_ENGINE_PORT if prefill_decode_role == "decode" else serving.port
-    args = vllm_args(model, serving, port=port, gpus=gpu_count)
-    image = serving.vllm_image
+    args = engine_args(model, serving, port=port, gpus=gpu_count)
+    image = serving.engine_image(model.engine)
     extended = {GPU_RESOURCE: str(gpu_count)}
     if pd is not None and prefill_decode_role is not None:
         args += prefill_decode.engine_args(pd)
@@ -459,9 +450,9 @@ def vllm_deployment(
             image = pd.efa_image or image
             extended[EFA_RESOURCE] = str(efa_devices)
     container = {
-        "name": "vllm",
+        "name": model.engine.value,
         "image": image,
-        "command": ["vllm", "serve"],
+        "command": list(engine.command),
         "args": args,
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "env": env,
@@ -560,8 +551,26 @@ def vllm_deployment(
     scan_acknowledge(deployment, "CKV_K8S_40", VLLM_UID_REASON)
     if efa_devices:
         scan_acknowledge(deployment, "CKV_K8S_23", EFA_ROOT_REASON)
-    acknowledge_unpinned_agent(deployment, target_optimizer)
+    # The agent's ':latest' fails CKV_K8S_14 (a fixed tag), 15 (pull policy) and 43 (digest); an
+    # engine image with a release tag and no digest fails 15 and 43 only.
+    agent = target_optimizer is not None and target_optimizer.runs_unpinned_agent
+    reasons: dict[str, list[str]] = {}
+    for check in ("CKV_K8S_14", "CKV_K8S_15", "CKV_K8S_43"):
+        if agent:
+            reasons.setdefault(check, []).append(UNPINNED_AGENT_REASON)
+        if "@" not in image and check != "CKV_K8S_14":
+            reasons.setdefault(check, []).append(UNPINNED_ENGINE_REASON)
+    for check, why in reasons.items():
+        scan_acknowledge(deployment, check, "; and ".join(why))
     return deployment
+
+
+UNPINNED_ENGINE_REASON = (
+    "the engine image has no digest in gpufarm's table (gpufarm/data/images.yaml says why): the tier "
+    "reports it as an unpinned image, so synth warns and the stack refuses to deploy until the tier "
+    "sets the serving image to a digest"
+)
+"""Why an engine container may carry a tag-only image (checkov CKV_K8S_15, CKV_K8S_43)."""
 
 
 UNPINNED_AGENT_REASON = (

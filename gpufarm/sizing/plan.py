@@ -42,7 +42,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gpufarm.config.model import TENSOR_PARALLEL_SIZES
+from gpufarm.config.model import TENSOR_PARALLEL_SIZES, Engine
 from gpufarm.core.instances import GPU_FAMILIES, family_of, gpus_in, host_of
 from gpufarm.pricing import PriceNotFoundError, PriceTable
 from gpufarm.sizing.instances import pod_requests
@@ -90,7 +90,8 @@ class ModelSpec:
 
     `moe_active_params_b` (default: none, a dense model) is the parameters a token activates in
     a mixture-of-experts model; `kv_cache_dtype` 'auto' (default) keeps the KV cache in the
-    16-bit activation type, 'fp8' halves it.
+    16-bit activation type, 'fp8' halves it. `engine` (default vLLM) is the engine that serves it:
+    the tier file `--write` produces runs it, and ``--compare-engines`` marks it.
     """
 
     params_b: float
@@ -100,6 +101,7 @@ class ModelSpec:
     head_dim: int
     moe_active_params_b: float | None = None
     kv_cache_dtype: KvCacheDtype = "auto"
+    engine: Engine = Engine.VLLM
 
     @property
     def active_params_b(self) -> float:
@@ -304,6 +306,7 @@ class Plan:
                 "kv_heads": model.kv_heads,
                 "head_dim": model.head_dim,
                 "kv_cache_dtype": model.kv_cache_dtype,
+                "engine": model.engine.value,
             },
             "demand": {
                 "concurrency": demand.concurrency,
@@ -430,9 +433,19 @@ def _priced(prices: PriceTable, instance_type: str) -> bool:
 
 
 def size_layout(
-    layout: Layout, model: ModelSpec, demand: Demand, *, table: ThroughputTable, prices: PriceTable
+    layout: Layout,
+    model: ModelSpec,
+    demand: Demand,
+    *,
+    table: ThroughputTable,
+    prices: PriceTable,
+    efficiency: float | None = None,
 ) -> Sizing | str:
-    """The sizing of `layout`, or why it cannot serve the model (a sentence)."""
+    """The sizing of `layout`, or why it cannot serve the model (a sentence).
+
+    `efficiency` (default: the table's for the layout's GPU) is the share of peak bandwidth
+    decoding reaches; ``--compare-engines`` passes each engine's own.
+    """
     spec = table.gpus.get(layout.gpu)
     if spec is None:
         return f"the throughput table has no figures for GPU {layout.gpu!r}"
@@ -449,7 +462,8 @@ def size_layout(
             f"{gpus} x {layout.gpu_memory_gib} GiB x {GPU_MEMORY_UTILIZATION:g} cannot hold the weights, "
             f"the runtime reserve and one sequence of {demand.context_length} tokens"
         )
-    efficiency = table.efficiency_of(layout.gpu)
+    if efficiency is None:
+        efficiency = table.efficiency_of(layout.gpu)
     setup = DecodeSetup(
         gpus=gpus,
         bandwidth_gb_s=spec.memory_bandwidth_gb_s,

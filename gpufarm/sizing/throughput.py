@@ -4,7 +4,7 @@ The table (`gpufarm/data/throughput.yaml`, replaceable with ``--throughput-table
 
 - ``gpus``: each GPU's memory bandwidth, with its source;
 - ``anchors``: measured serving benchmarks (GPU, model, precision, GPUs per replica,
-  concurrency, workload, output tokens/s), each with its source and date;
+  concurrency, workload, output tokens/s, the serving engine), each with its source and date;
 - ``efficiency`` (optional): the share of peak memory bandwidth decoding achieves; by default
   it is derived from the anchors (their mean), and a GPU may carry its own.
 
@@ -16,6 +16,11 @@ one token per sequence every
 
 and each sequence gets ``1 / step_s`` tokens/s; the replica produces ``batch / step_s``.
 An anchor fixes `efficiency` from a measurement (everything else in the formula is known).
+
+Each anchor names its engine (one of :class:`gpufarm.config.model.Engine`, or ``other`` when the
+source does not say which engine ran). The plan's own sizing uses every anchor; comparing
+engines (:mod:`gpufarm.sizing.engine_compare`) uses only an engine's own anchors on the planned
+GPU: docs/decisions/0064-engine-throughput-anchors.md.
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gpufarm.config.model import Engine
 from gpufarm.debug import kind_of, yaml_problem
 
 Precision = Literal["fp16", "bf16", "fp8", "int8", "int4"]
@@ -37,6 +43,12 @@ Precision = Literal["fp16", "bf16", "fp8", "int8", "int4"]
 
 BYTES_PER_PARAM: dict[str, float] = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 """Bytes one weight takes at each precision."""
+
+OTHER_ENGINE = "other"
+"""An anchor's `engine` when the source does not name one of gpufarm's engines (NVIDIA NIM)."""
+
+ANCHOR_ENGINES: tuple[str, ...] = (*(e.value for e in Engine), OTHER_ENGINE)
+"""The values an anchor's `engine` may take."""
 
 
 class ThroughputTableError(ValueError):
@@ -76,6 +88,7 @@ class AnchorModel(_Strict):
     kv_heads: int = Field(ge=1, description="Key/value heads per layer.")
     head_dim: int = Field(ge=1, description="Dimension of one head.")
     kv_cache_bytes: float = Field(2.0, gt=0, description="Bytes per KV-cache element (2: 16-bit).")
+    moe: bool = Field(False, description="A mixture of experts (active_params_b counts the active ones).")
 
 
 class Anchor(_Strict):
@@ -90,9 +103,22 @@ class Anchor(_Strict):
     concurrency: int = Field(ge=1, description="Requests in flight during the measurement.")
     workload: Workload
     output_tokens_per_s: float = Field(gt=0, description="Output tokens/s of the replica, measured.")
-    engine: str = Field(min_length=1, description="Serving engine and version.")
+    engine: str = Field(description="vllm, sglang, trtllm, or other when the source names none of them.")
+    software: str = Field(
+        min_length=1, description="The serving software and version, as the source names it."
+    )
     source: str = Field(min_length=1, description="URL and where in it the figure is.")
     date: dt.date = Field(description="Date the figure was read.")
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        if value not in ANCHOR_ENGINES:
+            raise ValueError(
+                f"must be {', '.join(e.value for e in Engine)}, or {OTHER_ENGINE} when the source names "
+                f"none of them, got {value!r}"
+            )
+        return value
 
     def efficiency(self) -> float:
         """The share of peak bandwidth the measurement implies (see the module docstring)."""
@@ -147,6 +173,10 @@ class ThroughputTable(_Strict):
         if spec is not None and spec.efficiency is not None:
             return spec.efficiency
         return self.derived_efficiency()
+
+    def anchors_of(self, engine: Engine, *, gpu: str, moe: bool) -> list[Anchor]:
+        """The anchors `engine` was measured with on `gpu`, for a dense model or a mixture of experts."""
+        return [a for a in self.anchors if a.engine == engine.value and a.gpu == gpu and a.model.moe == moe]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,9 @@ from typing import Any
 import yaml
 
 from gpufarm.config import ConfigError, ModelStoreKind, PoolPurpose, TierConfig, load_preset, load_tier_file
+from gpufarm.config.checks.images import RULE_PREFIX_MAX, rule_prefixes
 from gpufarm.config.loader import preset_names
+from gpufarm.config.model import Engine
 from gpufarm.config.placeholders import classify, find_placeholders
 from gpufarm.core.instances import GPU_FAMILIES
 from gpufarm.core.s3 import split_s3_uri
@@ -207,8 +210,15 @@ def plan_tier(plan: Plan, options: WriteOptions) -> TierPlan:
             f"stack gpufarm-{tier_name}; the preset's name would deploy over gpufarm-{base.name}",
         )
     )
+    cache_prefix = _cache_prefix_for(base, tier_name)
     cpu, memory_gib = pod_resources(layout)
-    entry: dict[str, Any] = {"name": options.name, "weights": options.weights, "gpus": layout.tensor_parallel}
+    entry: dict[str, Any] = {
+        "name": options.name,
+        "weights": options.weights,
+        # The planned engine (`plan --engine`, default vllm), written even when it is the default.
+        "engine": model.engine.value,
+        "gpus": layout.tensor_parallel,
+    }
     if options.hf_token_secret is not None:
         entry["hf_token_secret"] = options.hf_token_secret
     if layout.nodes > 1:
@@ -232,6 +242,10 @@ def plan_tier(plan: Plan, options: WriteOptions) -> TierPlan:
         entry["weights_gib"] = round(model.weights_bytes / GIB + 0.05, 1)
     if model.weights_bytes / GB > LONG_STARTUP_WEIGHTS_GB:
         entry["startup_timeout_seconds"] = STARTUP_TIMEOUT_LONG_SECONDS
+    if model.engine is not Engine.VLLM:
+        changes.append(
+            Change("models[0].engine", model.engine.value, "--engine: the engine planned to serve it")
+        )
     entry["bedrock"] = {"model_id": options.bedrock_model_id} if options.bedrock_model_id else "none"
     if options.no_fallback and base.fallback.enabled:
         changes.append(Change("models[0].bedrock", "none", "--no-fallback: no Bedrock answers for it"))
@@ -346,8 +360,39 @@ def plan_tier(plan: Plan, options: WriteOptions) -> TierPlan:
                     + ", and Mountpoint builds nothing without S3 weights",
                 )
             )
+    if cache_prefix is not None:
+        document["images"] = {"cache_prefix": cache_prefix}
+        changes.append(
+            Change(
+                "images.cache_prefix",
+                cache_prefix,
+                f"the tier name {tier_name!r} is too long to head the image cache's rule prefixes "
+                f"(ECR allows {RULE_PREFIX_MAX} characters); a shortened name with a hash of the whole",
+            )
+        )
     inherited = [key for key in base.model_dump(exclude_unset=True) if key not in _WRITTEN_SECTIONS]
     return TierPlan(document=document, changes=changes, inherited=inherited, dropped=dropped)
+
+
+def _cache_prefix_for(base: TierConfig, tier_name: str) -> str | None:
+    """An `images.cache_prefix` for a tier named `tier_name` whose name cannot head the cache's
+    rule prefixes; None when the preset pulls no images through the cache, sets its own prefix,
+    or the name fits.
+
+    The default prefix is the tier name (`TierConfig.image_cache_prefix`), and ECR's repository
+    prefix holds at most RULE_PREFIX_MAX characters with the upstream's part after it. The
+    shortened prefix keeps the name's start and adds 4 hex digits of its CRC-32, so two long
+    names with the same start still get two prefixes.
+    """
+    images = base.images
+    if not images.pull_through_cache or images.cache_prefix:
+        return None
+    suffix = max(len(prefix) for prefix in rule_prefixes("").values())
+    room = RULE_PREFIX_MAX - suffix
+    if len(tier_name) <= room:
+        return None
+    digest = f"{zlib.crc32(tier_name.encode()) & 0xFFFF:04x}"
+    return f"{tier_name[: room - len(digest) - 1].rstrip('-._')}-{digest}"
 
 
 def tier_document(plan: Plan, options: WriteOptions) -> dict[str, Any]:

@@ -19,13 +19,14 @@ def test_each_documentation_value_fails_its_own_row() -> None:
         (Check.PLACEHOLDER, Status.FAIL, "images.docker_hub_credential_arn"),
         (Check.PLACEHOLDER, Status.FAIL, "images.github_credential_arn"),
         (Check.PLACEHOLDER, Status.FAIL, "ingress.target_optimizer.agent_image"),
+        (Check.PLACEHOLDER, Status.FAIL, "serving.sglang_image"),
         (Check.PLACEHOLDER, Status.FAIL, "images.digests.keda-operator"),
         (Check.PLACEHOLDER, Status.FAIL, "images.digests.keda-metrics-apiserver"),
         (Check.PLACEHOLDER, Status.FAIL, "images.digests.keda-admission-webhooks"),
         (Check.PLACEHOLDER, Status.FAIL, "images.digests.nvidia-device-plugin"),
         (Check.PLACEHOLDER, Status.FAIL, "images.digests.aws-load-balancer-controller"),
     ]
-    assert rows[8] == CheckResult(
+    assert rows[9] == CheckResult(
         check=Check.PLACEHOLDER,
         subject="images.digests.keda-operator",
         status=Status.FAIL,

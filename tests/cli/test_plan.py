@@ -12,6 +12,7 @@ from typer.testing import CliRunner, Result
 from gpufarm.cli import _output
 from gpufarm.cli.main import app
 from gpufarm.config import load_tier_file
+from gpufarm.config.checks.images import RULE_PREFIX_MAX, rule_prefixes
 
 RUNNER = CliRunner()
 
@@ -166,6 +167,8 @@ def _without(flag: str, args: list[str] = BASE) -> list[str]:
         ),
         ([*BASE, "--precision", "fp4"], "--precision must be one of fp16, bf16, fp8, int8, int4, got 'fp4'"),
         ([*BASE, "--kv-cache-dtype", "int8"], "--kv-cache-dtype must be one of auto, fp8, got 'int8'"),
+        ([*BASE, "--engine", "tgi"], "--engine must be one of vllm, sglang, trtllm, got 'tgi'"),
+        ([*BASE, "--engine", "vLLM"], "--engine must be one of vllm, sglang, trtllm, got 'vLLM'"),
         ([*BASE, "--params-b", "-1"], "--params-b must be above 0 (billions of parameters), got -1"),
         (
             [*BASE, "--moe-active-params-b", "90"],
@@ -208,6 +211,8 @@ def _without(flag: str, args: list[str] = BASE) -> list[str]:
         "no-rate",
         "precision",
         "kv-cache-dtype",
+        "engine-unknown",
+        "engine-case",
         "negative-params",
         "moe-active-above-total",
         "short-context",
@@ -352,7 +357,7 @@ def test_a_dense_config_json_gives_the_model_shape() -> None:
     document = plan_json("--hf-config", LLAMA_8B, *DEMAND)
     assert document["model"] == {
         "params_b": 8.03, "active_params_b": 8.03, "moe": False, "precision": "bf16", "layers": 32,
-        "kv_heads": 8, "head_dim": 128, "kv_cache_dtype": "auto",
+        "kv_heads": 8, "head_dim": 128, "kv_cache_dtype": "auto", "engine": "vllm",
     }  # fmt: skip
     assert document["hf_config"]["source"] == LLAMA_8B
 
@@ -396,7 +401,11 @@ def test_the_measured_anchor_range_is_in_the_output() -> None:
     assert low == pytest.approx(tokens * min(implied) / efficiency, rel=1e-3)
     assert high == pytest.approx(tokens * max(implied) / efficiency, rel=1e-3)
     assert calibration["anchors_on_gpu"] == []  # no shipped anchor ran on the chosen GPU
-    assert document["notes"][-1].startswith("throughput: efficiency 0.46 (the mean of 2 measured anchor(s);")
+    # The plan's own efficiency is the mean over every anchor, whatever its engine.
+    mean = sum(implied) / len(implied)
+    assert document["notes"][-1].startswith(
+        f"throughput: efficiency {mean:.2f} (the mean of {len(implied)} measured anchor(s) of every engine;"
+    )
 
 
 def test_every_missing_option_is_reported_at_once() -> None:
@@ -559,6 +568,12 @@ def test_a_production_tier_written_for_huggingface_weights_synthesizes(tmp_path:
         "s3-mountpoint",
         True,
     )
+    # The name is too long to head the image cache's rule prefixes (ECR: 30 characters with the
+    # upstream's part), so --write states a shortened prefix that keeps the name's start.
+    prefix = tier.images.cache_prefix
+    assert prefix.startswith("llama-3-3") and prefix != tier.name
+    assert max(len(p) for p in rule_prefixes(prefix).values()) <= RULE_PREFIX_MAX
+    assert "images.cache_prefix" in result.output
     out = tmp_path / "out"
     synth = RUNNER.invoke(app, ["synth", "--tier-file", str(target), "--out", str(out), "--json"])
     assert synth.exit_code == 0, synth.output
@@ -571,3 +586,89 @@ def test_a_production_tier_written_for_huggingface_weights_synthesizes(tmp_path:
     # The pod fits its node by the rules the estimate places pods by (it used to ask 95 of 95.19
     # allocatable vCPUs on a g7e.24xlarge, with the sidecars on top, and had no estimate).
     assert stack["estimate_error"] is None
+
+
+# --------------------------------------------------------------------------- engines
+
+
+def _two_engine_table(tmp_path: Path) -> Path:
+    """h100 only; vLLM and SGLang measured alike on it, at efficiencies 0.4 and 0.3.
+
+    Each anchor: one GPU at 1,000 GB/s, 4.995B fp16 parameters (9.99 GB) and 10 sequences of
+    1,000 tokens at 1,000 bytes each (0.01 GB): 10 GB a step, 1,000 tokens/s at full bandwidth.
+    """
+    anchor = (
+        "  - {{id: {id}, gpu: h100, gpus: 1, memory_bandwidth_gb_s: 1000, precision: fp16, "
+        "model: {{name: org/m, active_params_b: 4.995, layers: 1, kv_heads: 1, head_dim: 250}}, "
+        "concurrency: 10, workload: {{input_tokens: 900, output_tokens: 200}}, "
+        "output_tokens_per_s: {tps}, engine: {engine}, software: test, source: test, date: 2026-12-02}}\n"
+    )
+    table = tmp_path / "engines.yaml"
+    table.write_text(
+        "as_of: 2026-12-02\nefficiency: 0.5\ngpus:\n"
+        "  h100: {memory_bandwidth_gb_s: 3350, precisions: [fp16, fp8], source: test}\nanchors:\n"
+        + anchor.format(id="v", tps=400, engine="vllm")
+        + anchor.format(id="s", tps=300, engine="sglang")
+    )
+    return table
+
+
+def test_compare_engines_json_has_each_engine_from_its_own_anchors(tmp_path: Path) -> None:
+    document = llama_70b(
+        "fp8",
+        "--compare-engines",
+        "--engine",
+        "sglang",
+        "--throughput-table",
+        str(_two_engine_table(tmp_path)),
+    )
+    engines = document["engines"]
+    rows = {r["engine"]: r for r in engines["rows"]}
+    assert (engines["chosen"], engines["gpu"], engines["comparable"]) == ("sglang", "h100", True)
+    assert (rows["vllm"]["efficiency"], rows["sglang"]["efficiency"]) == (0.4, 0.3)
+    assert (rows["trtllm"]["anchors"], rows["trtllm"]["replicas"]) == ([], None)
+    assert rows["trtllm"]["reason"] == "no measured anchor on h100 for a dense model"
+    # Same layout as the plan; a lower efficiency never needs fewer replicas.
+    assert rows["vllm"]["replicas"] <= rows["sglang"]["replicas"]
+    assert document["model"]["engine"] == "sglang"
+
+
+def test_without_compare_engines_the_json_has_none() -> None:
+    assert llama_70b("fp8")["engines"] is None
+
+
+def test_the_engine_table_lists_engines_without_an_anchor_within_80_columns(tmp_path: Path) -> None:
+    result = CliRunner(env={"COLUMNS": "80"}).invoke(
+        app,
+        ["plan", *BASE, "--precision", "fp8", "--compare-engines", "--engine", "trtllm",
+         "--throughput-table", str(_two_engine_table(tmp_path))],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    title = next(i for i, line in enumerate(lines) if line.startswith("Engines on "))
+    section = lines[title : lines.index("Notes")]
+    assert max(len(line) for line in section) <= 80
+    body = "\n".join(section)
+    assert "trtllm" in body and "(planned)" in body and "no" in body and "measured" in body
+    assert body.rstrip().endswith("compare them like for like at those conditions")
+
+
+def test_write_writes_the_planned_engine(tmp_path: Path) -> None:
+    target = tmp_path / "t.yaml"
+    result = plan(
+        "--params-b", "8.2", *QWEN3_8B, "--concurrency", "10", "--target-tokens-per-s", "20",
+        "--engine", "sglang", "--write", str(target), "--weights", "s3://models-bucket/qwen3-8b/",
+        "--no-fallback",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    tier = load_tier_file(target)
+    assert tier.models[0].engine.value == "sglang"
+    assert "models[0].engine: sglang (--engine: the engine planned to serve it)" in result.stderr
+
+
+def test_the_time_to_ready_is_that_of_the_planned_engine() -> None:
+    document = plan_json(
+        "--params-b", "8.2", *QWEN3_8B, "--concurrency", "10", "--target-tokens-per-s", "20",
+        "--engine", "sglang",
+    )  # fmt: skip
+    assert document["time_to_ready"]["terms"]["engine warm-up"]["formula"] == "sglang"

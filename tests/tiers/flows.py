@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from gpufarm.config.model import TIER_METADATA_KEY
+from gpufarm.core.engines import ENGINES
 from tests.netpol import Endpoint, allowed, is_isolated
 from tests.tiers.helpers import flatten, manifests, resources
 
@@ -368,15 +369,18 @@ def _derive_needed(
 
 
 def _weights_source(tier: Tier, pod: Pod) -> str | None:
-    """What `vllm serve` loads: its first argument (LWS workers load what their leader names)."""
+    """What the engine loads: its first argument, or the value of SGLang's `--model-path` (LWS
+    workers load what their leader names)."""
     if pod.group is not None:
         (leader,) = [
             p for p in tier.pods if p.group == pod.group and p.endpoint.labels[LWS_WORKER_INDEX] == "0"
         ]
         pod = leader
     for container in pod.containers:
-        if container["name"] == "vllm" and container.get("args"):
-            source: str = container["args"][0]
+        if container["name"] in ENGINES and container.get("args"):
+            args = container["args"]
+            flag = ENGINES[container["name"]].model_flag
+            source: str = args[args.index(flag) + 1] if flag else args[0]
             return source
     return None
 

@@ -48,8 +48,8 @@ def test_routed_model_target_group_points_at_the_router(template: dict[str, Any]
     assert len(routed) == 1
     (group,) = routed
     assert (group["HealthCheckPort"], group["HealthCheckPath"]) == (str(ENVOY_READY_PORT), "/ready")
-    # The other model still goes straight to vLLM.
-    assert any(g["Port"] == 8000 and g["HealthCheckPath"] == "/health" for g in groups)
+    # The other model (on SGLang) still goes straight to its pods, checked on its readiness path.
+    assert any(g["Port"] == 8000 and g["HealthCheckPath"] == "/ready" for g in groups)
 
 
 def test_routed_model_binding_and_gateway_use_the_router(template: dict[str, Any]) -> None:

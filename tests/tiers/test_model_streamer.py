@@ -19,7 +19,7 @@ from tests.conftest import cfn_lint_errors, nag_violations
 from tests.tiers.billing_walk import costing_gaps
 from tests.tiers.conftest import synthesize
 from tests.tiers.helpers import manifest_of, resolved_manifests, resources
-from tests.unit.factories import make_production
+from tests.unit.factories import make_production, production_model
 from tests.unit.k8s_schema import validate_core
 from tests.unit.upstream_ref import vllm_arg_issues
 
@@ -28,7 +28,7 @@ STACK = "gpufarm-production"
 
 @pytest.fixture(scope="module")
 def tier() -> TierConfig:
-    return make_production({"model_store": {"kind": "runai-streamer"}})
+    return make_production({"model_store": {"kind": "runai-streamer"}}, production_model(1, engine="vllm"))
 
 
 @pytest.fixture(scope="module")

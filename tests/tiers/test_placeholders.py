@@ -114,6 +114,9 @@ def test_the_production_preset_warns_for_each_class_of_example_value(
         "'public.ecr.aws/aws-elb/target-optimizer/target-control-agent:latest' is an image not pinned "
         "by digest (AWS publishes the target control agent only as ':latest'; mirror it into your ECR "
         f"and set its digest){tail}",
+        "serving.sglang_image = 'lmsysorg/sglang:v0.5.23' is an image not pinned by digest (no public "
+        "record of this tag's digest was found (gpufarm/data/images.yaml); read it from the registry "
+        f"and set the image as repository:tag@digest){tail}",
         *(
             f"images.digests.{name} = '{reference}' is an image not pinned by digest "
             "(gpufarm/data/images.yaml holds no confirmed digest for it; read the digest of this tag "
@@ -142,7 +145,7 @@ def test_the_production_template_refuses_once_per_placeholder(production_templat
         "target control agent only as ':latest'; mirror it into your ECR and set its digest); replace "
         "it in the tier file and synthesize again"
     )
-    assert len(placeholder_assertions(production_template)) == 13
+    assert len(placeholder_assertions(production_template)) == 14
 
 
 def test_a_tier_without_placeholders_has_no_rule_and_no_parameter(own_poc: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ import yaml
 from gpufarm.config import load_preset
 from gpufarm.config.fsx_capacity import fsx_storage_capacity_gib
 from gpufarm.config.model import CapacityType, PoolPurpose
-from gpufarm.k8s.autoscaling import wake_query, wake_window_seconds
+from gpufarm.k8s.autoscaling import queue_query, wake_query, wake_window_seconds
 from gpufarm.k8s.labels import nodepool_name, workload_name
 from gpufarm.k8s.storage import fsx_sub_path
 from tests.conftest import PLACEHOLDER_ANNOTATION, cfn_lint_errors
@@ -331,10 +331,11 @@ def test_vllm_loads_each_model_from_its_fsx_folder(production_template: dict[str
         for v in pod["volumes"]
         if "persistentVolumeClaim" in v
     }
-    (vllm,) = [c for c in pod["containers"] if c["name"] == "vllm"]
-    (mount,) = [m for m in vllm["volumeMounts"] if claims.get(m["name"]) == "fsx-models"]
+    (engine,) = [c for c in pod["containers"] if c["name"] == model.engine.value]
+    (mount,) = [m for m in engine["volumeMounts"] if claims.get(m["name"]) == "fsx-models"]
     assert mount["subPath"] == fsx_sub_path(PRODUCTION.model_store.fsx.import_path, model.weights)
-    assert vllm["args"][0] == mount["mountPath"]
+    # vLLM takes the weights as its first argument, SGLang after --model-path.
+    assert mount["mountPath"] in engine["args"][:2]
 
 
 # ----------------------------------------------------------------------------- Target Optimizer
@@ -350,6 +351,25 @@ def test_target_groups_carry_the_control_port_and_receive_on_the_data_port(
         assert props["TargetControlPort"] == OPTIMIZER.control_port
         assert props["Port"] == OPTIMIZER.data_port
         assert props["HealthCheckPort"] == "traffic-port"
+
+
+def test_each_models_target_group_checks_its_engines_readiness_path(
+    production_template: dict[str, Any],
+) -> None:
+    # The SGLang model's pods are ready at /ready, the vLLM model's at /health: the load balancer
+    # asks each the path its own pods' readiness probe asks.
+    paths = sorted(
+        g["Properties"]["HealthCheckPath"] for g in model_target_groups(production_template).values()
+    )
+    assert [m.engine.value for m in PRODUCTION.models] == ["vllm", "sglang"]
+    assert paths == ["/health", "/ready"]
+    for model in PRODUCTION.models:
+        deployment = manifest_of(production_template, "Deployment", workload_name(model.name))
+        (engine,) = [
+            c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == model.engine.value
+        ]
+        expected = "/ready" if model.engine.value == "sglang" else "/health"
+        assert engine["readinessProbe"]["httpGet"]["path"] == expected
 
 
 @pytest.mark.parametrize("model", PRODUCTION.models, ids=[m.name for m in PRODUCTION.models])
@@ -448,11 +468,12 @@ def test_each_autoscaled_model_has_a_scaled_object(production_template: dict[str
     assert spec["scaleTargetRef"]["name"] == workload_name(model.name)
     assert spec["minReplicaCount"] == model.autoscaling.min_replicas
     assert spec["maxReplicaCount"] == model.autoscaling.max_replicas
-    queue = next(t for t in spec["triggers"] if "vllm:num_requests_waiting" in t["metadata"]["query"])
+    # Each engine's own queue series (vllm:num_requests_waiting, sglang:num_queue_reqs).
+    query = queue_query(model, PRODUCTION.serving.namespace)
+    queue = next(t for t in spec["triggers"] if query in t["metadata"]["query"])
     assert queue["metadata"]["serverAddress"].startswith(
         f"https://aps-workspaces.{PRODUCTION.environment.region}."
     )
-    assert f'model_name="{model.api_model_name}"' in queue["metadata"]["query"]
     assert float(queue["metadata"]["threshold"]) == model.autoscaling.queue_target
     # KEDA owns the replica count: the Deployment must not reset it on every deploy.
     assert "replicas" not in manifest_of(production_template, "Deployment", workload_name(model.name))["spec"]
@@ -538,7 +559,7 @@ def test_managed_scraper_feeds_the_workspace_from_the_cluster(production_templat
         for j in yaml.safe_load(props["ScrapeConfiguration"]["ConfigurationBlob"])["scrape_configs"]
     ]
     # The gateway job: production parks a model at zero, which wakes on the gateway's counter.
-    assert set(jobs) == {"vllm", "dcgm-exporter", "gateway"}
+    assert set(jobs) == {"vllm", "sglang", "dcgm-exporter", "gateway"}
     interval = yaml.safe_load(props["ScrapeConfiguration"]["ConfigurationBlob"])["global"]["scrape_interval"]
     assert interval == f"{PRODUCTION.observability.prometheus.scrape_interval_seconds}s"
 

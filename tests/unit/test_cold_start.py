@@ -88,7 +88,7 @@ def test_production_model_on_fsx_from_the_table() -> None:
 
 @pytest.mark.parametrize("kind", ["runai-streamer", "s3-mountpoint"])
 def test_s3_stores_read_at_their_table_rate(kind: str) -> None:
-    tier = make_production({"model_store": {"kind": kind}})
+    tier = make_production({"model_store": {"kind": kind}}, production_model(1, engine="vllm"))
     model = tier.models[1]
     ready = time_to_ready(tier, model)
     assert ready.weight_load.seconds == pytest.approx(
@@ -98,7 +98,9 @@ def test_s3_stores_read_at_their_table_rate(kind: str) -> None:
 
 
 def test_the_streamer_loads_faster_than_mountpoint_by_the_table_ratio() -> None:
-    streamer = make_production({"model_store": {"kind": "runai-streamer"}})
+    streamer = make_production(
+        {"model_store": {"kind": "runai-streamer"}}, production_model(1, engine="vllm")
+    )
     mountpoint = make_production({"model_store": {"kind": "s3-mountpoint"}})
     fast = time_to_ready(streamer, streamer.models[0]).weight_load.seconds
     slow = time_to_ready(mountpoint, mountpoint.models[0]).weight_load.seconds

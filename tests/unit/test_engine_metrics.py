@@ -129,7 +129,8 @@ TRT = "runs engine trtllm 1.2.1, which exports no"
     ("override", "expected"),
     [
         pytest.param(
-            production_model(0, engine="trtllm"),
+            # trtllm-serve has no quantization option: the llama checkpoint's own FP8 is served.
+            production_model(0, engine="trtllm", quantization=None),
             [
                 "models[0].autoscaling.queue_target: queue_target 5.0 needs a queue-depth KEDA trigger, "
                 f"but model 'llama-3-3-70b' {TRT} waiting-requests (queue depth) metric (remove "
@@ -173,7 +174,7 @@ def test_sglang_and_trtllm_without_keda_settings_are_accepted() -> None:
 
 
 def test_keda_reads_sglang_series_by_the_pod_label() -> None:
-    tier = make_production(production_model(0, engine="sglang"))
+    tier = make_production(_models({"engine": "sglang"}, {"engine": "vllm"}))
     model = tier.models[0]
     assert (
         autoscaling.queue_query(model, "serving")

@@ -17,10 +17,19 @@ from gpufarm.k8s.serving import MODELS_DIR, SERVICE_ACCOUNT, vllm_deployment
 from gpufarm.k8s.storage import stream_weights
 from tests.netpol import Endpoint, allowed
 
-from .factories import make_production, production_model
+from .factories import make_production, production_document
 from .upstream_ref import vllm_arg_issues
 
-STREAMER = {"model_store": {"kind": "runai-streamer"}}
+
+def vllm_model(index: int, **fields: Any) -> dict[str, Any]:
+    """The production preset's models, all on vLLM (the engine the streamer serves; the preset runs
+    models[1] on SGLang), with model `index` changed."""
+    models = [{k: v for k, v in m.items() if k != "engine"} for m in production_document()["models"]]
+    models[index] = {**models[index], **fields}
+    return {"models": models}
+
+
+STREAMER = {"model_store": {"kind": "runai-streamer"}, **vllm_model(1)}
 GIB = 1024**3
 
 
@@ -36,27 +45,27 @@ def _streamed() -> TierConfig:
 
 INVALID = [
     pytest.param(
-        production_model(1, engine="sglang"),
+        vllm_model(1, engine="sglang"),
         "models[1].engine: must be 'vllm' for 'qwen3-32b-batch' while model_store.kind is 'runai-streamer' "
         f"({STREAMER_ENGINE_REASONS[Engine.SGLANG]}), got 'sglang'",
         id="sglang",
     ),
     pytest.param(
         # Fixed replicas: trtllm 1.2.1 exports no queue series for the preset's KEDA trigger.
-        production_model(1, engine="trtllm", autoscaling=None, replicas=1),
+        vllm_model(1, engine="trtllm", autoscaling=None, replicas=1),
         "models[1].engine: must be 'vllm' for 'qwen3-32b-batch' while model_store.kind is 'runai-streamer' "
         "(TensorRT-LLM has no streaming loader: its LoadFormat is AUTO, DUMMY or VISION_ONLY "
         "(tensorrt_llm/llmapi/llm_args.py)), got 'trtllm'",
         id="trtllm",
     ),
     pytest.param(
-        production_model(0, extra_args=["--load-format=safetensors"]),
+        vllm_model(0, extra_args=["--load-format=safetensors"]),
         "models[0].extra_args[0]: must not set --load-format while model_store.kind is 'runai-streamer' "
         "(gpufarm sets it from model_store.streamer), got '--load-format=safetensors'",
         id="load-format-in-extra-args",
     ),
     pytest.param(
-        production_model(1, extra_args=["--model_loader_extra_config", "{}"]),
+        vllm_model(1, extra_args=["--model_loader_extra_config", "{}"]),
         "models[1].extra_args[0]: must not set --model-loader-extra-config while model_store.kind is "
         "'runai-streamer' (gpufarm sets it from model_store.streamer), got '--model_loader_extra_config'",
         id="extra-config-in-extra-args",
@@ -86,7 +95,7 @@ def test_a_multi_node_model_cannot_stream() -> None:
     from .factories import make_enterprise
 
     with pytest.raises(ConfigError) as caught:
-        make_enterprise(STREAMER)
+        make_enterprise({"model_store": {"kind": "runai-streamer"}})
     pp = [str(i) for i in caught.value.issues if ".pipeline_parallel:" in str(i)]
     assert pp and all(
         "must be 1 for" in m
@@ -98,7 +107,7 @@ def test_a_multi_node_model_cannot_stream() -> None:
 
 
 def test_hugging_face_weights_are_untouched_by_the_store() -> None:
-    tier = make_production(STREAMER, production_model(0, weights="Qwen/Qwen3-8B", weights_gib=None))
+    tier = make_production(STREAMER, vllm_model(0, weights="Qwen/Qwen3-8B", weights_gib=None))
     model = tier.models[0]
     assert not streams_weights(tier, model)
     deployment = vllm_deployment(
@@ -135,7 +144,8 @@ def test_streamed_deployment(index: int) -> None:
 
 def test_explicit_streamer_settings_reach_the_loader() -> None:
     tier = make_production(
-        {"model_store": {"kind": "runai-streamer", "streamer": {"concurrency": 32, "memory_limit_gib": 2}}}
+        {"model_store": {"kind": "runai-streamer", "streamer": {"concurrency": 32, "memory_limit_gib": 2}}},
+        vllm_model(1),
     )
     model = tier.models[1]
     deployment = vllm_deployment(

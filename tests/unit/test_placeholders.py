@@ -113,6 +113,7 @@ def test_the_presets_example_values_are_found_by_field() -> None:
         "images.docker_hub_credential_arn",
         "images.github_credential_arn",
         "ingress.target_optimizer.agent_image",
+        "serving.sglang_image",
         "images.digests.keda-operator",
         "images.digests.keda-metrics-apiserver",
         "images.digests.keda-admission-webhooks",
@@ -141,7 +142,12 @@ def test_the_presets_example_values_are_found_by_field() -> None:
 
 
 def test_an_image_without_a_digest_is_reported_with_what_to_set() -> None:
-    agent, keda = find_placeholders(load_preset("production"))[7:9]
+    agent, sglang, keda = find_placeholders(load_preset("production"))[7:10]
+    assert sglang.describe() == (
+        "serving.sglang_image = 'lmsysorg/sglang:v0.5.23' is an image not pinned by digest (no public "
+        "record of this tag's digest was found (gpufarm/data/images.yaml); read it from the registry "
+        "and set the image as repository:tag@digest): replace it before deploying"
+    )
     assert agent.describe() == (
         "ingress.target_optimizer.agent_image = "
         "'public.ecr.aws/aws-elb/target-optimizer/target-control-agent:latest' is an image not pinned "
@@ -166,6 +172,7 @@ def test_parts_that_build_nothing_are_not_reported() -> None:
     production["ingress"]["certificate_arn"] = OWN_CERT
     production["ingress"]["allowed_cidrs"] = [OWN_CIDR]
     production["ingress"]["target_optimizer"]["agent_image"] = OWN_AGENT
+    production["serving"]["sglang_image"] = f"lmsysorg/sglang:v0.5.23@{OWN_DIGEST}"
     production["images"] = {"digests": dict.fromkeys(PRODUCTION_UNCONFIRMED, OWN_DIGEST)}
     assert find_placeholders(build_tier(production)) == []
     enterprise = load_preset("enterprise")

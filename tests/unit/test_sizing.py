@@ -246,6 +246,16 @@ def test_every_catalog_gpu_has_a_sourced_bandwidth() -> None:
     assert {f.gpu_name for f in GPU_FAMILIES.values()} <= set(SHIPPED.gpus)
 
 
+# One anchor; `engine` and `software` filled in per case.
+_ANCHOR_TABLE = (
+    "as_of: 2026-11-30\ngpus:\n  h100: {{memory_bandwidth_gb_s: 3350, precisions: [fp8], source: x}}\n"
+    "anchors:\n  - id: a\n    gpu: h100\n    gpus: 1\n    memory_bandwidth_gb_s: 3350\n    precision: fp8\n"
+    "    model: {{name: m, active_params_b: 8, layers: 32, kv_heads: 8, head_dim: 128}}\n"
+    "    concurrency: 8\n    workload: {{input_tokens: 100, output_tokens: 100}}\n"
+    "    output_tokens_per_s: 500\n    engine: {engine}{software}\n    source: x\n    date: 2026-11-30\n"
+)
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -262,8 +272,17 @@ def test_every_catalog_gpu_has_a_sourced_bandwidth() -> None:
             "Input should be greater than 0",
         ),
         ("as_of: [\n", "is not valid YAML"),
+        (
+            _ANCHOR_TABLE.format(engine="vLLM 0.31.0", software="\n    software: vLLM 0.31.0"),
+            "is not a valid throughput table: anchors.0.engine: must be vllm, sglang, trtllm, or other "
+            "when the source names none of them, got 'vLLM 0.31.0'",
+        ),
+        (
+            _ANCHOR_TABLE.format(engine="vllm", software=""),
+            "is not a valid throughput table: anchors.0.software: Field required",
+        ),
     ],
-    ids=["not-a-mapping", "no-calibration", "zero-bandwidth", "bad-yaml"],
+    ids=["not-a-mapping", "no-calibration", "zero-bandwidth", "bad-yaml", "anchor-engine", "anchor-software"],
 )
 def test_an_invalid_throughput_table_is_reported(tmp_path: Path, text: str, expected: str) -> None:
     file = tmp_path / "t.yaml"

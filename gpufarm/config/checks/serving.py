@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from gpufarm.config.checks.capacity import _capacity_demand, _fits_one_instance
 from gpufarm.config.checks.common import _quoted, _repeats, _unique_ids
+from gpufarm.config.engine_flags import flag_list
 from gpufarm.config.errors import ConfigIssue
 from gpufarm.config.model import (
     HF_REPO_ID,
@@ -21,16 +22,10 @@ from gpufarm.config.model import (
     Provisioning,
     TierConfig,
 )
-from gpufarm.config.vllm_flags import (
-    applies_to,
-    flag_args,
-    is_known_flag,
-    long_form,
-    nearest_flag,
-    vllm_flags_version,
-)
+from gpufarm.config.vllm_flags import flag_args, long_form
 from gpufarm.core.autoscaling import ScalingProblem, prefill_scaling_problems, scaling_problems
 from gpufarm.core.demand import scales_to_zero
+from gpufarm.core.engines import VLLM, engine_of
 from gpufarm.core.names import leader_service_name, router_name, workload_name
 from gpufarm.core.placement import placement_of
 from gpufarm.core.prefill_decode import (
@@ -109,6 +104,10 @@ def _models(cfg: TierConfig) -> Iterator[ConfigIssue]:
         else:
             yield from _model_placement(cfg, where, model)
         yield from _model_autoscaling(cfg, where, model)
+        if engine_of(model) is not VLLM:
+            yield from _engine(where, model)
+            yield from _unknown_flags(cfg, where, model)
+            continue
         yield from _reserved_flags(
             where, model, RESERVED_VLLM_FLAGS, "(gpufarm derives it from the model config)"
         )
@@ -138,24 +137,49 @@ def _reserved_flags(
             )
 
 
-def _unknown_flags(cfg: TierConfig, where: str, model: ModelConfig) -> Iterator[ConfigIssue]:
-    """An issue per `extra_args` flag that `vllm serve` of the pinned release does not have.
+def _engine(where: str, model: ModelConfig) -> Iterator[ConfigIssue]:
+    """What a model on a non-vLLM engine asks that the engine cannot do (:mod:`gpufarm.core.engines`),
+    and the flags of its `extra_args` that gpufarm sets itself."""
+    engine = engine_of(model)
+    for limitation in engine.limitations:
+        if limitation.applies(model):
+            given = getattr(model, limitation.setting)
+            shown = "a section" if hasattr(given, "model_fields") else repr(given)
+            yield ConfigIssue(
+                path=f"{where}.{limitation.setting}",
+                message=f"is not served by engine {model.engine.value!r} for model {model.name!r}: "
+                f"{limitation.reason}; use engine 'vllm' or remove it, got {shown}",
+            )
+    owned = set(engine.owned_flags)
+    for found in flag_list(model.engine).flag_args(model.extra_args):
+        if found.flag in owned:
+            yield ConfigIssue(
+                path=f"{where}.extra_args[{found.index}]",
+                message=f"must not set {found.flag} on engine {model.engine.value!r} (gpufarm derives "
+                f"it from the model config), got {found.arg!r}",
+            )
 
-    Only while `serving.vllm_image` runs that release (gpufarm/data/vllm_serve_flags.yaml): with
-    another one the list does not apply.
+
+def _unknown_flags(cfg: TierConfig, where: str, model: ModelConfig) -> Iterator[ConfigIssue]:
+    """An issue per `extra_args` flag that the model engine's server in the pinned release lacks.
+
+    Only while the engine's image (`serving.vllm_image`, `sglang_image`, `trtllm_image`) runs that
+    release (gpufarm/data/<engine>_serve_flags.yaml): with another one the list does not apply.
     """
-    if not applies_to(cfg.serving.vllm_image):
+    flags = flag_list(model.engine)
+    if not flags.applies_to(cfg.serving.engine_image(model.engine)):
         return
-    version = vllm_flags_version()
-    for found in flag_args(model.extra_args):
-        if is_known_flag(found.flag):
+    engine = engine_of(model)
+    for found in flags.flag_args(model.extra_args):
+        if flags.is_known(found.flag):
             continue
-        near = nearest_flag(found.flag)
+        near = flags.nearest(found.flag)
         hint = f" (nearest known flag: {near!r})" if near else ""
         yield ConfigIssue(
             path=f"{where}.extra_args[{found.index}]",
-            message=f"must be a flag of vLLM {version}'s `vllm serve`: model {model.name!r} sets "
-            f"{found.flag!r}, which that release does not have{hint}, got {found.arg!r}",
+            message=f"must be a flag of {engine.title} {flags.version}'s `{engine.cli}`: model "
+            f"{model.name!r} sets {found.flag!r}, which that release does not have{hint}, "
+            f"got {found.arg!r}",
         )
 
 

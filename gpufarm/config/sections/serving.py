@@ -6,11 +6,18 @@ import zlib
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from gpufarm import images as image_table
 from gpufarm.config.sections.gateway import BedrockTargetConfig
-from gpufarm.config.sections.values import ChartVersion, DnsLabel, ImageRef, SecretRef, _Model
+from gpufarm.config.sections.values import (
+    ChartVersion,
+    DnsLabel,
+    EngineImageRef,
+    ImageRef,
+    SecretRef,
+    _Model,
+)
 
 
 def default_route_priority(model_name: str) -> int:
@@ -28,6 +35,16 @@ class Engine(StrEnum):
     VLLM = "vllm"
     SGLANG = "sglang"
     TRTLLM = "trtllm"
+
+
+TGI_REFUSED = (
+    "must be one of 'vllm', 'sglang', 'trtllm': Hugging Face Text Generation Inference is in "
+    "maintenance mode upstream since 2025-12-11 (minor bug fixes and documentation only; its last "
+    "release is v3.3.7) and Hugging Face recommends vLLM or SGLang instead "
+    "(https://huggingface.co/docs/text-generation-inference/en/index), so gpufarm does not run it; "
+    "use 'vllm' or 'sglang', got 'tgi'"
+)
+"""Why `engine: tgi` is refused (docs/decisions/0060-serving-engines.md)."""
 
 
 class ModelAutoscalingConfig(_Model):
@@ -266,6 +283,13 @@ class ModelConfig(_Model):
         "Prometheus alert fires (tiers with observability.prometheus).",
     )
 
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _not_tgi(cls, value: object) -> object:
+        if isinstance(value, str) and value.lower() in ("tgi", "text-generation-inference"):
+            raise ValueError(TGI_REFUSED.replace("got 'tgi'", f"got {value!r}"))
+        return value
+
     @property
     def bedrock_target(self) -> BedrockTargetConfig | None:
         """The Bedrock fallback of this model; None when it opts out or names none."""
@@ -349,6 +373,13 @@ class ServingConfig(_Model):
     vllm_image: ImageRef = Field(
         image_table.reference("vllm"), description="vLLM OpenAI-compatible server image, pinned by digest."
     )
+    sglang_image: EngineImageRef = Field(
+        image_table.reference("sglang"), description="SGLang server image (models with engine 'sglang')."
+    )
+    trtllm_image: EngineImageRef = Field(
+        image_table.reference("trtllm"),
+        description="TensorRT-LLM release image with trtllm-serve (models with engine 'trtllm').",
+    )
     aws_cli_image: ImageRef = Field(
         image_table.reference("aws-cli"),
         description="Image of the init container that reads the Hugging Face token secret.",
@@ -359,6 +390,15 @@ class ServingConfig(_Model):
         description="Namespaces whose pods may call the gateway and each model's Service in the "
         "cluster (NetworkPolicy ingress; empty: only the load balancer and gpufarm's own pods).",
     )
+
+    def engine_image(self, engine: Engine) -> str:
+        """The image the replicas of an `engine` model run."""
+        images = {
+            Engine.VLLM: self.vllm_image,
+            Engine.SGLANG: self.sglang_image,
+            Engine.TRTLLM: self.trtllm_image,
+        }
+        return images[engine]
 
 
 class AutoscalingConfig(_Model):

@@ -174,6 +174,20 @@ def _agent_image(value: str) -> str:
 AgentImageRef = Annotated[str, AfterValidator(_agent_image)]
 
 
+def _engine_image(value: str) -> str:
+    # An engine image whose digest no public record gave (`digest: null` in the table) is allowed
+    # as the table's own tag until the operator pins it: the tier reports it unpinned and the
+    # stack refuses to deploy (gpufarm/config/image_pins.py).
+    engines = ("vllm", "sglang", "trtllm")
+    if value in {row.reference() for row in image_table.unconfirmed() if row.name in engines}:
+        return value
+    return _pinned_image(value)
+
+
+EngineImageRef = Annotated[str, AfterValidator(_engine_image)]
+"""A serving engine's image: pinned by digest, or its table tag while the table has no digest."""
+
+
 AccountId = Annotated[str, _pattern(re.compile(r"^\d{12}$"), "a 12-digit AWS account ID")]
 
 
