@@ -266,6 +266,22 @@ def test_production_system_nodes(production: CostEstimate) -> None:
     assert (got.quantity, got.peak_quantity, got.monthly_usd) == (2, 4, pytest.approx(2 * 0.4032 * H))
 
 
+def test_bottlerocket_nodes_add_their_os_volume_to_the_ebs_line() -> None:
+    # Bottlerocket boots from a 4 GiB OS volume beside the data volume the config sizes
+    # (k8s.karpenter.block_device_mappings, constructs.reserved_capacity): a reserved group of
+    # nodes switched to Bottlerocket bills 4 GiB more per node, always on.
+    al2023 = make_enterprise()
+    groups = [g.model_dump(mode="json") for g in al2023.node_groups]
+    bottlerocket = make_enterprise(
+        {"node_groups": [g | {"ami_type": "BOTTLEROCKET_x86_64_NVIDIA"} for g in groups]}
+    )
+    nodes = sum(g.nodes for g in al2023.node_groups)
+    before = line(monthly_cost(al2023), "EBS gp3 node volumes")
+    after = line(monthly_cost(bottlerocket), "EBS gp3 node volumes")
+    assert after.quantity - before.quantity == 4 * nodes
+    assert after.peak_quantity - before.peak_quantity == 4 * nodes
+
+
 def test_production_node_volumes(production: CostEstimate) -> None:
     # The GPU pools run Bottlerocket: each node has its data volume and a 4 GiB OS volume.
     # base: 2 serving x (300 + 4) + 2 system x 50; peak: 6 x 304 + 2 batch x 204 + 4 system x 50.
