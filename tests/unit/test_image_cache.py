@@ -324,8 +324,9 @@ def _pool_issues(tier: str, **pool: Any) -> list[str]:
         (
             "production",
             {"image_pull": "soci-parallel-pull", "ami_family": "al2023", "ami_version": "latest"},
-            "node_pools[0].image_pull: must be 'default' unless ami_family is 'bottlerocket' (the EKS "
-            "AL2023 AMIs do not ship the SOCI snapshotter; Bottlerocket has it from 1.44), got "
+            "node_pools[0].image_pull: must be 'default' unless ami_family is 'bottlerocket' (gpufarm "
+            "turns SOCI parallel pull on through Bottlerocket's settings, from 1.44; AL2023's nodeadm "
+            "gate for it is experimental), got "
             "'soci-parallel-pull' with ami_family 'al2023'",
         ),
         (

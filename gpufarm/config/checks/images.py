@@ -169,7 +169,13 @@ def _image_cache(cfg: TierConfig) -> Iterator[ConfigIssue]:
 SOCI_MIN_BOTTLEROCKET = (1, 44, 0)
 """First Bottlerocket release with the SOCI snapshotter's parallel pull-and-unpack settings
 (`settings.container-runtime.snapshotter`, `settings.container-runtime-plugins.soci-snapshotter`:
-https://bottlerocket.dev/en/os/1.44.x/api/settings/container-runtime-plugins)."""
+https://bottlerocket.dev/en/os/1.44.x/api/settings/container-runtime-plugins).
+
+The EKS AL2023 AMIs carry the snapshotter too since 2025-08-29, behind nodeadm's `FastImagePull`
+feature gate, which nodeadm's examples list as experimental ("Enabling fast image pull
+(experimental)", awslabs/amazon-eks-ami; awslabs/ai-on-eks#235, awslabs/amazon-eks-ami#2352), and
+which an AL2023 pre-release AMI broke (its nodes could not pull the pause image:
+awslabs/amazon-eks-ami#2710). gpufarm sets the mode only on Bottlerocket (ADR 0062)."""
 
 
 def _image_pull(cfg: TierConfig) -> Iterator[ConfigIssue]:
@@ -186,8 +192,9 @@ def _image_pull(cfg: TierConfig) -> Iterator[ConfigIssue]:
         elif pool.ami_family is not AmiFamily.BOTTLEROCKET:
             yield ConfigIssue(
                 path=path,
-                message="must be 'default' unless ami_family is 'bottlerocket' (the EKS AL2023 AMIs do "
-                "not ship the SOCI snapshotter; Bottlerocket has it from 1.44), got "
+                message="must be 'default' unless ami_family is 'bottlerocket' (gpufarm turns SOCI "
+                "parallel pull on through Bottlerocket's settings, from 1.44; AL2023's nodeadm gate "
+                "for it is experimental), got "
                 f"'soci-parallel-pull' with ami_family {pool.ami_family.value!r}",
             )
         elif (
