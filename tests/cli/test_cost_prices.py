@@ -82,7 +82,8 @@ def test_every_line_names_the_section_its_price_comes_from(monkeypatch: pytest.M
 
 def test_the_text_output_lists_the_sections_it_priced_from(monkeypatch: pytest.MonkeyPatch) -> None:
     result = run(OLDEST, monkeypatch, "--tier", "poc")
-    text = result.stdout.split("where the prices come from", 1)[1]
+    # The sources table ends where the time-to-ready table begins.
+    text = result.stdout.split("where the prices come from", 1)[1].split(": time to ready", 1)[0]
     cells = [row.split("│")[1:3] for row in text.splitlines() if row.startswith("│ ")]
     rows = [(name, read) for name, read in cells if name.strip()]  # a wrapped source leaves it blank
     listed = {name.strip(): read.strip() for name, read in rows}

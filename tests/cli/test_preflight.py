@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from gpufarm.aws import preflight as preflight_module
-from gpufarm.aws.preflight import Check, CheckResult, PreflightError, PreflightReport, Status
+from gpufarm.aws.preflight import ACCOUNT_CHECKS, Check, CheckResult, PreflightError, PreflightReport, Status
 from gpufarm.cli.main import app
 from gpufarm.config import TierConfig
 
@@ -116,8 +116,11 @@ def test_missing_credentials_exit_1_after_the_offline_checks(checks: CannedCheck
         "preflight could not run: no usable AWS credentials (Unable to locate credentials)",
     )
     # The tier's own checks ran; each check that needs the account says so.
-    assert "preflight failed: 0 pass, 0 warn, 1 fail, 11 need an account (region from --region)" in said(
-        result.stdout
+    # Every check that calls AWS is one skip (gpufarm.aws.preflight.ACCOUNT_CHECKS).
+    skipped = len(ACCOUNT_CHECKS)
+    assert (
+        f"preflight failed: 0 pass, 0 warn, 1 fail, {skipped} need an account (region from --region)"
+        in said(result.stdout)
     )
     assert "not run: needs an AWS account (no usable AWS credentials (Unable to locate credentials))" in (
         said(result.stdout)
@@ -132,7 +135,7 @@ def test_missing_credentials_still_print_a_json_document(checks: CannedChecks) -
         1,
         False,
         "",
-        {"pass": 0, "warn": 0, "fail": 1, "skip": 11},
+        {"pass": 0, "warn": 0, "fail": 1, "skip": len(ACCOUNT_CHECKS)},
     )
     assert (
         data["error"] == "preflight could not run: no usable AWS credentials (Unable to locate credentials)"
@@ -140,7 +143,7 @@ def test_missing_credentials_still_print_a_json_document(checks: CannedChecks) -
     assert [r["check"] for r in data["results"] if r["status"] == "skip"] == [
         "vcpu-quota", "instance-offering", "capacity-reservation", "bedrock", "bedrock-access",
         "kubernetes-version", "network-quota", "certificate", "model-bucket", "hf-token-secret",
-        "cdk-bootstrap",
+        "cdk-bootstrap", "image-cache",
     ]  # fmt: skip
 
 
@@ -158,7 +161,7 @@ def test_offline_runs_only_the_tier_checks(checks: CannedChecks, tmp_path: Path)
         "us-east-1",
         "the tier's environment.region",
     )
-    assert data["counts"] == {"pass": 1, "warn": 0, "fail": 0, "skip": 11}
+    assert data["counts"] == {"pass": 1, "warn": 0, "fail": 0, "skip": len(ACCOUNT_CHECKS)}
     assert data["results"][1]["message"] == "not run: needs an AWS account (--offline)"
 
 

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from gpufarm.core.prefill_decode import NIXL_SIDE_CHANNEL_PORT
+from gpufarm.image_cache import cached
 from gpufarm.k8s import prefill_decode
 from gpufarm.k8s.kv_cache_routing import PLUGINS_FILE, ROUTER_PORT, router_name
 from gpufarm.k8s.labels import GPU_RESOURCE, workload_name
@@ -83,7 +84,10 @@ def test_other_model_is_neither_split_nor_routed(template: dict[str, Any]) -> No
 def test_router_runs_llm_ds_picker_with_the_configured_threshold(template: dict[str, Any]) -> None:
     router = manifest_of(template, "Deployment", router_name(MODEL))
     images = {c["name"]: c["image"] for c in router["spec"]["template"]["spec"]["containers"]}
-    assert images["epp"] == prefill_decode.PREFILL_DECODE_EPP_IMAGE
+    # The production preset pulls through the account's image cache (images.pull_through_cache):
+    # llm-d's picker, pinned by digest, under the tier's cache prefix ('production').
+    registry = images["epp"].split("/", 1)[0]
+    assert images["epp"] == cached(prefill_decode.PREFILL_DECODE_EPP_IMAGE, registry, "production")
     plugins = json.loads(manifest_of(template, "ConfigMap", router_name(MODEL))["data"][PLUGINS_FILE])
     decider = next(p for p in plugins["plugins"] if p["type"] == "prefix-based-pd-decider")
     assert decider["parameters"] == {"nonCachedTokens": 1024}
