@@ -15,7 +15,6 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 from moto.servicequotas.models import ServiceQuotasBackend
 
 from gpufarm.aws import network_demand
@@ -32,6 +31,7 @@ from gpufarm.aws.preflight import (
     no_template_row,
 )
 from gpufarm.config import load_preset
+from tests.aws.moto_account import moto_account
 from tests.tiers.conftest import enterprise_dir, enterprise_template, poc_dir, poc_template
 
 __all__ = ["enterprise_dir", "enterprise_template", "poc_dir", "poc_template"]
@@ -42,14 +42,7 @@ REGION = "us-east-1"
 @pytest.fixture
 def session(monkeypatch: pytest.MonkeyPatch) -> Iterator[boto3.Session]:
     """A boto3 session on moto, with fake credentials."""
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
+    with moto_account(monkeypatch, REGION):
         yield boto3.Session(region_name=REGION)
 
 

@@ -11,7 +11,6 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from gpufarm.aws.preflight import (
     Check,
@@ -33,6 +32,7 @@ from gpufarm.aws.preflight import (
 )
 from gpufarm.config import CapacityType, TierConfig, load_preset
 from gpufarm.core.pools import gpu_instance_types
+from tests.aws.moto_account import moto_account
 from tests.aws.test_network_quotas import SMALL
 from tests.unit.factories import (
     enterprise_document,
@@ -102,14 +102,7 @@ class _Ec2:
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsStubs]:
     """moto with fake credentials, and the stubs."""
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
+    with moto_account(monkeypatch, REGION):
         yield AwsStubs()
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
-from gpufarm.aws.preflight import CheckResult, Status, check_image_cache, template_images
+from gpufarm.aws.preflight import Status, check_image_cache, template_images
 from gpufarm.config import TierConfig
+from tests.aws.moto_account import moto_account, table
 from tests.unit.factories import make_production, make_tier
 
 REGION = "us-east-1"
@@ -25,20 +25,9 @@ MANIFEST = json.dumps(
 
 
 @pytest.fixture(autouse=True)
-def moto_account(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
+def account(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    with moto_account(monkeypatch, REGION):
         yield
-
-
-def table(rows: list[CheckResult]) -> dict[str, tuple[Status, str, str]]:
-    return {r.subject: (r.status, r.message, r.fix) for r in rows}
 
 
 def _secrets() -> dict[str, str]:

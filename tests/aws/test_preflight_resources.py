@@ -11,10 +11,8 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from gpufarm.aws.preflight import (
-    CheckResult,
     Status,
     check_bedrock_access,
     check_cdk_bootstrap,
@@ -24,6 +22,7 @@ from gpufarm.aws.preflight import (
     required_version,
 )
 from gpufarm.config import ModelStoreKind, TierConfig, load_preset
+from tests.aws.moto_account import moto_account, table
 from tests.unit.factories import make_tier
 
 REGION = "us-east-1"
@@ -34,20 +33,9 @@ EXPIRES = (NOW + timedelta(days=365)).replace(hour=0, minute=0, second=0)
 
 
 @pytest.fixture(autouse=True)
-def moto_account(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
+def account(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    with moto_account(monkeypatch, REGION):
         yield
-
-
-def table(rows: list[CheckResult]) -> dict[str, tuple[Status, str, str]]:
-    return {r.subject: (r.status, r.message, r.fix) for r in rows}
 
 
 # --------------------------------------------------------------------------- certificate
