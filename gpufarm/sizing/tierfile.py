@@ -39,7 +39,7 @@ from typing import Any
 import yaml
 
 from gpufarm.config import ConfigError, ModelStoreKind, PoolPurpose, TierConfig, load_preset, load_tier_file
-from gpufarm.config.checks.images import RULE_PREFIX_MAX, rule_prefixes
+from gpufarm.config.checks.images import RULE_PREFIX_MAX, max_root_length
 from gpufarm.config.loader import preset_names
 from gpufarm.config.model import Engine
 from gpufarm.config.placeholders import classify, find_placeholders
@@ -387,8 +387,7 @@ def _cache_prefix_for(base: TierConfig, tier_name: str) -> str | None:
     images = base.images
     if not images.pull_through_cache or images.cache_prefix:
         return None
-    suffix = max(len(prefix) for prefix in rule_prefixes("").values())
-    room = RULE_PREFIX_MAX - suffix
+    room = max_root_length()
     if len(tier_name) <= room:
         return None
     digest = f"{zlib.crc32(tier_name.encode()) & 0xFFFF:04x}"

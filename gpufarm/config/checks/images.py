@@ -62,6 +62,11 @@ def rule_prefixes(root: str) -> dict[str, str]:
     return {host: f"{root}/{UPSTREAMS[host].prefix}" for host in sorted(RULE_UPSTREAMS)}
 
 
+def max_root_length() -> int:
+    """The longest cache root that keeps every rule prefix within ECR's RULE_PREFIX_MAX."""
+    return RULE_PREFIX_MAX - max(len(prefix) for prefix in rule_prefixes("").values())
+
+
 def configured_images(cfg: TierConfig) -> list[tuple[str, str]]:
     """(path, image) of every image the tier file sets and the tier runs."""
     found = [
@@ -99,7 +104,7 @@ def _image_cache(cfg: TierConfig) -> Iterator[ConfigIssue]:
             path="images.cache_prefix",
             message=f"must leave every cache rule prefix at most {RULE_PREFIX_MAX} characters (ECR's "
             f"limit; the longest is {longest!r}, {len(longest)}): use at most "
-            f"{RULE_PREFIX_MAX - len(longest) + len(root)} characters, got {root!r}",
+            f"{max_root_length()} characters, got {root!r}",
         )
     for host, path in CREDENTIAL_FIELDS.items():
         value = getattr(images, path.split(".")[1])
