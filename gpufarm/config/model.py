@@ -37,12 +37,14 @@ from gpufarm.config.sections.cluster import (
     Provisioning,
     SystemNodesConfig,
 )
+from gpufarm.config.sections.ec2 import Ec2Config
 from gpufarm.config.sections.gateway import (
     BEDROCK_MODEL_ID,
     BedrockTargetConfig,
     FallbackConfig,
     GuardrailConfig,
 )
+from gpufarm.config.sections.hybrid import HybridNodesConfig
 from gpufarm.config.sections.ingress import (
     APPLIANCE_ROOT_DEVICE,
     AccessLogsConfig,
@@ -66,6 +68,8 @@ from gpufarm.config.sections.model_store import (
     RunaiStreamerConfig,
 )
 from gpufarm.config.sections.observability import AlarmsConfig, ObservabilityConfig, PrometheusConfig
+from gpufarm.config.sections.regions import RegionConfig
+from gpufarm.config.sections.sagemaker import SageMakerConfig
 from gpufarm.config.sections.serving import (
     MAX_SHARES,
     AutoscalingConfig,
@@ -151,6 +155,7 @@ __all__ = [
     "CoreAddon",
     "DnsLabel",
     "Duration",
+    "Ec2Config",
     "Email",
     "EndpointAccess",
     "Engine",
@@ -161,6 +166,7 @@ __all__ = [
     "FsxLustreConfig",
     "GuardrailConfig",
     "HttpsUrl",
+    "HybridNodesConfig",
     "IamRoleArn",
     "ImageDigests",
     "ImagePull",
@@ -194,11 +200,13 @@ __all__ = [
     "PrometheusConfig",
     "Provisioning",
     "Region",
+    "RegionConfig",
     "RemovalPolicy",
     "ReservationId",
     "ReservationKind",
     "ReservedCapacityConfig",
     "RunaiStreamerConfig",
+    "SageMakerConfig",
     "SecretRef",
     "ServingConfig",
     "SystemNodesConfig",

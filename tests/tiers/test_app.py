@@ -61,7 +61,7 @@ def _run_app(tmp_path: Path, context: dict[str, str]) -> subprocess.CompletedPro
             "  - clustr: is not a known setting (allowed: name, description, removal_policy, "
             "termination_protection, compliance_packs, environment, network, cluster, karpenter, "
             "node_pools, node_groups, serving, models, model_store, ingress, fallback, autoscaling, "
-            "observability, images)",
+            "observability, images, ec2, sagemaker, hybrid_nodes, regions)",
         ),
         (
             "extends: poc\ningress:\n  slow_start_seconds: 60\n",

@@ -227,7 +227,7 @@ INVALID: list[Any] = [
             "nmae: is not a known setting (allowed: name, description, removal_policy, "
             "termination_protection, compliance_packs, environment, network, cluster, karpenter, "
             "node_pools, node_groups, serving, models, model_store, ingress, fallback, autoscaling, "
-            "observability, images)"
+            "observability, images, ec2, sagemaker, hybrid_nodes, regions)"
         ],
         id="unknown-top-level-key",
     ),
@@ -353,7 +353,7 @@ INVALID: list[Any] = [
     # ---- closed sets
     pytest.param(
         {"cluster": {"provisioning": "karpenter-mode"}},
-        ["cluster.provisioning: must be one of 'auto-mode' or 'karpenter', got 'karpenter-mode'"],
+        ["cluster.provisioning: must be one of 'auto-mode', 'karpenter', 'ec2' or 'sagemaker', got 'karpenter-mode'"],
         id="enum-two-values",
     ),
     pytest.param(

@@ -20,10 +20,14 @@ from gpufarm.config.sections.values import (
 
 
 class Provisioning(StrEnum):
-    """How GPU nodes are provisioned."""
+    """Where the GPUs that serve the models come from: an EKS cluster's nodes, or no cluster at all."""
 
     AUTO_MODE = "auto-mode"
     KARPENTER = "karpenter"
+    EC2 = "ec2"
+    """GPU instances in Auto Scaling groups behind the load balancer, no Kubernetes (section `ec2`)."""
+    SAGEMAKER = "sagemaker"
+    """A SageMaker real-time endpoint with inference components (section `sagemaker`)."""
 
 
 class EndpointAccess(StrEnum):
@@ -61,6 +65,9 @@ class InterfaceEndpoint(StrEnum):
     APS_WORKSPACES = "aps-workspaces"
     MONITORING = "monitoring"
     BEDROCK_RUNTIME = "bedrock-runtime"
+    SAGEMAKER_RUNTIME = "sagemaker.runtime"
+    SSM_MESSAGES = "ssmmessages"
+    EC2_MESSAGES = "ec2messages"
 
 
 class AutoModeBuiltinPool(StrEnum):

@@ -10,10 +10,14 @@ from pydantic import AfterValidator, Field
 from gpufarm import images as image_table
 from gpufarm.config.sections.capacity import NodeGroupConfig, NodePoolConfig
 from gpufarm.config.sections.cluster import ClusterConfig, EnvironmentConfig, KarpenterConfig, NetworkConfig
+from gpufarm.config.sections.ec2 import Ec2Config
 from gpufarm.config.sections.gateway import FallbackConfig
+from gpufarm.config.sections.hybrid import HybridNodesConfig
 from gpufarm.config.sections.ingress import IngressConfig
 from gpufarm.config.sections.model_store import ModelStoreConfig
 from gpufarm.config.sections.observability import ObservabilityConfig
+from gpufarm.config.sections.regions import RegionConfig
+from gpufarm.config.sections.sagemaker import SageMakerConfig
 from gpufarm.config.sections.serving import AutoscalingConfig, ModelConfig, ServingConfig
 from gpufarm.config.sections.values import DnsLabel, _Model
 
@@ -123,6 +127,16 @@ class TierConfig(_Model):
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
     images: ImagesConfig = Field(
         default_factory=ImagesConfig, description="Image digests the tier supplies (docs/operations.md)."
+    )
+    ec2: Ec2Config = Field(default_factory=Ec2Config, description="With `cluster.provisioning: ec2`.")
+    sagemaker: SageMakerConfig = Field(
+        default_factory=SageMakerConfig, description="With `cluster.provisioning: sagemaker`."
+    )
+    hybrid_nodes: HybridNodesConfig = Field(
+        default_factory=HybridNodesConfig, description="On-premises GPU nodes in the EKS cluster."
+    )
+    regions: list[RegionConfig] = Field(
+        [], description="Further regions the tier runs in, one stack each, behind DNS failover."
     )
 
     @property
