@@ -353,8 +353,10 @@ INVALID: list[Any] = [
     # ---- closed sets
     pytest.param(
         {"cluster": {"provisioning": "karpenter-mode"}},
-        ["cluster.provisioning: must be one of 'auto-mode', 'karpenter', 'ec2' or 'sagemaker', got 'karpenter-mode'"],
-        id="enum-two-values",
+        [
+            "cluster.provisioning: must be one of 'auto-mode', 'karpenter', 'ec2' or 'sagemaker', got 'karpenter-mode'"
+        ],
+        id="enum-values",
     ),
     pytest.param(
         pool_override(capacity_types=["spot", "ondemand"]),

@@ -212,7 +212,8 @@ def test_anchors_and_merge_keys_share_settings(tmp_path: Path) -> None:
     assert rendered(file) == (
         f"invalid {file}:\n  - x-pool: is not a known setting (allowed: name, description, removal_policy, "
         "termination_protection, compliance_packs, environment, network, cluster, karpenter, node_pools, "
-        "node_groups, serving, models, model_store, ingress, fallback, autoscaling, observability, images, ec2, sagemaker, hybrid_nodes, regions)"
+        "node_groups, serving, models, model_store, ingress, fallback, autoscaling, observability, images, "
+        "ec2, sagemaker, hybrid_nodes, regions)"
     )
     shared = write_bytes(
         tmp_path / "shared.yaml",
