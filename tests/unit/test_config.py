@@ -354,7 +354,8 @@ INVALID: list[Any] = [
     pytest.param(
         {"cluster": {"provisioning": "karpenter-mode"}},
         [
-            "cluster.provisioning: must be one of 'auto-mode', 'karpenter', 'ec2' or 'sagemaker', got 'karpenter-mode'"
+            "cluster.provisioning: must be one of 'auto-mode', 'karpenter', 'ec2' or 'sagemaker', "
+            "got 'karpenter-mode'"
         ],
         id="enum-values",
     ),
