@@ -79,7 +79,8 @@ def test_unknown_preset_is_rejected() -> None:
     with pytest.raises(ConfigError) as caught:
         load_preset("prod")
     assert caught.value.render() == (
-        "invalid tier selection:\n  - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', got 'prod'"
+        "invalid tier selection:\n  - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', "
+        "got 'prod'"
     )
 
 

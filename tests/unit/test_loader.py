@@ -524,7 +524,8 @@ def test_an_empty_tier_in_the_context_is_refused() -> None:
     with pytest.raises(ConfigError) as caught:
         select_tiers({"tier": ""})
     assert caught.value.render() == (
-        "invalid tier selection:\n  - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', got ''"
+        "invalid tier selection:\n  - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', "
+        "got ''"
     )
 
 
