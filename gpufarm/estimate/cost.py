@@ -1027,7 +1027,8 @@ def _image_cache(tier: TierConfig, prices: PriceTable, out: _Lines, usage: Usage
 
 def _kms_keys(tier: TierConfig) -> int:
     keys = 1  # the logs key, on every tier
-    keys += int(tier.cluster.secrets_encryption)
+    # The EKS secrets key; an ec2 tier has no cluster.
+    keys += int(tier.cluster.secrets_encryption and tier.cluster.provisioning is not Provisioning.EC2)
     keys += int(tier.observability.alarms.enabled)  # the alarm topic's key
     keys += int(tier.model_store.kind is ModelStoreKind.FSX_LUSTRE)
     return keys

@@ -35,3 +35,10 @@ def test_a_warm_pool_bills_its_stopped_instances_volumes_not_their_hours() -> No
     assert (gpu.quantity, gpu.peak_quantity) == (1, 2)
     without = make_ec2({"ec2": {"warm_pool": {"enabled": False}}})
     assert not [li for li in monthly_cost(without).lines if "warm pool" in li.item]
+
+
+def test_an_ec2_tier_counts_no_cluster_secrets_key() -> None:
+    # The logs key and the alarm topic's key; `cluster.secrets_encryption` (default true) has no cluster.
+    lines = monthly_cost(load_preset("ec2-poc")).lines
+    (keys,) = [li for li in lines if li.item.startswith("KMS keys")]
+    assert keys.quantity == 2
