@@ -44,7 +44,7 @@ from gpufarm.config.sections.gateway import (
     FallbackConfig,
     GuardrailConfig,
 )
-from gpufarm.config.sections.hybrid import HybridNodesConfig
+from gpufarm.config.sections.hybrid import CredentialProvider, HybridNodesConfig, OnPremGpusConfig
 from gpufarm.config.sections.ingress import (
     APPLIANCE_ROOT_DEVICE,
     AccessLogsConfig,
@@ -153,6 +153,7 @@ __all__ = [
     "CompliancePack",
     "ControlPlaneLog",
     "CoreAddon",
+    "CredentialProvider",
     "DnsLabel",
     "Duration",
     "Ec2Config",
@@ -193,6 +194,7 @@ __all__ = [
     "NodePoolConfig",
     "ObservabilityConfig",
     "OidcAuthConfig",
+    "OnPremGpusConfig",
     "OpenChoiceConfig",
     "PoolPurpose",
     "PrefillDecodeConfig",
