@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Final
 
+import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -150,6 +151,14 @@ class HybridNodes(Construct):
                     "cluster's hosts.",
                 },
             )
+        cdk.CfnOutput(
+            self,
+            "RoleName",
+            key="HybridNodesRoleName",
+            value=self.role.role_name,
+            description="IAM role of the hybrid nodes: the SSM activation's --iam-role, or the "
+            "Roles Anywhere profile's role",
+        )
         self.access_entry = eks.CfnAccessEntry(
             self,
             "AccessEntry",

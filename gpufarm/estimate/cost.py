@@ -186,7 +186,10 @@ def _hybrid_nodes(tier: TierConfig, prices: PriceTable, out: _Lines, notes: list
         return
     vcpu_hours = hybrid.vcpus * prices.hours_per_month
     rate = prices.eks.hybrid_nodes_per_vcpu_hour
-    hosts = ", ".join(f"{g.nodes} x {g.vcpus_per_node} vCPUs ({g.name})" for g in hybrid.gpus)
+    hosts = ", ".join(
+        f"{g.nodes} x {g.gpus_per_node} {g.gpu_type} GPUs, {g.vcpus_per_node} vCPUs ({g.name})"
+        for g in hybrid.gpus
+    )
     if rate is None:
         note = (
             f"{hosts}; unpriced: the table has no hybrid nodes rate "

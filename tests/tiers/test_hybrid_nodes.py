@@ -68,6 +68,8 @@ def test_hybrid_nodes_role_joins_through_a_hybrid_linux_access_entry(template: d
     role_id = hybrid["PrincipalArn"]["Fn::GetAtt"][0]
     trust = resources(template, "AWS::IAM::Role")[role_id]["Properties"]["AssumeRolePolicyDocument"]
     assert [s["Principal"] for s in trust["Statement"]] == [{"Service": "ssm.amazonaws.com"}]
+    # The name the SSM activation takes (docs/operations.md, Onboarding an on-premises node).
+    assert template["Outputs"]["HybridNodesRoleName"]["Value"] == {"Ref": role_id}
 
 
 def test_every_private_route_table_reaches_on_premises(template: dict[str, Any]) -> None:

@@ -51,10 +51,13 @@ class CredentialProvider(StrEnum):
 class OnPremGpusConfig(_Model):
     """A set of identical on-premises GPU hosts, for capacity and cost (gpufarm does not create them)."""
 
-    name: DnsLabel = Field(description="Name of the set; nodes carry it as the `gpufarm.io/pool` label.")
+    name: DnsLabel = Field(
+        description="Name of the set; its hosts take it as their `gpufarm.io/pool` node label "
+        "(nodeadm config)."
+    )
     nodes: int = Field(1, ge=1, le=1000, description="Hosts in the set.")
     gpus_per_node: int = Field(8, ge=1, le=16, description="NVIDIA GPUs per host.")
-    gpu_type: GpuType = Field(description="GPU model ('h100', 'a100', 'l40s'), for the capacity report.")
+    gpu_type: GpuType = Field(description="GPU model ('h100', 'a100', 'l40s'), named in `gpufarm cost`.")
     vcpus_per_node: int = Field(
         ge=1, le=1024, description="vCPUs per host: EKS bills hybrid nodes per vCPU-hour while attached."
     )
@@ -83,8 +86,8 @@ class HybridNodesConfig(_Model):
     )
     profile_arn: ProfileArn | None = Field(
         None,
-        description="IAM Roles Anywhere profile the hosts present in their nodeadm config "
-        "(iam-roles-anywhere only; printed in the onboarding output).",
+        description="IAM Roles Anywhere profile the hosts name in their nodeadm config "
+        "(iam-roles-anywhere only; docs/operations.md, Onboarding an on-premises node).",
     )
     gateway_id: GatewayId | None = Field(
         None,
