@@ -370,7 +370,20 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "models[].bedrock.model_id",
         "a foundation-model ID (`provider.model`) or an inference-profile ID (`us.provider.model`); "
         "a geographic profile is called from a region of its geography (`bedrock.region`, else the "
-        "stack's): one of gpufarm's table for its prefix, or of `destination_regions` when set.",
+        "stack's): one of gpufarm's table for its prefix, or of `destination_regions` when set. Or a "
+        "provisioned-model ARN (`arn:aws:bedrock:<region>:<account>:provisioned-model/<12 characters>`) "
+        "or application-inference-profile ARN, in the calling region, the region's partition and "
+        "`environment.account` when set.",
+    ),
+    (
+        "models[].bedrock.base_model_id",
+        "required with a capacity ARN in `model_id`, refused without one; a model ID, never an ARN; "
+        "a foundation model (no profile prefix) behind a provisioned-model ARN.",
+    ),
+    (
+        "models[].bedrock.provisioned",
+        "required with a provisioned-model ARN, refused otherwise; `commitment` is `one-month` or "
+        "`six-months` (Bedrock sells no-commitment Provisioned Throughput for custom models only).",
     ),
     (
         "models[].bedrock.destination_regions",
