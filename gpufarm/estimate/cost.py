@@ -9,6 +9,7 @@ import datetime as dt
 import math
 from collections.abc import Sequence
 
+from gpufarm.config.bedrock import token_priced_model_id
 from gpufarm.config.fsx_capacity import fsx_storage_capacity_gib
 from gpufarm.config.model import (
     CapacityType,
@@ -375,6 +376,8 @@ def monthly_cost(
         )
     if tier.observability.prometheus.enabled:
         _prometheus(tier, prices, out, allocations)
+    if tier.fallback.enabled:
+        _bedrock_provisioned(tier, prices, out)
     if tier.fallback.enabled and fallback_share > 0 and tokens_per_month:
         _bedrock(tier, prices, out, fallback_share, tokens_per_month, notes)
     if tier.fallback.enabled and tier.fallback.guardrail.enabled:
@@ -773,7 +776,10 @@ def _bedrock(
         if target is None:
             skipped.append(model.name)
             continue
-        price = prices.bedrock_model(target.model_id)
+        priced = token_priced_model_id(target)
+        if priced is None:
+            continue  # a Provisioned Throughput: its model units bill by the hour (_bedrock_provisioned)
+        price = prices.bedrock_model(priced)
         millions = tokens / 1e6
         for kind, share, rate in (
             ("input", BEDROCK_INPUT_TOKEN_SHARE, price.input_per_million),
@@ -793,6 +799,34 @@ def _bedrock(
         notes.append(
             f"No Bedrock cost for {', '.join(skipped)}: no Bedrock target, so its share of "
             "fallback traffic waits for GPUs instead."
+        )
+
+
+def _bedrock_provisioned(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
+    """Each Provisioned Throughput a fallback names: its model units, billed every hour of the term.
+
+    The commitment bills whether or not a request falls back, so the line stands at floor,
+    expected and ceiling alike, and one Provisioned Throughput named by several models is billed
+    once.
+    """
+    seen: set[str] = set()
+    for model in tier.models:
+        target = model.bedrock_target
+        if target is None or token_priced_model_id(target) is not None or target.model_id in seen:
+            continue
+        seen.add(target.model_id)
+        bought = target.provisioned
+        base = target.base_model_id
+        assert bought is not None and base is not None  # the config checks require both
+        rate = prices.bedrock_model_unit_hour(base, bought.commitment.value)
+        out.add(
+            item=f"Bedrock Provisioned Throughput {model.name}: {base} ({bought.commitment.value})",
+            category="fallback",
+            quantity=bought.model_units,
+            unit="model unit-month",
+            unit_price=rate * prices.hours_per_month,
+            note=f"a {bought.commitment.value} commitment: every hour of the term, used or not",
+            section="bedrock_provisioned",
         )
 
 
