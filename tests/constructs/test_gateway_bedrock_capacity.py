@@ -14,6 +14,8 @@ from aws_cdk.assertions import Template
 from gpufarm.config import TierConfig
 from gpufarm.constructs import enable_compliance_checks
 from gpufarm.constructs.gateway import INVOKE_ACTIONS, FallbackGateway, bedrock_grants
+from gpufarm.review.iam import iam_grants
+from gpufarm.review.templates import load_assembly
 from tests.conftest import cdk_context, cfn_lint_errors, nag_violations
 from tests.constructs.helpers import REGION, imported_cluster, resources
 from tests.unit.factories import make_production, production_document
@@ -94,3 +96,16 @@ def test_the_role_names_exactly_the_capacity_arns(synthesized: Path) -> None:
 def test_the_capacity_gateway_passes_cdk_nag_and_cfn_lint(synthesized: Path) -> None:
     assert nag_violations(synthesized.parent, annotations=False) == {}
     assert cfn_lint_errors(synthesized) == []
+
+
+def test_the_review_lists_the_capacity_grants_without_a_wildcard(synthesized: Path) -> None:
+    stack = load_assembly(synthesized.parent)["CapacityGateway"]
+    bedrock = sorted(
+        (g.resource, g.conditional, g.wildcard)
+        for g in iam_grants(stack)
+        if g.kind == "permission" and g.action == "bedrock:InvokeModel"
+    )
+    assert bedrock == sorted(
+        [(PROVISIONED, False, False), (PROFILE, False, False)]
+        + [(f"arn:aws:bedrock:{r}::foundation-model/{HAIKU_FM}", True, False) for r in US_REGIONS]
+    )
