@@ -592,6 +592,13 @@ class GpuFarmStack(cdk.Stack):
         )
         cdk.CfnOutput(
             self,
+            "DnsHealthCheckId",
+            value=self.dns_record.health_check.attr_health_check_id,
+            description="This region's Route 53 health check (invert it to hold traffic elsewhere: "
+            "docs/operations.md, 'A second region')",
+        )
+        cdk.CfnOutput(
+            self,
             "DnsName",
             value=regions.dns_name,
             description=f"The tier's name in Route 53 ({regions.routing.value} across its regions)",

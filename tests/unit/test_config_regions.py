@@ -368,3 +368,34 @@ INVALID: list[Any] = [
 @pytest.mark.parametrize(("override", "expected"), INVALID)
 def test_invalid_regions(override: dict[str, Any], expected: list[str]) -> None:
     assert issues_of(override) == expected
+
+
+def test_each_region_prices_its_health_check_and_the_secondary_its_replica() -> None:
+    from gpufarm.estimate import monthly_cost
+    from gpufarm.pricing import load_prices
+
+    from .cost_lines import items, line
+
+    prices = load_prices()
+    primary, west = regional_tiers(make_enterprise(second_region()))
+    east_cost, west_cost = monthly_cost(primary, prices=prices), monthly_cost(west, prices=prices)
+    for estimate in (east_cost, west_cost):
+        check = line(estimate, "Route 53 health checks")
+        assert (check.quantity, check.unit_price) == (1, prices.route53.health_check_per_month)
+        assert line(estimate, "CloudWatch alarms (Route 53 health check)").quantity == 1
+    assert "S3 model replica" not in items(east_cost)
+    replica = line(west_cost, "S3 model replica")
+    # The three models' weights (410 + 132 + 62 GiB), in GB as S3 bills them.
+    assert replica.quantity == pytest.approx((410 + 132 + 62) * 2**30 / 1e9)
+    assert replica.unit_price == prices.s3.standard_per_gb_month
+    # The secondary is priced from the us-east-1 table and says so (--live prices its region).
+    assert "us-west-2" in " ".join(west_cost.notes)
+
+
+def test_a_tier_without_regions_has_no_region_lines() -> None:
+    from gpufarm.estimate import monthly_cost
+
+    from .cost_lines import items
+
+    names = items(monthly_cost(make_enterprise()))
+    assert not [n for n in names if "Route 53" in n or "replica" in n]
