@@ -179,12 +179,16 @@ def register(app: typer.Typer) -> None:
                 continue
             try:
                 with progress(f"Checking {stack_tier.stack_name} in {where}", quiet=as_json):
+                    # A secondary region checks the replication of the tier's model bucket.
+                    replica = (
+                        {"model_source_bucket": buckets[0]} if stack_tier is not config and buckets else {}
+                    )
                     reports.append(
                         run_preflight(
                             stack_tier,
                             region=where,
                             template=template if stack_tier is config else None,
-                            model_source_bucket=buckets[0] if stack_tier is not config and buckets else None,
+                            **replica,
                         )
                     )
             except PreflightError as exc:
