@@ -175,3 +175,24 @@ def test_every_billed_type_is_priced(templates: dict[str, dict[str, Any]], stack
 @pytest.mark.parametrize("stack", [PRIMARY, SECONDARY])
 def test_cfn_lint_reports_no_errors(regions_dir: Path, stack: str) -> None:
     assert cfn_lint_errors(regions_dir / f"{stack}.template.json") == []
+
+
+def test_cost_reads_each_stack_of_the_assembly_in_its_region(regions_dir: Path) -> None:
+    from gpufarm.cli.cost import assembly_tiers
+
+    tiers = dict(assembly_tiers(regions_dir))
+    assert sorted(tiers) == [PRIMARY, SECONDARY]
+    assert tiers[PRIMARY].environment.region == "us-east-1"
+    assert tiers[SECONDARY].environment.region == "us-west-2"
+    assert tiers[SECONDARY].secondary_region is not None
+
+
+def test_review_reads_both_templates(regions_dir: Path, enterprise_dir: Path) -> None:
+    from gpufarm.review.report import review_paths
+
+    review = review_paths(enterprise_dir, regions_dir)
+    by_name = {s.name: s for s in review.stacks}
+    assert set(by_name) == {PRIMARY, SECONDARY}
+    # Turning regions on replaces nothing in the primary; the secondary is a new stack.
+    assert by_name[PRIMARY].critical_replacements == []
+    assert by_name[SECONDARY].status != by_name[PRIMARY].status
