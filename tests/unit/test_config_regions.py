@@ -9,7 +9,14 @@ import pytest
 from gpufarm.config import ConfigError
 from gpufarm.config.regions import regional_tier, regional_tiers, stack_tiers
 
-from .factories import enterprise_document, enterprise_part, make_enterprise, overrides, second_region
+from .factories import (
+    enterprise_document,
+    enterprise_part,
+    make_enterprise,
+    make_tier,
+    overrides,
+    second_region,
+)
 
 
 def issues_of(*parts: dict[str, Any]) -> list[str]:
@@ -399,3 +406,39 @@ def test_a_tier_without_regions_has_no_region_lines() -> None:
 
     names = items(monthly_cost(make_enterprise()))
     assert not [n for n in names if "Route 53" in n or "replica" in n]
+
+
+POC_WEST = {
+    "region": "us-west-2",
+    "availability_zones": ["us-west-2a", "us-west-2b"],
+    "network_cidr": "10.1.0.0/16",
+}
+POC_REGIONS = {"dns_name": "inference.gpufarm.corp", "hosted_zone_id": "Z0123456789ABCDEFGHIJ"}
+
+
+def test_latency_routing_takes_several_secondaries_on_an_auto_mode_tier() -> None:
+    east2 = {**POC_WEST, "region": "us-east-2", "availability_zones": ["us-east-2a", "us-east-2b"]}
+    cfg = make_tier(
+        {
+            "regions": {
+                **POC_REGIONS,
+                "routing": "latency",
+                "secondary": [POC_WEST, {**east2, "network_cidr": "10.2.0.0/16"}],
+            }
+        }
+    )
+    assert [t.stack_name for t in regional_tiers(cfg)] == [
+        "gpufarm-poc",
+        "gpufarm-poc-us-west-2",
+        "gpufarm-poc-us-east-2",
+    ]
+    # Hugging Face weights need no bucket, so no replica is asked for.
+    assert all(t.models[0].weights == cfg.models[0].weights for t in regional_tiers(cfg))
+
+
+def test_only_an_eks_tier_runs_in_several_regions() -> None:
+    with pytest.raises(ConfigError) as caught:
+        make_tier({"regions": {**POC_REGIONS, "secondary": [POC_WEST]}}, {"cluster": {"provisioning": "ec2"}})
+    assert [str(i) for i in caught.value.issues] == [
+        "regions.secondary: needs an EKS tier (cluster.provisioning 'auto-mode', 'karpenter'), got 'ec2'"
+    ]
