@@ -181,6 +181,14 @@ INVALID: list[Any] = [
         id="cidr-overlaps-the-primary",
     ),
     pytest.param(
+        second_region(network_cidr="10.1.0.0/24"),
+        [
+            "regions.secondary[0].network_cidr: must be a /16 to /20 block (room for a private subnet "
+            "per AZ), got '10.1.0.0/24'"
+        ],
+        id="a-check-of-the-derived-tier-named-at-the-region-s-field",
+    ),
+    pytest.param(
         regions(routing="latency", secondary=[_west(), {**EU, "network_cidr": "10.1.64.0/18"}]),
         [
             "regions.secondary[1].network_cidr: must not overlap regions.secondary[0].network_cidr "
