@@ -179,18 +179,16 @@ def register(app: typer.Typer) -> None:
                 continue
             try:
                 with progress(f"Checking {stack_tier.stack_name} in {where}", quiet=as_json):
-                    # A secondary region checks the replication of the tier's model bucket.
-                    replica = (
-                        {"model_source_bucket": buckets[0]} if stack_tier is not config and buckets else {}
-                    )
-                    reports.append(
-                        run_preflight(
-                            stack_tier,
-                            region=where,
-                            template=template if stack_tier is config else None,
-                            **replica,
+                    # A secondary region checks the replication of the tier's model bucket (the
+                    # keyword is passed only then: the call for one region is unchanged).
+                    replicated = buckets[0] if stack_tier is not config and buckets else None
+                    if replicated is None:
+                        report = run_preflight(
+                            stack_tier, region=where, template=template if stack_tier is config else None
                         )
-                    )
+                    else:
+                        report = run_preflight(stack_tier, region=where, model_source_bucket=replicated)
+                    reports.append(report)
             except PreflightError as exc:
                 failure = f"preflight could not run: {exc}"
                 reports.append(offline_report(stack_tier, where, str(exc)))
