@@ -54,6 +54,7 @@ PRICE_SECTIONS = (
     "bedrock_guardrails",
     "grafana",
     "s3",
+    "route53",
     "ecr",
 )
 """The sections of the price table, each with its own source, date and estimates."""
@@ -269,6 +270,14 @@ class S3Prices(_Section):
     standard_per_gb_month: float = Field(ge=0, description="S3 Standard storage, $ per GB-month.")
 
 
+class Route53Prices(_Section):
+    """Amazon Route 53."""
+
+    health_check_per_month: float = Field(
+        ge=0, description="A basic health check of an AWS endpoint, $ per health check-month."
+    )
+
+
 class EcrPrices(_Section):
     """Amazon ECR."""
 
@@ -303,6 +312,7 @@ class PriceTable(BaseModel):
     bedrock_guardrails: BedrockGuardrailPrices
     grafana: GrafanaPrices
     s3: S3Prices
+    route53: Route53Prices
     ecr: EcrPrices
 
     def on_demand(self, instance_type: str) -> float:

@@ -72,7 +72,7 @@ from gpufarm.config.sections.model_store import (
     RunaiStreamerConfig,
 )
 from gpufarm.config.sections.observability import AlarmsConfig, ObservabilityConfig, PrometheusConfig
-from gpufarm.config.sections.regions import RegionConfig
+from gpufarm.config.sections.regions import RegionConfig, RegionsConfig, Routing
 from gpufarm.config.sections.sagemaker import SageMakerConfig
 from gpufarm.config.sections.serving import (
     MAX_SHARES,
@@ -209,10 +209,12 @@ __all__ = [
     "Provisioning",
     "Region",
     "RegionConfig",
+    "RegionsConfig",
     "RemovalPolicy",
     "ReservationId",
     "ReservationKind",
     "ReservedCapacityConfig",
+    "Routing",
     "RunaiStreamerConfig",
     "SageMakerConfig",
     "SecretRef",

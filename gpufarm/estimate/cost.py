@@ -389,6 +389,7 @@ def monthly_cost(
     _ebs_performance(tier, prices, out, allocations)
     _data_processing(tier, prices, out, assumed, allocations, nat_gb_per_month)
     _monitoring(tier, prices, out, assumed)
+    _regions(tier, prices, out)
 
     _commitments(list(commitments), prices, out)
     _reservation_notes(tier, commitments, notes)
@@ -1240,6 +1241,47 @@ def _nlb_in_front(out: _Lines, prices: PriceTable, *, label: str, lcu_note: str)
         unit_price=prices.elb.nlb_per_lcu_hour * hours,
         note=lcu_note,
         section="elb",
+    )
+
+
+def _regions(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
+    """With `regions`: this region's Route 53 health check and its alarm, and in a secondary
+    region the model bucket's replica (the other regions' stacks are estimated on their own)."""
+    if not tier.regions.enabled:
+        return
+    region = tier.environment.region
+    out.add(
+        item="Route 53 health checks",
+        category="network",
+        quantity=1,
+        unit="health check-month",
+        unit_price=prices.route53.health_check_per_month,
+        note=f"{region}'s alarm health check (Route 53 lists 50 AWS-endpoint checks per account free); "
+        "its alias record's queries are free",
+        section="route53",
+    )
+    out.add(
+        item="CloudWatch alarms (Route 53 health check)",
+        category="network",
+        quantity=1,
+        unit="alarm-month",
+        unit_price=prices.cloudwatch.alarm_per_month,
+        note="the gateway's healthy hosts, read by the health check",
+        section="cloudwatch",
+    )
+    secondary = tier.secondary_region
+    if secondary is None or secondary.model_bucket is None:
+        return
+    gib = sum(m.weights_gib or 0 for m in tier.models if m.is_s3)
+    out.add(
+        item="S3 model replica",
+        category="storage",
+        quantity=gib * GIB / GB,
+        unit="GB-month",
+        unit_price=prices.s3.standard_per_gb_month,
+        note=f"the models' weights in s3://{secondary.model_bucket} (more if the bucket holds more); "
+        "replication's transfer is billed once per object written",
+        section="s3",
     )
 
 
