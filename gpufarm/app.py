@@ -176,6 +176,8 @@ def stack_of(app: cdk.App, config: TierConfig, *, model_source_bucket: str | Non
     region's with the primary's `model_source_bucket`)."""
     if config.cluster.provisioning is Provisioning.EC2:
         return DirectTierStack(app, config=config)
+    if model_source_bucket is None:
+        return GpuFarmStack(app, config=config)
     return GpuFarmStack(app, config=config, model_source_bucket=model_source_bucket)
 
 
@@ -204,7 +206,8 @@ def add_tiers(
                 stack = stack_of(
                     app, tier, model_source_bucket=buckets[0] if tier is not config and buckets else None
                 )
-            if isinstance(stack, GpuFarmStack) and (warning := support_warning(tier, day)):
+            eks = tier.cluster.provisioning is not Provisioning.EC2
+            if eks and (warning := support_warning(tier, day)):
                 cdk.Annotations.of(stack).add_warning_v2(SUPPORT_WARNING_ID, warning)
     enable_compliance_checks(app)
     return app
