@@ -23,6 +23,7 @@ import aws_cdk as cdk
 
 from gpufarm.cdk_context import tested_context
 from gpufarm.config import ConfigError, ConfigIssue, TierConfig, load_preset, load_tier_file, preset_names
+from gpufarm.config.regions import regional_tiers, source_buckets
 from gpufarm.constructs.compliance import enable_compliance_checks
 from gpufarm.debug import (
     EXIT_BAD_INPUT,
@@ -168,7 +169,7 @@ def add_tiers(
     each: Callable[[TierConfig], AbstractContextManager[object]] | None = None,
     day: dt.date | None = None,
 ) -> cdk.App:
-    """Add one stack per config to `app` and put the compliance gate on it.
+    """Add one stack per config and region (`regions`) to `app` and put the compliance gate on it.
 
     A stack whose Kubernetes version is in, or within 60 days of, EKS extended support gets a
     warning (:func:`support_warning`, ID :data:`SUPPORT_WARNING_ID`), which `cdk synth` prints.
@@ -177,10 +178,18 @@ def add_tiers(
     """
     day = day or today()
     for config in configs:
-        with each(config) if each else nullcontext():
-            stack = GpuFarmStack(app, config=config)
-        if warning := support_warning(config, day):
-            cdk.Annotations.of(stack).add_warning_v2(SUPPORT_WARNING_ID, warning)
+        # With `regions`, one stack per region (gpufarm.config.regions): the tier's own first,
+        # under its unchanged name, then each secondary region's.
+        buckets = source_buckets(config)
+        for tier in regional_tiers(config):
+            with each(tier) if each else nullcontext():
+                stack = GpuFarmStack(
+                    app,
+                    config=tier,
+                    model_source_bucket=buckets[0] if tier is not config and buckets else None,
+                )
+            if warning := support_warning(tier, day):
+                cdk.Annotations.of(stack).add_warning_v2(SUPPORT_WARNING_ID, warning)
     enable_compliance_checks(app)
     return app
 
