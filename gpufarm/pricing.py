@@ -113,6 +113,12 @@ class EksPrices(_Section):
     auto_mode_fee_share: float = Field(
         ge=0, lt=1, description="Auto Mode management fee as a share of the on-demand price."
     )
+    hybrid_nodes_per_vcpu_hour: float | None = Field(
+        None,
+        ge=0,
+        description="EKS Hybrid Nodes fee, $ per vCPU-hour of an attached on-premises node (None: the "
+        "table has no confirmed rate; give one with --prices).",
+    )
 
 
 class EbsPrices(_Section):

@@ -48,7 +48,7 @@ from gpufarm.config.sections.gateway import (
     GuardrailConfig,
     ProvisionedThroughputConfig,
 )
-from gpufarm.config.sections.hybrid import HybridNodesConfig
+from gpufarm.config.sections.hybrid import CredentialProvider, HybridNodesConfig, OnPremGpusConfig
 from gpufarm.config.sections.ingress import (
     APPLIANCE_ROOT_DEVICE,
     AccessLogsConfig,
@@ -160,6 +160,7 @@ __all__ = [
     "CompliancePack",
     "ControlPlaneLog",
     "CoreAddon",
+    "CredentialProvider",
     "DnsLabel",
     "Duration",
     "Ec2Config",
@@ -200,6 +201,7 @@ __all__ = [
     "NodePoolConfig",
     "ObservabilityConfig",
     "OidcAuthConfig",
+    "OnPremGpusConfig",
     "OpenChoiceConfig",
     "PoolPurpose",
     "PrefillDecodeConfig",

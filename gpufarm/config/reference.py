@@ -27,6 +27,7 @@ from gpufarm.config import model as m
 from gpufarm.config._typing import is_union, split_optional
 from gpufarm.config.loader import preset_names
 from gpufarm.config.placeholders import MIN_REASON_CHARS, PRESET_EXAMPLE_BUCKETS
+from gpufarm.config.sections import hybrid
 from gpufarm.config.sections.regions import BucketName, HostedZoneId, PoolReservations
 from gpufarm.config.validate import (
     AUTO_MODE_MAX_EXPIRE_HOURS,
@@ -85,6 +86,10 @@ _NAMED_TYPES: tuple[tuple[Any, str], ...] = (
     (m.Email, "email address"),
     (m.ReservationId, "capacity reservation ID (`cr-...`)"),
     (m.AllowedPrincipal, "IAM principal ARN (`arn:aws:iam::<account>:root`, `:role/...`, `:user/...`)"),
+    (hybrid.GatewayId, "transit gateway (`tgw-...`) or virtual private gateway (`vgw-...`) ID"),
+    (hybrid.TrustAnchorArn, "IAM Roles Anywhere trust anchor ARN"),
+    (hybrid.ProfileArn, "IAM Roles Anywhere profile ARN"),
+    (hybrid.GpuType, "lower-case GPU name (`h100`, `l40s`)"),
 )
 """Annotated aliases of gpufarm/config/model.py and how the reference names them."""
 

@@ -32,6 +32,7 @@ from gpufarm.config.checks.cluster import (
 from gpufarm.config.checks.engine_metrics import _engine_metrics
 from gpufarm.config.checks.gateway import _fallback, _gateway_scaling
 from gpufarm.config.checks.grafana import _grafana
+from gpufarm.config.checks.hybrid import _hybrid_nodes
 from gpufarm.config.checks.images import _image_cache, _image_pull
 from gpufarm.config.checks.ingress import HEALTH_CHECK_TIMEOUT_SECONDS, _health_check, _ingress
 from gpufarm.config.checks.model_store import _model_store, _s3_buckets, s3_bucket_problem
@@ -68,6 +69,7 @@ VALIDATORS: tuple[_Validator, ...] = (
     _pools,
     _node_groups,
     _models,
+    _hybrid_nodes,
     _model_store,
     _ingress,
     _fallback,

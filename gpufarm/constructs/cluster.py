@@ -3,6 +3,7 @@ EKS Auto Mode or standard compute (system node group, core EKS add-ons, AWS Load
 
 from __future__ import annotations
 
+import json
 import typing
 from collections.abc import Mapping
 from typing import Any, Final
@@ -20,6 +21,7 @@ from gpufarm.config.model import (
     ControlPlaneLog,
     CoreAddon,
     EndpointAccess,
+    HybridNodesConfig,
     Provisioning,
     SystemNodesConfig,
 )
@@ -129,6 +131,19 @@ _AL2023_BY_ARCHITECTURE = {
 }
 
 
+def _remote_networks(hybrid: HybridNodesConfig | None) -> dict[str, typing.Any]:
+    """The cluster's `RemoteNetworkConfig` for EKS Hybrid Nodes: one remote node network and, with pod
+    CIDRs, one remote pod network (the API takes at most one of each, each with several CIDRs)."""
+    if hybrid is None or not hybrid.enabled:
+        return {}
+    out: dict[str, typing.Any] = {
+        "remote_node_networks": [eks.RemoteNodeNetwork(cidrs=hybrid.remote_node_cidrs)]
+    }
+    if hybrid.remote_pod_cidrs:
+        out["remote_pod_networks"] = [eks.RemotePodNetwork(cidrs=hybrid.remote_pod_cidrs)]
+    return out
+
+
 def _system_ami_type(nodes: SystemNodesConfig) -> eks.NodegroupAmiType:
     """The AL2023 standard AMI for the group's CPU architecture (one AMI serves the whole group)."""
     by_arch: dict[ec2.InstanceArchitecture, list[str]] = {}
@@ -181,6 +196,7 @@ class InferenceCluster(Construct):
         logs_key: kms.IKey | None = None,
         image_digests: Mapping[str, str] | None = None,
         image_cache: ImageCache | None = None,
+        hybrid_nodes: HybridNodesConfig | None = None,
     ) -> None:
         super().__init__(scope, id)
         check_feature_flags(self)
@@ -255,6 +271,7 @@ class InferenceCluster(Construct):
             ),
             output_config_command=False,
             **compute,
+            **_remote_networks(hybrid_nodes),
         )
         if config.admin_role_arn:
             self.cluster.grant_access(
@@ -295,7 +312,13 @@ class InferenceCluster(Construct):
         if image_cache is not None:
             image_cache.grant_pull(self.node_role)
         if system_ami is not None:
-            self._standard_compute(vpc, config, system_ami, image_digests)
+            self._standard_compute(
+                vpc,
+                config,
+                system_ami,
+                image_digests,
+                hybrid=hybrid_nodes is not None and hybrid_nodes.enabled,
+            )
         else:
             self._auto_mode_network_policies()
         if logs_key is not None:
@@ -308,6 +331,8 @@ class InferenceCluster(Construct):
         config: ClusterConfig,
         system_ami: eks.NodegroupAmiType,
         image_digests: Mapping[str, str] | None,
+        *,
+        hybrid: bool = False,
     ) -> None:
         """System node group, core add-ons and the load balancer controller, in dependency order."""
         cluster_name = self.cluster.cluster_name
@@ -328,6 +353,10 @@ class InferenceCluster(Construct):
                 # cluster; validation requires this add-on with karpenter provisioning, and
                 # gpufarm offers no add-on configuration that could turn the agent off.
                 configuration = vpc_cni_configuration_values()
+            elif addon is CoreAddon.POD_IDENTITY_AGENT and hybrid:
+                # IMDS is not on hybrid nodes: the add-on's second DaemonSet reads the credentials
+                # file nodeadm writes (hybrid-nodes-add-ons.adoc, EKS Pod Identity Agent).
+                configuration = json.dumps({"daemonsets": {"hybrid": {"create": True}}})
             self.addons[addon.value] = eks.CfnAddon(
                 self,
                 f"Addon{_ADDON_IDS[addon]}",

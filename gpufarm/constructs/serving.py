@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
@@ -51,7 +52,8 @@ class VllmServing(Construct):
     `fsx_import_path`: `s3://` weights are read from that FSx for Lustre claim (which must exist
     in the namespace), each model at its folder under the import path, and no Mountpoint volume
     is rendered. `node_selectors` maps a model (`<model>/<share>` for a share) to the node
-    labels its pods select (default: the Karpenter/Auto Mode NodePool of its pool). Defaults: no
+    labels its pods select (default: the Karpenter/Auto Mode NodePool of its pool);
+    `node_affinities` (same keys) places the models of the on-premises class instead. Defaults: no
     agent, Mountpoint volumes.
 
     A model with `prefill_decode` gets its decode pods as the model's Deployment (vLLM behind the
@@ -94,6 +96,7 @@ class VllmServing(Construct):
         fsx_claim: str | None = None,
         fsx_import_path: str | None = None,
         node_selectors: Mapping[str, Mapping[str, str]] | None = None,
+        node_affinities: Mapping[str, Mapping[str, Any]] | None = None,
         efa_devices: Mapping[str, tuple[int, int]] | None = None,
         readiness_gates: bool = False,
         min_ready_seconds: int = 0,
@@ -171,6 +174,7 @@ class VllmServing(Construct):
                     fsx_claim=fsx_claim if on_fsx else None,
                     fsx_sub_path=sub_paths.get(model.name),
                     node_selector=(node_selectors or {}).get(key),
+                    node_affinity=(node_affinities or {}).get(key),
                     share=share,
                     min_ready_seconds=min_ready_seconds,
                     streamer=streamer,

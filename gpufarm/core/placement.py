@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpufarm.core.efa import node_group_efa_devices
+from gpufarm.core.hybrid import runs_on_prem
 from gpufarm.core.instances import gpus_in
 from gpufarm.core.labels import CAPACITY_CLASS_LABEL, NODEPOOL_LABEL, POOL_LABEL, nodepool_name
 
@@ -70,6 +71,8 @@ def node_selector(cfg: TierConfig, model: ModelConfig) -> dict[str, str] | None:
     """Where a model's (or share's) pods run: its capacity class, its node group, else its pool's
     NodePool. None for a single-node model on a pool: the Deployment selects its pool's NodePool
     itself (`gpufarm.k8s.serving`)."""
+    if runs_on_prem(cfg, model):
+        return None  # node affinity instead: gpufarm.core.hybrid.node_affinity
     if model.capacity_class is not None:
         return {CAPACITY_CLASS_LABEL: model.capacity_class}
     if model.node_pool in {g.name for g in cfg.node_groups}:

@@ -21,6 +21,9 @@ The rules, in the order they apply:
   free GPUs (a node group's nodes x GPUs, a pool's `gpu_limit`); the last target takes what is
   left, so demand is never dropped. Pods bound to one pool or node group are placed before those
   of a capacity class, which spread over what is left.
+* **On-premises first.** Pods of the hybrid nodes' class (`hybrid_nodes.capacity_class`) take
+  the on-premises GPUs (`hybrid_nodes.gpus`) before any cloud target of the class; AWS bills no
+  instance for them (the hybrid nodes fee is per vCPU, :mod:`gpufarm.estimate`).
 * **Instances.** A pool's GPUs are packed onto instances of one size:
   ceil(GPUs / GPUs per instance). A node group always runs its `nodes`.
 
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from gpufarm.core.hybrid import runs_on_prem
 from gpufarm.core.instances import GPU_FAMILIES, gpus_in
 from gpufarm.core.placement import placement_of
 
@@ -240,8 +244,15 @@ def pool_loads(tier: TierConfig) -> list[PoolLoad]:
     for peak in (False, True):
         left = {g.name: g.nodes * (gpus_in(g.instance_type) or 0) for g in tier.node_groups}
         left |= {p.name: p.gpu_limit for p in tier.node_pools}
+        on_prem_left = tier.hybrid_nodes.gpu_count
         for index, pods in enumerate(sets):
             count = pods.gpus_at(peak=peak)
+            if runs_on_prem(tier, pods.model):
+                # The hybrid nodes fill first; only what they cannot hold reaches the cloud targets
+                # of the class (none: the pods wait for on-premises room).
+                on_prem = min(count, on_prem_left)
+                on_prem_left -= on_prem
+                count -= on_prem
             for i, target in enumerate(pods.targets):
                 row = taken.setdefault(target.name, {}).setdefault(index, [0, 0])
                 # The last target takes what is left: demand is never dropped.

@@ -3,6 +3,7 @@ clusters, managed node groups, add-ons, access entries and Pod Identity associat
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Iterator
@@ -173,6 +174,80 @@ def _access_entry_type(resource: Resource, _: Template) -> Iterator[str]:
             yield f"{prop} on a {kind} access entry: EKS grants node permissions itself"
 
 
+def _hybrid_access_entry(resource: Resource, _: Template) -> Iterator[str]:
+    # Prepare cluster access for hybrid nodes: "You cannot add policies to the Hybrid Linux access
+    # entry or change its access scope"; EKS sets its username to system:node:{{SessionName}}.
+    if literal_str(resource.prop("Type")) != "HYBRID_LINUX":
+        return
+    for prop in ("KubernetesGroups", "AccessPolicies"):
+        if items(resource.prop(prop)):
+            yield f"{prop} on a HYBRID_LINUX access entry: EKS grants hybrid node permissions itself"
+
+
+def _remote_networks(resource: Resource, _: Template) -> Iterator[str]:
+    # RemoteNodeNetwork / RemotePodNetwork: "Each block must be within an IPv4 RFC-1918 network
+    # range. Minimum allowed size is /32, maximum allowed size is /8"; the blocks of the node and
+    # pod networks must not overlap each other (hybrid-nodes-networking); each list holds at most
+    # one network (RemoteNetworkConfigResponse, "Maximum number of 1 item").
+    config = resource.prop("RemoteNetworkConfig")
+    if not isinstance(config, dict):
+        return
+    seen: list[tuple[str, ipaddress.IPv4Network]] = []
+    for key in ("RemoteNodeNetworks", "RemotePodNetworks"):
+        networks = items(config.get(key))
+        if len(networks) > 1:
+            yield f"{key} has {len(networks)} networks: EKS takes at most 1 (put the CIDRs in one)"
+        for network in networks:
+            cidrs = network.get("Cidrs") if isinstance(network, dict) else None
+            for cidr in items(cidrs):
+                text = literal_str(cidr)
+                if text is None:
+                    continue
+                try:
+                    block = ipaddress.IPv4Network(text)
+                except ValueError:
+                    yield f"{key} CIDR {text!r} is not an IPv4 CIDR block"
+                    continue
+                if not any(block.subnet_of(r) for r in _RFC1918):
+                    yield f"{key} CIDR {text!r} is not within an RFC 1918 range"
+                clash = next((c for c in seen if c[1].overlaps(block)), None)
+                if clash is not None:
+                    yield f"{key} CIDR {text!r} overlaps {clash[0]} CIDR {str(clash[1])!r}"
+                seen.append((key, block))
+
+
+def _hybrid_endpoint(resource: Resource, _: Template) -> Iterator[str]:
+    # Create a cluster with hybrid nodes, considerations: "Your cluster cannot use 'Public and
+    # Private' cluster endpoint connectivity, because the Amazon EKS Kubernetes API server endpoint
+    # will resolve to the public IPs for hybrid nodes running outside of your VPC."
+    config = resource.prop("RemoteNetworkConfig")
+    if not isinstance(config, dict) or not items(config.get("RemoteNodeNetworks")):
+        return
+    vpc = resource.prop("ResourcesVpcConfig")
+    if not isinstance(vpc, dict):
+        return
+    public, private = vpc.get("EndpointPublicAccess"), vpc.get("EndpointPrivateAccess")
+    if public is True and private is True:
+        yield (
+            "RemoteNetworkConfig with both a public and a private endpoint: hybrid nodes need one of the two"
+        )
+
+
+def _hybrid_authentication(resource: Resource, _: Template) -> Iterator[str]:
+    # Prepare cluster access for hybrid nodes: "The `CONFIG_MAP`-only authentication mode is not
+    # supported for hybrid nodes-enabled Amazon EKS clusters."
+    config = resource.prop("RemoteNetworkConfig")
+    if not isinstance(config, dict) or not items(config.get("RemoteNodeNetworks")):
+        return
+    access = resource.prop("AccessConfig")
+    mode = literal_str(access.get("AuthenticationMode")) if isinstance(access, dict) else None
+    if mode == "CONFIG_MAP":
+        yield (
+            "RemoteNetworkConfig with AuthenticationMode CONFIG_MAP: hybrid nodes need API or "
+            "API_AND_CONFIG_MAP"
+        )
+
+
 def _pod_identity_names(resource: Resource, _: Template) -> Iterator[str]:
     # A namespace name is an RFC 1123 DNS label (63 characters at most); a service account name
     # a DNS subdomain (253 at most): no pod can run under any other name, so the association
@@ -187,6 +262,28 @@ def _pod_identity_names(resource: Resource, _: Template) -> Iterator[str]:
 
 def _cluster(name: str) -> dict[str, Any]:
     return {"Cluster": _res(CLUSTER, Name=name, RoleArn=ROLE, ResourcesVpcConfig={"SubnetIds": [SUBNET]})}
+
+
+_RFC1918 = tuple(ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+
+
+def _hybrid_cluster(
+    node: list[str], pod: list[str], *, public: bool = False, auth: str = "API"
+) -> dict[str, Any]:
+    vpc = {"SubnetIds": [SUBNET], "EndpointPrivateAccess": True, "EndpointPublicAccess": public}
+    remote: dict[str, Any] = {"RemoteNodeNetworks": [{"Cidrs": node}]}
+    if pod:
+        remote["RemotePodNetworks"] = [{"Cidrs": pod}]
+    return {
+        "Cluster": _res(
+            CLUSTER,
+            Name="gpufarm",
+            RoleArn=ROLE,
+            ResourcesVpcConfig=vpc,
+            RemoteNetworkConfig=remote,
+            AccessConfig={"AuthenticationMode": auth},
+        )
+    }
 
 
 def _nodegroup(**props: Any) -> dict[str, Any]:
@@ -317,6 +414,42 @@ RULES: tuple[Rule, ...] = (
         check=_access_entry_type,
         bad=_access_entry(Type="EC2_LINUX", AccessPolicies=_ADMIN),
         good=_access_entry(Type="STANDARD", AccessPolicies=_ADMIN),
+    ),
+    Rule(
+        id="EKS-ACCESS-ENTRY-HYBRID",
+        resource_type=ACCESS_ENTRY,
+        title="HYBRID_LINUX access entries take no groups or access policies",
+        doc_url=_GUIDE + "hybrid-nodes-cluster-prep.html",
+        check=_hybrid_access_entry,
+        bad=_access_entry(Type="HYBRID_LINUX", AccessPolicies=_ADMIN),
+        good=_access_entry(Type="HYBRID_LINUX"),
+    ),
+    Rule(
+        id="EKS-CLUSTER-REMOTE-NETWORKS",
+        resource_type=CLUSTER,
+        title="Hybrid nodes networks: one node and one pod network, RFC 1918 CIDRs that do not overlap",
+        doc_url=_API + "API_RemoteNodeNetwork.html",
+        check=_remote_networks,
+        bad=_hybrid_cluster(["192.168.0.0/16"], ["192.168.128.0/17"]),
+        good=_hybrid_cluster(["192.168.0.0/17"], ["192.168.128.0/17"]),
+    ),
+    Rule(
+        id="EKS-CLUSTER-HYBRID-ENDPOINT",
+        resource_type=CLUSTER,
+        title="A cluster with hybrid nodes has a public or a private API endpoint, not both",
+        doc_url=_GUIDE + "hybrid-nodes-cluster-create.html",
+        check=_hybrid_endpoint,
+        bad=_hybrid_cluster(["192.168.0.0/17"], [], public=True),
+        good=_hybrid_cluster(["192.168.0.0/17"], []),
+    ),
+    Rule(
+        id="EKS-CLUSTER-HYBRID-AUTHENTICATION",
+        resource_type=CLUSTER,
+        title="A cluster with hybrid nodes authenticates with API or API_AND_CONFIG_MAP",
+        doc_url=_GUIDE + "hybrid-nodes-cluster-prep.html",
+        check=_hybrid_authentication,
+        bad=_hybrid_cluster(["192.168.0.0/17"], [], auth="CONFIG_MAP"),
+        good=_hybrid_cluster(["192.168.0.0/17"], [], auth="API_AND_CONFIG_MAP"),
     ),
     Rule(
         id="EKS-POD-IDENTITY-NAMES",

@@ -175,6 +175,45 @@ def _control_plane(
     )
 
 
+def _hybrid_nodes(tier: TierConfig, prices: PriceTable, out: _Lines, notes: list[str]) -> None:
+    """The EKS Hybrid Nodes fee: every on-premises host's vCPUs, attached all month.
+
+    AWS bills no instance for the on-premises GPUs; EKS bills the hosts' vCPU-hours while they are
+    attached (EKS user guide, hybrid-nodes-overview). Without a rate in the table the line counts
+    the vCPU-hours at $0 and says so.
+    """
+    hybrid = tier.hybrid_nodes
+    if not hybrid.enabled or not hybrid.gpus:
+        return
+    vcpu_hours = hybrid.vcpus * prices.hours_per_month
+    rate = prices.eks.hybrid_nodes_per_vcpu_hour
+    hosts = ", ".join(
+        f"{g.nodes} x {g.gpus_per_node} {g.gpu_type} GPUs, {g.vcpus_per_node} vCPUs ({g.name})"
+        for g in hybrid.gpus
+    )
+    if rate is None:
+        note = (
+            f"{hosts}; unpriced: the table has no hybrid nodes rate "
+            "(give eks.hybrid_nodes_per_vcpu_hour with --prices)"
+        )
+        notes.append(
+            f"EKS Hybrid Nodes: {vcpu_hours:,.0f} vCPU-hours a month are not priced; the price table has "
+            "no confirmed rate (give eks.hybrid_nodes_per_vcpu_hour from https://aws.amazon.com/eks/pricing/ "
+            "with --prices)."
+        )
+    else:
+        note = f"{hosts}; the on-premises GPUs themselves are not billed by AWS"
+    out.add(
+        item=f"EKS Hybrid Nodes: {hybrid.gpu_count} on-premises GPUs",
+        category="cluster",
+        quantity=vcpu_hours,
+        unit="vCPU-hour",
+        unit_price=rate or 0.0,
+        note=note,
+        section="eks",
+    )
+
+
 def monthly_cost(
     tier: TierConfig,
     *,
@@ -239,6 +278,7 @@ def monthly_cost(
         )
 
     _control_plane(tier, prices, out, notes, day)
+    _hybrid_nodes(tier, prices, out, notes)
 
     allocations = gpu_allocations(tier, prices)
     shares = busy_shares(tier, busy_share)

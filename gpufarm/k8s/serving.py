@@ -351,6 +351,7 @@ def vllm_deployment(
     fsx_claim: str | None = None,
     fsx_sub_path: str | None = None,
     node_selector: Mapping[str, str] | None = None,
+    node_affinity: Mapping[str, Any] | None = None,
     prefill_decode_role: Literal["prefill", "decode"] | None = None,
     efa_devices: int = 0,
     share: str | None = None,
@@ -360,7 +361,9 @@ def vllm_deployment(
     """The vLLM Deployment for one model, for one share of it, or for one role of a disaggregated model.
 
     Pods run on the NodePool of `pool_name` unless `node_selector` says otherwise (a capacity
-    class, or a reserved node group's label). With `share` (a name of `model.shares`; pass
+    class, or a reserved node group's label), or `node_affinity` places them (the on-premises
+    class, :func:`gpufarm.core.hybrid.node_affinity`; no NodePool selector then). With `share`
+    (a name of `model.shares`; pass
     `model.as_share(...)` as `model`, which carries the share's replicas and GPUs) the
     Deployment is `vllm-<model>-<share>` and its pods carry the `gpufarm.io/share` label next
     to the model's, which its selector and zone spread match: each share has pods of its own.
@@ -472,7 +475,9 @@ def vllm_deployment(
         tolerations.append({"key": EFA_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
     pod_spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": termination_grace_seconds + PRESTOP_SLEEP_SECONDS,
-        "nodeSelector": dict(node_selector or {NODEPOOL_LABEL: nodepool_name(pool_name)}),
+        "nodeSelector": dict(
+            node_selector or ({} if node_affinity else {NODEPOOL_LABEL: nodepool_name(pool_name)})
+        ),
         "tolerations": tolerations,
         "securityContext": pod_security(VLLM_UID, fs_group=False),
         # vLLM never calls the Kubernetes API; Pod Identity brings its own token (service_account).
@@ -480,6 +485,10 @@ def vllm_deployment(
         "containers": [container],
         "volumes": volumes,
     }
+    if not pod_spec["nodeSelector"]:
+        del pod_spec["nodeSelector"]
+    if node_affinity:
+        pod_spec["affinity"] = {"nodeAffinity": dict(node_affinity)}
     if prefill_decode_role is None:
         pod_spec["topologySpreadConstraints"] = [
             {

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from gpufarm.config.fsx_capacity import fsx_storage_capacity_gib
@@ -47,6 +48,7 @@ from gpufarm.constructs.alerting import PrometheusAlerts
 from gpufarm.constructs.compliance import require_compliance_pack
 from gpufarm.constructs.grafana import ManagedGrafana
 from gpufarm.constructs.grafana_dashboards import GatewayTargets, tier_dashboards
+from gpufarm.constructs.hybrid_nodes import HybridNodes
 from gpufarm.constructs.image_cache import ImageCache, image_cache_credentials
 from gpufarm.constructs.load_balancer import GATEWAY_TARGET_GROUP, LoadBalancer
 from gpufarm.constructs.model_replica import ModelReplica
@@ -55,6 +57,7 @@ from gpufarm.constructs.regional_record import RegionalRecord
 from gpufarm.core.demand import exports_metrics
 from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, Endpoint, GatewayRoute, endpoints_of, gateway_route
 from gpufarm.core.engine_metrics import models_by_engine
+from gpufarm.core.hybrid import node_affinities
 from gpufarm.core.placement import (
     efa_node_groups,
     node_selectors,
@@ -166,7 +169,18 @@ class GpuFarmStack(cdk.Stack):
             cluster_name=config.stack_name,
             removal_policy=self.removal,
             logs_key=self.logs_key,
+            hybrid_nodes=config.hybrid_nodes,
         )
+        self.hybrid_nodes: HybridNodes | None = None
+        if config.hybrid_nodes.enabled:
+            self.hybrid_nodes = HybridNodes(
+                self,
+                "HybridNodes",
+                cluster=self.cluster.icluster,
+                cluster_security_group=self.cluster.cluster_security_group,
+                vpc=self.network.vpc,
+                config=config.hybrid_nodes,
+            )
         if self.image_cache is not None:
             # Every pod pulls through the rules: they exist before the cluster does.
             self.cluster.cluster.node.add_dependency(*self.image_cache.rules.values())
@@ -286,6 +300,7 @@ class GpuFarmStack(cdk.Stack):
             fsx_claim=FSX_CLAIM if fsx else None,
             fsx_import_path=cfg.model_store.fsx.import_path if fsx else None,
             node_selectors=selectors,
+            node_affinities=node_affinities(cfg),
             efa_devices=pd_efa,
             readiness_gates=readiness_gates(self.binding_api),
             min_ready_seconds=rollout_min_ready_seconds(cfg),
@@ -413,6 +428,14 @@ class GpuFarmStack(cdk.Stack):
         if self.gateway is not None:
             self.ingress.route_default_to(port=self.gateway.port, health_check_path=READINESS_PATH)
         self.ingress.allow_targets_in(self.cluster.pod_security_group)
+        if node_affinities(cfg):
+            # vLLM pods on the hybrid nodes are IP targets in the remote pod CIDRs, reached through
+            # the gateway the private subnets route them to (the gateway and routers stay in the VPC).
+            for cidr in cfg.hybrid_nodes.remote_pod_cidrs:
+                for port in self.ingress.target_ports:
+                    self.ingress.connections.allow_to(
+                        ec2.Peer.ipv4(cidr), ec2.Port.tcp(port), "Load balancer to model pods on hybrid nodes"
+                    )
         after: dict[str, Construct] = dict(self.model_manifests)
         # Single-node models' bindings first, then multi-node ones': the construct order (and so
         # the template's resource order) they were always created in.

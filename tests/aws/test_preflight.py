@@ -261,7 +261,7 @@ def test_a_passing_account_passes_every_check(aws: AwsStubs) -> None:
         "123456789012",
         False,
         # The one warning: Hugging Face weights with no token secret (gated or not cannot be told).
-        {"pass": 18, "warn": 1, "fail": 0},
+        {"pass": 19, "warn": 1, "fail": 0},
     )
     assert [(r.check, r.subject, r.message) for r in report.results] == [
         (
@@ -346,6 +346,7 @@ def test_a_passing_account_passes_every_check(aws: AwsStubs) -> None:
             "aws://123456789012/us-east-1",
             "bootstrap version 21 (the stack needs 6 or later)",
         ),
+        (Check.HYBRID_GATEWAY, "hybrid_nodes", "the tier has no hybrid nodes (no gateway to check)"),
     ]
 
 
@@ -356,7 +357,7 @@ def test_without_a_template_the_network_quotas_are_one_warning(aws: AwsStubs) ->
     account_ready(aws)
     report = run_preflight(OWN_POC, region=REGION, session=aws, now=NOW)
     aws.verify()
-    assert (report.failed, report.counts()) == (False, {"pass": 10, "warn": 2, "fail": 0})
+    assert (report.failed, report.counts()) == (False, {"pass": 11, "warn": 2, "fail": 0})
     assert [r for r in report.results if r.check is Check.NETWORK_QUOTA] == [no_template_row(OWN_POC)]
 
 
@@ -366,7 +367,7 @@ def test_the_report_serializes_every_row(aws: AwsStubs) -> None:
     add_versions(aws, version("1.35", "STANDARD_SUPPORT", default=True))
     account_ready(aws)
     data = run_preflight(OWN_POC, region=REGION, session=aws, now=NOW).to_dict()
-    assert (data["ok"], data["region"], data["tier"], len(data["results"])) == (True, REGION, "poc", 12)
+    assert (data["ok"], data["region"], data["tier"], len(data["results"])) == (True, REGION, "poc", 13)
     assert data["results"][1] == {
         "check": "vcpu-quota",
         "subject": "Running On-Demand G and VT instances (L-DB2E81BA)",

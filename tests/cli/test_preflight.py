@@ -143,7 +143,7 @@ def test_missing_credentials_still_print_a_json_document(checks: CannedChecks) -
     assert [r["check"] for r in data["results"] if r["status"] == "skip"] == [
         "vcpu-quota", "instance-offering", "capacity-reservation", "bedrock", "bedrock-access",
         "kubernetes-version", "network-quota", "certificate", "model-bucket", "hf-token-secret",
-        "cdk-bootstrap", "image-cache",
+        "cdk-bootstrap", "image-cache", "hybrid-gateway",
     ]  # fmt: skip
 
 
@@ -340,7 +340,7 @@ def test_end_to_end_against_moto(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
             "--tier", "poc", "--region", "us-east-1", "--json", "--template", str(tmp_path / "poc.json")
         )
     data = json.loads(result.stdout)
-    assert (result.exit_code, data["ok"], data["counts"]) == (1, False, {"pass": 16, "warn": 1, "fail": 2})
+    assert (result.exit_code, data["ok"], data["counts"]) == (1, False, {"pass": 17, "warn": 1, "fail": 2})
     # The poc's example range for the public endpoint is a documentation range: its row fails first.
     assert data["results"][0] == {
         "check": "placeholder",

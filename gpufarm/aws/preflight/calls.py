@@ -99,6 +99,8 @@ _CHECK_ACTIONS: dict[Check, str] = {
     Check.MODEL_BUCKET: "s3:ListBucket, s3:GetBucketLocation",
     Check.HF_TOKEN: "secretsmanager:DescribeSecret",
     Check.CDK_BOOTSTRAP: "ssm:GetParameter",
+    Check.HYBRID_GATEWAY: "ec2:DescribeTransitGateways, ec2:DescribeTransitGatewayAttachments, "
+    "ec2:DescribeVpnGateways, ec2:DescribeVpnConnections, directconnect:DescribeVirtualInterfaces",
 }
 
 

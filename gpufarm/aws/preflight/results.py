@@ -37,9 +37,11 @@ class Check(StrEnum):
     HF_TOKEN = "hf-token-secret"
     CDK_BOOTSTRAP = "cdk-bootstrap"
     IMAGE_CACHE = "image-cache"
+    HYBRID_CIDRS = "hybrid-cidrs"
+    HYBRID_GATEWAY = "hybrid-gateway"
 
 
-OFFLINE_CHECKS = (Check.REGION, Check.PLACEHOLDER)
+OFFLINE_CHECKS = (Check.REGION, Check.PLACEHOLDER, Check.HYBRID_CIDRS)
 """Checks that read only the tier: they run without credentials."""
 
 ACCOUNT_CHECKS = (
@@ -55,6 +57,7 @@ ACCOUNT_CHECKS = (
     Check.HF_TOKEN,
     Check.CDK_BOOTSTRAP,
     Check.IMAGE_CACHE,
+    Check.HYBRID_GATEWAY,
 )
 """Checks that call AWS: they need credentials for the account, in the order they run."""
 

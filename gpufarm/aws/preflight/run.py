@@ -17,6 +17,7 @@ from gpufarm.aws.preflight.calls import (
     describe_offerings,
 )
 from gpufarm.aws.preflight.certificate import check_certificate
+from gpufarm.aws.preflight.hybrid import check_hybrid_cidrs, check_hybrid_gateway
 from gpufarm.aws.preflight.image_cache import check_image_cache
 from gpufarm.aws.preflight.kubernetes import check_kubernetes_version
 from gpufarm.aws.preflight.model_bucket import check_model_bucket
@@ -87,7 +88,7 @@ def region_row(tier: TierConfig, region: str) -> list[CheckResult]:
 
 def offline_checks(tier: TierConfig, region: str) -> list[CheckResult]:
     """The checks that read only the tier (the region, documentation values): no credentials."""
-    return region_row(tier, region) + check_placeholders(tier)
+    return region_row(tier, region) + check_placeholders(tier) + check_hybrid_cidrs(tier)
 
 
 def skipped_rows(reason: str) -> list[CheckResult]:
@@ -244,5 +245,9 @@ def run_preflight(
             ecr=client("ecr"),
             secretsmanager=client("secretsmanager"),
         ),
+    )
+    results += _guarded(
+        Check.HYBRID_GATEWAY,
+        lambda: check_hybrid_gateway(tier, region=region, ec2=ec2, directconnect=client("directconnect")),
     )
     return PreflightReport(tier=tier.name, region=region, account=account, results=tuple(results))

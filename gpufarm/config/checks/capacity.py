@@ -19,6 +19,7 @@ from gpufarm.config.model import (
     ReservationKind,
     TierConfig,
 )
+from gpufarm.core.hybrid import on_prem_class
 from gpufarm.core.instances import GPU_FAMILIES, family_of, gpus_in, host_of
 from gpufarm.core.placement import placement_of
 from gpufarm.core.pools import pods_of, pool_instance_types
@@ -264,6 +265,8 @@ def _capacity_demand(cfg: TierConfig) -> Iterator[ConfigIssue]:
             t.nodes * (gpus_in(t.instance_type) or 0) if isinstance(t, NodeGroupConfig) else t.gpu_limit
             for t in classes[name]
         )
+        if name == on_prem_class(cfg):
+            have += cfg.hybrid_nodes.gpu_count  # the hybrid nodes fill first, the class's pools burst
         if by_class[name] > have:
             yield ConfigIssue(
                 path=f"{where}.capacity_class",

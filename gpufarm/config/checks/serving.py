@@ -199,6 +199,8 @@ def _model_placement(cfg: TierConfig, where: str, model: ModelConfig) -> Iterato
         )
         return
     targets = placement_of(cfg, model)
+    if not targets and model.capacity_class == cfg.hybrid_nodes.capacity_class:
+        return  # the on-premises class, which needs no cloud pool: gpufarm.config.checks.hybrid
     if not targets:
         if model.capacity_class is not None:
             yield ConfigIssue(
