@@ -18,6 +18,32 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("CDK_VALIDATION", "false")
 
 
+SLOW_FIRST = ("integration", "tiers", "e2e", "property", "cli", "constructs", "aws", "deploy_rules", "docs")
+"""Test folders in the order `make test` hands their files to the xdist workers; folders not
+named here come next, `unit` last.
+
+`--dist loadfile` gives each worker one file at a time, and by default queues the files with the
+most tests first (pytest-xdist 3.8.0, `loadscopereorder`), so files of one or two long tests (an
+end-to-end gateway, a property test, a subprocess run) came last and one worker finished a file
+of 20-30 s while the other had nothing left. pyproject.toml turns that reordering off
+(`--no-loadscope-reorder`) and this order puts the folders whose files are long first and the
+many short unit files last, to fill the end of the run (benchmarks/README.md, "Test suite time").
+"""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the tests by folder (:data:`SLOW_FIRST`), keeping the collection order inside one."""
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    later, last = len(SLOW_FIRST), len(SLOW_FIRST) + 1
+
+    def folder_rank(item: pytest.Item) -> int:
+        parts = Path(item.nodeid.split("::", 1)[0]).parts
+        folder = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+        return last if folder == "unit" else rank.get(folder, later)
+
+    items.sort(key=folder_rank)
+
+
 def cdk_context() -> dict[str, Any]:
     """The context `cdk` passes to the app (feature flags), so tests synthesize the same way."""
     data: dict[str, Any] = json.loads((REPO / "cdk.json").read_text())["context"]

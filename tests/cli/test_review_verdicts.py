@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from gpufarm.app import build_app
 from gpufarm.cli.main import app
 from gpufarm.config import TierConfig
 from gpufarm.estimate import monthly_cost
-from tests.conftest import cdk_context
+from tests.assemblies import shared_assembly
 from tests.unit.factories import make_tier, model_override
 
 runner = CliRunner(env={"COLUMNS": "300"})
@@ -39,13 +38,10 @@ VARIANTS: dict[str, TierConfig] = {
 
 @pytest.fixture(scope="module")
 def assemblies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Variant name -> its synthesized cloud assembly folder."""
-    out = {}
-    for name, tier in VARIANTS.items():
-        folder = tmp_path_factory.mktemp(name)
-        build_app([tier], context=cdk_context(), outdir=str(folder)).synth()
-        out[name] = folder
-    return out
+    """Variant name -> its synthesized cloud assembly folder: one synth per config and test run,
+    shared with the other files that synthesize it (`base` is the poc preset; `base`, `replicas`
+    and `optimizer` are in both review test files; tests/assemblies.py)."""
+    return {name: shared_assembly([tier], tmp_path_factory) for name, tier in VARIANTS.items()}
 
 
 def run(*args: str | Path) -> Result:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +10,7 @@ import pytest
 
 from gpufarm.app import build_app
 from gpufarm.config import TierConfig, build_tier, load_preset, merge
+from tests.assemblies import shared_assembly
 from tests.conftest import cdk_context
 
 
@@ -23,32 +21,11 @@ def synthesize(configs: list[TierConfig], outdir: Path) -> dict[str, dict[str, A
     return {s.stack_name: s.template for s in assembly.stacks}
 
 
-_SYNTHESIZED = "synthesized"
-"""The file a shared assembly folder holds once its synth has completed."""
-
-
 def synthesize_once(preset: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The cloud assembly folder of `preset`, synthesized once per test run (gate included).
-
-    pytest-xdist runs a session fixture once per worker, not once per run
-    (https://pytest-xdist.readthedocs.io/en/latest/how-to.html#making-session-scoped-fixtures-execute-only-once),
-    so with `-n 2` both workers used to synthesize each preset whose tests they were given. The
-    first worker to ask synthesizes into a folder that all workers of the run share (the parent
-    of each worker's base temp folder) while holding a lock; the others wait for the lock and
-    read the finished assembly. A synth that fails leaves no `synthesized` marker: the next
-    worker tries again, and fails the same way. Without xdist the folder is this session's own.
-    """
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    folder = root / f"tier-{preset}"
-    with (root / f"tier-{preset}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (folder / _SYNTHESIZED).exists():
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir()
-            synthesize([load_preset(preset)], folder)
-            (folder / _SYNTHESIZED).touch()
-    return folder
+    """The cloud assembly folder of `preset`, synthesized once per test run (gate included) and
+    shared by every xdist worker and every test folder that synthesizes the same config
+    (tests/assemblies.py)."""
+    return shared_assembly([load_preset(preset)], tmp_path_factory)
 
 
 def _template(folder: Path, preset: str) -> dict[str, Any]:

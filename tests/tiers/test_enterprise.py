@@ -15,6 +15,7 @@ from gpufarm.core.placement import placement_of
 from gpufarm.k8s.gateway import route_env_name
 from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, POOL_LABEL, workload_name
 from gpufarm.k8s.lws import leader_service_name
+from tests.assemblies import shared_assembly
 from tests.conftest import cfn_lint_errors, nag_violations
 from tests.tiers.billing_walk import costing_gaps
 from tests.tiers.conftest import synthesize, variant
@@ -391,9 +392,9 @@ def nlb_variant(enterprise_document: dict[str, Any], tmp_path_factory: pytest.Te
             },
         },
     )
-    outdir = tmp_path_factory.mktemp("enterprise-nlb")
-    synthesize([config], outdir)  # both packs gate this synth too
-    return outdir
+    # Both packs gate this synth too; tests/tiers/test_upstream.py builds the same variant and
+    # shares it (tests/assemblies.py).
+    return shared_assembly([config], tmp_path_factory)
 
 
 def test_nlb_variant_listens_per_model_on_static_addresses(nlb_variant: Path) -> None:

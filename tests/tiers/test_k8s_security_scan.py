@@ -2,7 +2,8 @@
 
 The three presets and the variants that exercise the other manifest builders (prefill/decode,
 KV-cache routing, a gated Hugging Face model in a single-node and in a multi-node deployment) are
-synthesized once here and scanned by one checkov run (tests/k8s_scan.py). Each finding that is
+synthesized once per test run (shared with the tier tests that build the same ones:
+tests/assemblies.py) and scanned by one checkov run (tests/k8s_scan.py). Each finding that is
 there by design is acknowledged beside its manifest (gpufarm.k8s.scan.scan_acknowledge); any
 other finding fails, and so does an acknowledgement that no longer matches a finding or whose
 reason is empty or blanket. docs/operations.md, "The Kubernetes scan gate", says how to read and
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.assemblies import shared_assembly
 from tests.k8s_scan import (
     POD_TEMPLATES,
     ScanResult,
@@ -28,7 +30,7 @@ from tests.k8s_scan import (
     unacknowledged,
 )
 from tests.tiers.billing_walk import costing_gaps
-from tests.tiers.conftest import synthesize, variant
+from tests.tiers.conftest import variant
 from tests.tiers.helpers import resolved_manifests
 
 PENDING_OTHER_PARTS: dict[str, str] = {}
@@ -108,12 +110,11 @@ def variants(
             "gpufarm-enterprise",
         ),
     }
-    out = {}
-    for label, (config, stack) in configs.items():
-        outdir = tmp_path_factory.mktemp(label.replace("+", "-"))
-        synthesize([config], outdir)
-        out[label] = _template(outdir, stack)
-    return out
+    # Shared with the files named above, which build the same variants (tests/assemblies.py).
+    return {
+        label: _template(shared_assembly([config], tmp_path_factory), stack)
+        for label, (config, stack) in configs.items()
+    }
 
 
 @pytest.fixture(scope="module")

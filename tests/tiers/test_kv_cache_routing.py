@@ -12,8 +12,9 @@ import yaml
 
 from gpufarm.k8s.kv_cache_routing import ENVOY_READY_PORT, ROUTER_PORT, router_name
 from gpufarm.k8s.labels import workload_name
+from tests.assemblies import shared_assembly
 from tests.conftest import cfn_lint_errors, nag_violations
-from tests.tiers.conftest import synthesize, variant
+from tests.tiers.conftest import variant
 from tests.tiers.flows import check_closed_world, read_tier, unselected_pods
 from tests.tiers.helpers import (
     application_load_balancer,
@@ -31,9 +32,9 @@ def routed(production_document: dict[str, Any], tmp_path_factory: pytest.TempPat
     config = variant(
         production_document, {"models": models, "ingress": {"target_optimizer": {"enabled": False}}}
     )
-    outdir = tmp_path_factory.mktemp("kv-routing")
-    synthesize([config], outdir)
-    return outdir
+    # The same variant as tests/tiers/test_upstream.py's and test_k8s_security_scan.py's: one
+    # synth per run (tests/assemblies.py).
+    return shared_assembly([config], tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,9 @@ from gpufarm.image_cache import cached
 from gpufarm.k8s import prefill_decode
 from gpufarm.k8s.kv_cache_routing import PLUGINS_FILE, ROUTER_PORT, router_name
 from gpufarm.k8s.labels import GPU_RESOURCE, workload_name
+from tests.assemblies import shared_assembly
 from tests.conftest import cfn_lint_errors, nag_violations
-from tests.tiers.conftest import synthesize, variant
+from tests.tiers.conftest import variant
 from tests.tiers.flows import check_closed_world, read_tier, unselected_pods
 from tests.tiers.helpers import manifest_of, manifests, model_target_groups
 
@@ -36,9 +37,9 @@ def split(production_document: dict[str, Any], tmp_path_factory: pytest.TempPath
     config = variant(
         production_document, {"models": models, "ingress": {"target_optimizer": {"enabled": False}}}
     )
-    outdir = tmp_path_factory.mktemp("prefill-decode")
-    synthesize([config], outdir)  # the compliance gate passes, or this raises
-    return outdir
+    # The compliance gate passes, or this raises. The same variant as tests/tiers/test_upstream.py's
+    # and test_k8s_security_scan.py's: one synth per run (tests/assemblies.py).
+    return shared_assembly([config], tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,9 @@ import yaml
 from gpufarm.config import TierConfig
 from gpufarm.k8s.gateway import route_env_name, vllm_deployment_id
 from gpufarm.k8s.labels import CAPACITY_CLASS_LABEL, NODEPOOL_LABEL, SHARE_LABEL, workload_name
+from tests.assemblies import shared_assembly
 from tests.conftest import cfn_lint_errors, nag_violations
 from tests.tiers.billing_walk import costing_gaps
-from tests.tiers.conftest import synthesize
 from tests.tiers.helpers import (
     STATEFUL_TYPES,
     client_listener,
@@ -61,9 +61,9 @@ def alb_tier() -> TierConfig:
 
 @pytest.fixture(scope="module")
 def alb_dir(alb_tier: TierConfig, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    outdir = tmp_path_factory.mktemp("shares-alb")
-    synthesize([alb_tier], outdir)  # both compliance packs gate this synth
-    return outdir
+    # Both compliance packs gate this synth; tests/tiers/test_upstream.py builds the same variant
+    # and shares it (tests/assemblies.py).
+    return shared_assembly([alb_tier], tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +74,7 @@ def alb(alb_dir: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def nlb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    outdir = tmp_path_factory.mktemp("shares-nlb")
-    synthesize([make_enterprise(_nlb_split())], outdir)
-    return outdir
+    return shared_assembly([make_enterprise(_nlb_split())], tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,14 @@ CEL rules, every Helm values key, engine flag, config key, label, image tag and 
 against `../shared/upstream-ref/`.
 
 The three presets and the variants the tier tests build (prefill/decode, KV-cache routing, a
-model split into shares behind an ALB and an NLB, the enterprise NLB) are each synthesized once.
+model split into shares behind an ALB and an NLB, the enterprise NLB) are each synthesized once
+per test run, in the same folders as the tier tests' own (tests/assemblies.py): each variant is
+built here as the file that tests it builds it, and the configs' hash makes them one synth.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +19,8 @@ import pytest
 from gpufarm.config.model import PrefillDecodeConfig
 from gpufarm.k8s import lws
 from gpufarm.k8s import prefill_decode as k8s_prefill_decode
-from tests.tiers.conftest import synthesize, variant
+from tests.assemblies import shared_assembly, stack_template
+from tests.tiers.conftest import variant
 from tests.tiers.helpers import helm_releases, resolved_manifests
 from tests.unit.factories import make_enterprise, overrides, split
 from tests.unit.k8s_schema import crd_dir, crd_of, custom_object_errors
@@ -55,11 +57,6 @@ NLB_INGRESS = {
 }
 
 
-def _template(outdir: Path, stack: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((outdir / f"{stack}.template.json").read_text())
-    return data
-
-
 @pytest.fixture(scope="module")
 def prefill_decode(
     production_document: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
@@ -73,9 +70,7 @@ def prefill_decode(
     config = variant(
         production_document, {"models": models, "ingress": {"target_optimizer": {"enabled": False}}}
     )
-    outdir = tmp_path_factory.mktemp("upstream-pd")
-    synthesize([config], outdir)
-    return _template(outdir, "gpufarm-production")
+    return stack_template(shared_assembly([config], tmp_path_factory), "gpufarm-production")
 
 
 @pytest.fixture(scope="module")
@@ -88,17 +83,13 @@ def kv_routing(
     config = variant(
         production_document, {"models": models, "ingress": {"target_optimizer": {"enabled": False}}}
     )
-    outdir = tmp_path_factory.mktemp("upstream-kv")
-    synthesize([config], outdir)
-    return _template(outdir, "gpufarm-production")
+    return stack_template(shared_assembly([config], tmp_path_factory), "gpufarm-production")
 
 
 @pytest.fixture(scope="module")
 def shares_alb(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """As tests/tiers/test_shares.py: the 70B model split across H100 and L40S, behind the ALB."""
-    outdir = tmp_path_factory.mktemp("upstream-shares-alb")
-    synthesize([make_enterprise(split())], outdir)
-    return _template(outdir, "gpufarm-enterprise")
+    return stack_template(shared_assembly([make_enterprise(split())], tmp_path_factory), "gpufarm-enterprise")
 
 
 @pytest.fixture(scope="module")
@@ -107,9 +98,12 @@ def shares_nlb(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = split()
     ports = (8443, 9443, 10443)
     models = [dict(m, listener_port=p) for m, p in zip(base["models"], ports, strict=True)]
-    outdir = tmp_path_factory.mktemp("upstream-shares-nlb")
-    synthesize([make_enterprise(overrides(base, {"ingress": NLB_INGRESS}, {"models": models}))], outdir)
-    return _template(outdir, "gpufarm-enterprise")
+    return stack_template(
+        shared_assembly(
+            [make_enterprise(overrides(base, {"ingress": NLB_INGRESS}, {"models": models}))], tmp_path_factory
+        ),
+        "gpufarm-enterprise",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -122,9 +116,7 @@ def enterprise_nlb(
         for m, p in zip(enterprise_document["models"], (8443, 9443, 10443), strict=True)
     ]
     config = variant(enterprise_document, {"models": models, "ingress": NLB_INGRESS})
-    outdir = tmp_path_factory.mktemp("upstream-enterprise-nlb")
-    synthesize([config], outdir)
-    return _template(outdir, "gpufarm-enterprise")
+    return stack_template(shared_assembly([config], tmp_path_factory), "gpufarm-enterprise")
 
 
 TEMPLATES = [
