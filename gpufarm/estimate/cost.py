@@ -32,6 +32,7 @@ from gpufarm.estimate.allocation import (
 )
 from gpufarm.estimate.billing import Commitment, Ec2Usage, apply_commitments, check_capacity_block_days
 from gpufarm.estimate.report import CostEstimate, CostLine, EstimateError
+from gpufarm.estimate.sagemaker import sagemaker_endpoint_lines
 from gpufarm.estimate.usage import Usage
 from gpufarm.k8s.karpenter import ROOT_VOLUME_IOPS, ROOT_VOLUME_THROUGHPUT_MIBPS
 from gpufarm.pricing import PRICE_SECTIONS, PriceTable, load_prices
@@ -237,9 +238,14 @@ def monthly_cost(
             "(use --live --region to price it there)."
         )
 
-    _control_plane(tier, prices, out, notes, day)
+    on_sagemaker = tier.cluster.provisioning is Provisioning.SAGEMAKER
+    if on_sagemaker:
+        # No cluster, no node: the models' GPUs are the endpoint's instances.
+        sagemaker_endpoint_lines(tier, prices, out)
+    else:
+        _control_plane(tier, prices, out, notes, day)
 
-    allocations = gpu_allocations(tier, prices)
+    allocations = [] if on_sagemaker else gpu_allocations(tier, prices)
     shares = busy_shares(tier, busy_share)
     ec2_usage = out.ec2_usage
     ebs_base = 0.0
@@ -316,50 +322,19 @@ def monthly_cost(
         ebs_base += alloc.base_instances * alloc.root_volume_gib
         ebs_peak += alloc.peak_instances * alloc.root_volume_gib
 
-    system = tier.cluster.system_nodes
-    system_type = system.instance_types[0]
-    if auto_mode:
-        base_nodes = peak_nodes = AUTO_MODE_CPU_NODES
-        system_note = f"estimate: {AUTO_MODE_CPU_NODES} nodes in Auto Mode's built-in CPU pools"
-        disk = AUTO_MODE_ROOT_VOLUME_GIB
-    else:
-        base_nodes, peak_nodes = system.desired_size, system.max_size
-        system_note = ""
-        disk = system.disk_gib
-    out.add(
-        item=f"System nodes: {system_type}",
-        category="compute",
-        capacity_type=CapacityType.ON_DEMAND.value,
-        quantity=base_nodes,
-        peak_quantity=peak_nodes,
-        unit="instance-month",
-        unit_price=prices.on_demand(system_type) * hours,
-        note=system_note,
-        section="ec2",
-    )
-    ec2_usage.append((system_type, base_nodes, out.expected(base_nodes, peak_nodes), peak_nodes))
-    if auto_mode:
+    if not on_sagemaker:
+        ebs_base, ebs_peak = _system_nodes(tier, prices, out, ec2_usage, auto_mode, ebs_base, ebs_peak)
+    if ebs_peak:
         out.add(
-            item=f"EKS Auto Mode fee: system nodes ({system_type})",
-            category="cluster",
-            quantity=base_nodes,
-            unit="instance-month",
-            unit_price=prices.on_demand(system_type) * prices.eks.auto_mode_fee_share * hours,
-            note="estimate: eks.auto_mode_fee_share of the on-demand price",
-            section="eks",
+            item="EBS gp3 node volumes",
+            category="storage",
+            quantity=ebs_base,
+            peak_quantity=ebs_peak,
+            unit="GB-month",
+            unit_price=prices.ebs.gp3_per_gb_month,
+            note="IOPS and throughput above the gp3 baseline are their own lines",
+            section="ebs",
         )
-    ebs_base += base_nodes * disk
-    ebs_peak += peak_nodes * disk
-    out.add(
-        item="EBS gp3 node volumes",
-        category="storage",
-        quantity=ebs_base,
-        peak_quantity=ebs_peak,
-        unit="GB-month",
-        unit_price=prices.ebs.gp3_per_gb_month,
-        note="IOPS and throughput above the gp3 baseline are their own lines",
-        section="ebs",
-    )
 
     _network(tier, prices, out)
     _ingress(tier, prices, out)
@@ -410,6 +385,55 @@ def monthly_cost(
         lines=lines,
         notes=notes,
     )
+
+
+def _system_nodes(
+    tier: TierConfig,
+    prices: PriceTable,
+    out: _Lines,
+    ec2_usage: list[tuple[str, float, float, float]],
+    auto_mode: bool,
+    ebs_base: float,
+    ebs_peak: float,
+) -> tuple[float, float]:
+    """The cluster's CPU system nodes (and Auto Mode's fee on them); the node volumes' GiB at
+    floor and peak with theirs added."""
+    hours = prices.hours_per_month
+    system = tier.cluster.system_nodes
+    system_type = system.instance_types[0]
+    if auto_mode:
+        base_nodes = peak_nodes = AUTO_MODE_CPU_NODES
+        system_note = f"estimate: {AUTO_MODE_CPU_NODES} nodes in Auto Mode's built-in CPU pools"
+        disk = AUTO_MODE_ROOT_VOLUME_GIB
+    else:
+        base_nodes, peak_nodes = system.desired_size, system.max_size
+        system_note = ""
+        disk = system.disk_gib
+    out.add(
+        item=f"System nodes: {system_type}",
+        category="compute",
+        capacity_type=CapacityType.ON_DEMAND.value,
+        quantity=base_nodes,
+        peak_quantity=peak_nodes,
+        unit="instance-month",
+        unit_price=prices.on_demand(system_type) * hours,
+        note=system_note,
+        section="ec2",
+    )
+    ec2_usage.append((system_type, base_nodes, out.expected(base_nodes, peak_nodes), peak_nodes))
+    if auto_mode:
+        out.add(
+            item=f"EKS Auto Mode fee: system nodes ({system_type})",
+            category="cluster",
+            quantity=base_nodes,
+            unit="instance-month",
+            unit_price=prices.on_demand(system_type) * prices.eks.auto_mode_fee_share * hours,
+            note="estimate: eks.auto_mode_fee_share of the on-demand price",
+            section="eks",
+        )
+    ebs_base += base_nodes * disk
+    ebs_peak += peak_nodes * disk
+    return ebs_base, ebs_peak
 
 
 def _pods_share(pods: PodSet, override: float | None) -> float:
