@@ -22,7 +22,15 @@ from typing import Any
 import aws_cdk as cdk
 
 from gpufarm.cdk_context import tested_context
-from gpufarm.config import ConfigError, ConfigIssue, TierConfig, load_preset, load_tier_file, preset_names
+from gpufarm.config import (
+    ConfigError,
+    ConfigIssue,
+    Provisioning,
+    TierConfig,
+    load_preset,
+    load_tier_file,
+    preset_names,
+)
 from gpufarm.constructs.compliance import enable_compliance_checks
 from gpufarm.debug import (
     EXIT_BAD_INPUT,
@@ -33,7 +41,7 @@ from gpufarm.debug import (
     one_line,
 )
 from gpufarm.eks_support import support_status, today
-from gpufarm.stacks import GpuFarmStack
+from gpufarm.stacks import DirectTierStack, GpuFarmStack
 
 SUPPORT_WARNING_ID = "gpufarm:kubernetes-support"
 """ID of the warning a stack gets when its Kubernetes version is in, or near, EKS extended support."""
@@ -161,6 +169,14 @@ def support_warning(config: TierConfig, day: dt.date | None = None) -> str | Non
     return support_status(config.cluster.kubernetes_version, day or today()).warning()
 
 
+def stack_of(app: cdk.App, config: TierConfig) -> cdk.Stack:
+    """The tier's stack, by `cluster.provisioning`: :class:`DirectTierStack` for `ec2` (no EKS
+    cluster, so no Kubernetes support warning), :class:`GpuFarmStack` otherwise."""
+    if config.cluster.provisioning is Provisioning.EC2:
+        return DirectTierStack(app, config=config)
+    return GpuFarmStack(app, config=config)
+
+
 def add_tiers(
     app: cdk.App,
     configs: list[TierConfig],
@@ -170,7 +186,8 @@ def add_tiers(
 ) -> cdk.App:
     """Add one stack per config to `app` and put the compliance gate on it.
 
-    A stack whose Kubernetes version is in, or within 60 days of, EKS extended support gets a
+    The stack class follows `cluster.provisioning` (:func:`stack_of`). An EKS stack whose
+    Kubernetes version is in, or within 60 days of, EKS extended support gets a
     warning (:func:`support_warning`, ID :data:`SUPPORT_WARNING_ID`), which `cdk synth` prints.
     `each` wraps the building of each stack (the command line shows progress with it); default:
     nothing. `day`: the date the warning judges by (default: today, UTC).
@@ -178,8 +195,8 @@ def add_tiers(
     day = day or today()
     for config in configs:
         with each(config) if each else nullcontext():
-            stack = GpuFarmStack(app, config=config)
-        if warning := support_warning(config, day):
+            stack = stack_of(app, config)
+        if isinstance(stack, GpuFarmStack) and (warning := support_warning(config, day)):
             cdk.Annotations.of(stack).add_warning_v2(SUPPORT_WARNING_ID, warning)
     enable_compliance_checks(app)
     return app

@@ -58,7 +58,9 @@ def _autoscaled(cfg: TierConfig) -> bool:
 
 def used_images(cfg: TierConfig) -> list[str]:
     """The table images (by name) that the tier's charts run, in table order."""
-    standard = cfg.cluster.provisioning is not Provisioning.AUTO_MODE
+    # Karpenter's standard compute runs these charts; Auto Mode has them built in, and ec2
+    # provisioning runs no cluster at all.
+    standard = cfg.cluster.provisioning is Provisioning.KARPENTER
     prometheus = cfg.observability.prometheus
     keda = prometheus.enabled and _autoscaled(cfg)
     uses = {

@@ -29,6 +29,7 @@ from gpufarm.config.checks.cluster import (
     _network,
     _system_nodes,
 )
+from gpufarm.config.checks.ec2 import _ec2
 from gpufarm.config.checks.engine_metrics import _engine_metrics
 from gpufarm.config.checks.gateway import _fallback, _gateway_scaling
 from gpufarm.config.checks.grafana import _grafana
@@ -88,6 +89,7 @@ VALIDATORS: tuple[_Validator, ...] = (
     _image_pull,
     _engine_metrics,
     _sagemaker,
+    _ec2,
     open_choice_issues,
     chart_version_issues,
 )

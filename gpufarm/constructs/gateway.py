@@ -116,6 +116,93 @@ def guardrail_properties(config: GuardrailConfig, *, name: str) -> dict[str, Any
     }
 
 
+def bedrock_guardrail(
+    scope: Construct, config: GuardrailConfig
+) -> tuple[bedrock.CfnGuardrail, bedrock.CfnGuardrailVersion]:
+    """The gateway's guardrail (`Guardrail`) and a published version of it (`GuardrailVersion`) in `scope`.
+
+    A version is immutable and its description can only be set at creation: a description that
+    names the guardrail settings publishes a new version whenever they change, and the gateways
+    roll onto it (their environment names the version).
+    """
+    guardrail = bedrock.CfnGuardrail(
+        scope,
+        "Guardrail",
+        **guardrail_properties(
+            config, name=cdk.Names.unique_resource_name(scope, max_length=50, separator="-")
+        ),
+    )
+    settings = k8s_gateway.config_hash(guardrail_properties(config, name=""))[:16]
+    version = bedrock.CfnGuardrailVersion(
+        scope,
+        "GuardrailVersion",
+        guardrail_identifier=guardrail.attr_guardrail_id,
+        description=f"gpufarm fallback guardrail, settings {settings}",
+    )
+    return guardrail, version
+
+
+def grant_gateway(
+    scope: Construct,
+    role: iam.Role,
+    tier: TierConfig,
+    *,
+    grants: BedrockGrants,
+    guardrail: bedrock.CfnGuardrail | None,
+    version: bedrock.CfnGuardrailVersion | None,
+) -> None:
+    """What the gateway's role may do, whichever compute runs it (pods or instances).
+
+    `bedrock:InvokeModel` and `bedrock:InvokeModelWithResponseStream` on `grants.direct`, and on
+    `grants.through_profiles` only through one of `grants.profiles`; with a guardrail, every
+    invocation must carry it (`bedrock:GuardrailIdentifier`) and `bedrock:ApplyGuardrail` on it;
+    `secretsmanager:GetSecretValue` on `tier.fallback.master_key_secret` when set.
+    """
+    conditions: dict[str, Any] = {}
+    if guardrail is not None and version is not None:
+        conditions["StringEquals"] = {
+            "bedrock:GuardrailIdentifier": f"{guardrail.attr_guardrail_arn}:{version.attr_version}"
+        }
+    if grants.direct:
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="InvokeModels",
+                actions=list(INVOKE_ACTIONS),
+                resources=list(grants.direct),
+                conditions=conditions or None,
+            )
+        )
+    if grants.through_profiles:
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="InvokeModelsThroughProfiles",
+                actions=list(INVOKE_ACTIONS),
+                resources=list(grants.through_profiles),
+                conditions={
+                    **conditions,
+                    "ArnEquals": {"bedrock:InferenceProfileArn": list(grants.profiles)},
+                },
+            )
+        )
+    if guardrail is not None:
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ApplyGuardrail",
+                actions=["bedrock:ApplyGuardrail"],
+                resources=[guardrail.attr_guardrail_arn],
+            )
+        )
+    secret = tier.fallback.master_key_secret
+    if secret:
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ReadMasterKey",
+                actions=["secretsmanager:GetSecretValue"],
+                resources=[secret_arn(scope, secret)],
+            )
+        )
+
+
 class FallbackGateway(Construct):
     """LiteLLM gateway in front of a tier's vLLM models, falling back to Amazon Bedrock.
 
@@ -178,70 +265,15 @@ class FallbackGateway(Construct):
         self.guardrail_version: bedrock.CfnGuardrailVersion | None = None
         guardrail_values: tuple[str, str] | None = None
         if fb.guardrail.enabled:
-            self.guardrail = bedrock.CfnGuardrail(
-                self,
-                "Guardrail",
-                **guardrail_properties(
-                    fb.guardrail,
-                    name=cdk.Names.unique_resource_name(self, max_length=50, separator="-"),
-                ),
-            )
-            # A version is immutable and its description can only be set at creation: a
-            # description that names the guardrail settings publishes a new version whenever
-            # they change, and the pods roll onto it (their environment names the version).
-            settings = k8s_gateway.config_hash(guardrail_properties(fb.guardrail, name=""))[:16]
-            self.guardrail_version = bedrock.CfnGuardrailVersion(
-                self,
-                "GuardrailVersion",
-                guardrail_identifier=self.guardrail.attr_guardrail_id,
-                description=f"gpufarm fallback guardrail, settings {settings}",
-            )
+            self.guardrail, self.guardrail_version = bedrock_guardrail(self, fb.guardrail)
             guardrail_values = (self.guardrail.attr_guardrail_arn, self.guardrail_version.attr_version)
 
         self.role = pod_identity_role(
             self, "Role", description="Fallback gateway: invoke the configured Amazon Bedrock models"
         )
-        conditions: dict[str, Any] = {}
-        if guardrail_values is not None:
-            arn, version = guardrail_values
-            conditions["StringEquals"] = {"bedrock:GuardrailIdentifier": f"{arn}:{version}"}
-        if grants.direct:
-            self.role.add_to_policy(
-                iam.PolicyStatement(
-                    sid="InvokeModels",
-                    actions=list(INVOKE_ACTIONS),
-                    resources=list(grants.direct),
-                    conditions=conditions or None,
-                )
-            )
-        if grants.through_profiles:
-            self.role.add_to_policy(
-                iam.PolicyStatement(
-                    sid="InvokeModelsThroughProfiles",
-                    actions=list(INVOKE_ACTIONS),
-                    resources=list(grants.through_profiles),
-                    conditions={
-                        **conditions,
-                        "ArnEquals": {"bedrock:InferenceProfileArn": list(grants.profiles)},
-                    },
-                )
-            )
-        if self.guardrail is not None:
-            self.role.add_to_policy(
-                iam.PolicyStatement(
-                    sid="ApplyGuardrail",
-                    actions=["bedrock:ApplyGuardrail"],
-                    resources=[self.guardrail.attr_guardrail_arn],
-                )
-            )
-        if fb.master_key_secret:
-            self.role.add_to_policy(
-                iam.PolicyStatement(
-                    sid="ReadMasterKey",
-                    actions=["secretsmanager:GetSecretValue"],
-                    resources=[secret_arn(self, fb.master_key_secret)],
-                )
-            )
+        grant_gateway(
+            self, self.role, tier, grants=grants, guardrail=self.guardrail, version=self.guardrail_version
+        )
         acknowledge(
             self.role,
             "NIST.800.53.R5-IAMNoInlinePolicy",

@@ -105,6 +105,10 @@ class InferenceAlb(InferenceLoadBalancer):
 
     `endpoints` (from :func:`gpufarm.core.endpoints.endpoints_of`, what the tier stack passes)
     replaces `model_names`, `rule_priorities`, `routed` and `weights`: they are read from it.
+
+    `target_type` (default `ip`: pods registered by TargetGroupBindings) may be `instance` for
+    targets registered by Auto Scaling groups (`cluster.provisioning: ec2`); those target groups
+    carry no EKS cluster tag.
     """
 
     kind = LoadBalancerKind.ALB
@@ -127,8 +131,13 @@ class InferenceAlb(InferenceLoadBalancer):
         routed: Mapping[str, RouterTarget] | None = None,
         weights: Mapping[str, Mapping[str, int]] | None = None,
         endpoints: Sequence[Endpoint] | None = None,
+        target_type: str = "ip",
     ) -> None:
         super().__init__(scope, id)
+        if target_type not in ("ip", "instance"):
+            raise ValueError(f"'target_type' must be 'ip' or 'instance', got {target_type!r}")
+        self.target_type = target_type
+        """`ip` (pods, bound by TargetGroupBindings) or `instance` (Auto Scaling groups register them)."""
         if endpoints is not None:
             no_dicts_with_endpoints(
                 model_names=model_names, rule_priorities=rule_priorities, routed=routed, weights=weights
@@ -536,7 +545,8 @@ class InferenceAlb(InferenceLoadBalancer):
         health_check_port: str = "traffic-port",
         target_control_port: int | None = None,
     ) -> elbv2.CfnTargetGroup:
-        """An IP target group with least-outstanding-requests routing and an HTTP health check.
+        """A target group (of :attr:`target_type`) with least-outstanding-requests routing and an HTTP
+        health check.
 
         No slow start: the ELB API refuses it together with least outstanding requests (see
         :func:`_validate`); a model's warm-up is held back by its startup probe instead.
@@ -549,7 +559,7 @@ class InferenceAlb(InferenceLoadBalancer):
         return elbv2.CfnTargetGroup(
             scope,
             id,
-            target_type="ip",
+            target_type=self.target_type,
             protocol="HTTP",
             protocol_version="HTTP1",
             port=port,
@@ -568,7 +578,9 @@ class InferenceAlb(InferenceLoadBalancer):
                 for k, v in attributes.items()
             ],
             # EKS Auto Mode registers pods only in target groups tagged with its cluster name.
-            tags=[cdk.CfnTag(key="eks:eks-cluster-name", value=self.cluster_name)],
+            tags=[cdk.CfnTag(key="eks:eks-cluster-name", value=self.cluster_name)]
+            if self.target_type == "ip"
+            else None,
             target_control_port=target_control_port,
         )
 

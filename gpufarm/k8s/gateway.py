@@ -538,7 +538,9 @@ def _master_key_init_container(tier: TierConfig, secret: str, region: str) -> di
     }
 
 
-def _env(tier: TierConfig, region: str, guardrail: tuple[str, str] | None) -> list[dict[str, Any]]:
+def gateway_environment(tier: TierConfig, region: str, guardrail: tuple[str, str] | None) -> dict[str, str]:
+    """The proxy's environment, whichever compute runs it: offline switches, region, JSON logs,
+    graceful shutdown, HOME, the demand counter's settings and the guardrail `(identifier, version)`."""
     values = {
         **OFFLINE_ENV,
         "AWS_REGION": region,
@@ -553,6 +555,11 @@ def _env(tier: TierConfig, region: str, guardrail: tuple[str, str] | None) -> li
     }
     if guardrail is not None:
         values[GUARDRAIL_IDENTIFIER_ENV], values[GUARDRAIL_VERSION_ENV] = guardrail
+    return values
+
+
+def _env(tier: TierConfig, region: str, guardrail: tuple[str, str] | None) -> list[dict[str, Any]]:
+    values = gateway_environment(tier, region, guardrail)
     return [{"name": k, "value": values[k]} for k in sorted(values)]
 
 

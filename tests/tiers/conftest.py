@@ -69,6 +69,18 @@ def poc_template(poc_dir: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
+def ec2_poc_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cloud assembly folder of the ec2-poc tier (no Kubernetes; the compliance gate has passed)."""
+    return synthesize_once("ec2-poc", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def ec2_poc_template(ec2_poc_dir: Path) -> dict[str, Any]:
+    """The synthesized ec2-poc template."""
+    return _template(ec2_poc_dir, "ec2-poc")
+
+
+@pytest.fixture(scope="session")
 def poc_document() -> dict[str, Any]:
     """The poc preset as a plain document, to derive variants from."""
     import yaml

@@ -17,7 +17,9 @@ The order enforced here, lowest first (read from the code, not wished for):
    checks it runs (`config.checks` and its modules), `config.loader` and `config.reference`: they
    run or describe the checks, and the checks ask the core.
 5. **k8s** - pure manifests.
-6. **constructs**, then 7. **stacks**, then 8. **app**.
+6. **hosts** - pure user data, systemd units and agent configs of `cluster.provisioning: ec2`
+   instances (they reuse the engine and gateway arguments the manifests use).
+7. **constructs**, then 8. **stacks**, then 9. **app**.
 
 Beside that line stand the **reports**: `pricing`, then `estimate` and `aws`, then `sizing` (a
 planned pod asks no more than the estimate's node allocation leaves it) and `review`. A report
@@ -52,7 +54,7 @@ CONFIG_VALIDATION = (
 )
 CONFIG_VALIDATION_PACKAGES = ("gpufarm.config.checks",)
 """Packages whose every module is config validation."""
-LINE = ("leaves", "config model", "core", "config validation", "k8s", "constructs", "stacks", "app")
+LINE = ("leaves", "config model", "core", "config validation", "k8s", "hosts", "constructs", "stacks", "app")
 REPORTS = ("pricing", "estimate", "aws", "sizing", "review")
 REPORT_RANK = {"pricing": 0, "estimate": 1, "aws": 1, "sizing": 2, "review": 2}
 HIGHEST_FOR_REPORTS = LINE.index("k8s")
@@ -71,7 +73,7 @@ def layer_of(module: str) -> str:
         return "config validation" if validation else "config model"
     if top == "deploy_rules":
         return "config model"
-    if top in ("core", "k8s", "constructs", "stacks", "app", "cli") or top in REPORTS:
+    if top in ("core", "k8s", "hosts", "constructs", "stacks", "app", "cli") or top in REPORTS:
         return top
     raise AssertionError(f"{module} belongs to no layer: give it one in tests/unit/test_layers.py")
 

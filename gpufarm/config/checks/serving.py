@@ -229,7 +229,8 @@ def _model_placement(cfg: TierConfig, where: str, model: ModelConfig) -> Iterato
             f"notice (set critical: false, or allow_spot: true to accept it), got {chosen!r}",
         )
     if model.pipeline_parallel > 1:
-        if cfg.cluster.provisioning is not Provisioning.KARPENTER:
+        # ec2 provisioning refuses multi-node models with its own reason (checks/ec2.py).
+        if cfg.cluster.provisioning not in (Provisioning.KARPENTER, Provisioning.EC2):
             yield ConfigIssue(
                 path=f"{where}.pipeline_parallel",
                 message="needs karpenter provisioning (multi-node replicas run as LeaderWorkerSets, "
@@ -401,7 +402,8 @@ def _scaling(cfg: TierConfig, path: str, problems: list[ScalingProblem]) -> Iter
     the rule it shares with the rest of the tier: KEDA reads Amazon Managed Prometheus."""
     for problem in problems:
         yield ConfigIssue(path=problem.path(path), message=problem.message)
-    if not cfg.observability.prometheus.enabled:
+    # ec2 provisioning scales Auto Scaling groups on the CloudWatch agent's metric instead (checks/ec2.py).
+    if not cfg.observability.prometheus.enabled and cfg.cluster.provisioning is not Provisioning.EC2:
         yield ConfigIssue(
             path=path,
             message="needs observability.prometheus.enabled: true (KEDA reads vLLM metrics from "
