@@ -170,9 +170,9 @@ def support_warning(config: TierConfig, day: dt.date | None = None) -> str | Non
 
 
 def stack_of(app: cdk.App, config: TierConfig) -> cdk.Stack:
-    """The tier's stack, by `cluster.provisioning`: :class:`DirectTierStack` for `ec2` (no EKS
-    cluster, so no Kubernetes support warning), :class:`GpuFarmStack` otherwise."""
-    if config.cluster.provisioning is Provisioning.EC2:
+    """The tier's stack, by `cluster.provisioning`: :class:`DirectTierStack` for `ec2` and
+    `sagemaker` (no EKS cluster, so no Kubernetes support warning), :class:`GpuFarmStack` otherwise."""
+    if config.cluster.provisioning in (Provisioning.EC2, Provisioning.SAGEMAKER):
         return DirectTierStack(app, config=config)
     return GpuFarmStack(app, config=config)
 

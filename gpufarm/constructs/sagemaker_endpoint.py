@@ -43,9 +43,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from gpufarm.config.model import TierConfig
 from gpufarm.config.sections.sagemaker import SageMakerConfig
 from gpufarm.constructs._util import acknowledge_all, construct_id, pseudo_parameters
+from gpufarm.constructs.gateway_fleet import GatewayRoutes
 from gpufarm.core import sagemaker as sm
+from gpufarm.k8s import gateway as k8s_gateway
 
 LOG_GROUP_PREFIX = "/aws/sagemaker/Endpoints"
 """Where SageMaker writes an endpoint's container logs: '/aws/sagemaker/Endpoints/<endpoint>'."""
@@ -354,3 +357,18 @@ class SageMakerEndpoint(Construct):
         return iam.Grant.add_to_principal(
             grantee=grantee, actions=list(INVOKE_ACTIONS), resource_arns=[self.endpoint_arn]
         )
+
+
+def sagemaker_routes(tier: TierConfig, endpoint: SageMakerEndpoint) -> GatewayRoutes:
+    """The gateway's routes of a `sagemaker` tier: each model to its inference component of
+    `endpoint` (`litellm_config` for the tier), Bedrock as its fallback, and the permission to
+    invoke exactly that endpoint."""
+    guardrail = k8s_gateway.guardrail_env_refs() if tier.fallback.guardrail.enabled else None
+    return GatewayRoutes(
+        config=k8s_gateway.litellm_config(tier, guardrail=guardrail),
+        statements=[
+            iam.PolicyStatement(
+                sid="InvokeEndpoint", actions=list(INVOKE_ACTIONS), resources=[endpoint.endpoint_arn]
+            )
+        ],
+    )

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpufarm.deploy_rules import (  # one service per line, alphabetical
+    appscaling,
     aps,
     autoscaling,
     awslambda,
@@ -34,6 +35,7 @@ from gpufarm.deploy_rules.rule import Rule, Template, Violation
 
 RULES: tuple[Rule, ...] = (
     *aps.RULES,
+    *appscaling.RULES,
     *autoscaling.RULES,
     *awslambda.RULES,
     *bedrock.RULES,

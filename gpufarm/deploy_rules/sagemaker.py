@@ -8,11 +8,13 @@ from typing import Any
 from gpufarm.deploy_rules.rule import Resource, Rule, Template, literal_str, ref_target
 from gpufarm.deploy_rules.shapes import each, name_rule, resource
 
+MODEL = "AWS::SageMaker::Model"
 ENDPOINT = "AWS::SageMaker::Endpoint"
 ENDPOINT_CONFIG = "AWS::SageMaker::EndpointConfig"
 INFERENCE_COMPONENT = "AWS::SageMaker::InferenceComponent"
 
 _API = "https://docs.aws.amazon.com/sagemaker/latest/APIReference/"
+_CREATE_MODEL = f"{_API}API_CreateModel.html"
 _CREATE_ENDPOINT = f"{_API}API_CreateEndpoint.html"
 _CREATE_ENDPOINT_CONFIG = f"{_API}API_CreateEndpointConfig.html"
 _CREATE_INFERENCE_COMPONENT = f"{_API}API_CreateInferenceComponent.html"
@@ -72,6 +74,20 @@ def _endpoint_stack(variant_name: str) -> dict[str, Any]:
 
 
 RULES: tuple[Rule, ...] = (
+    # CreateModel, ModelName: "Maximum length of 63. Pattern: ^[a-zA-Z0-9]([\-a-zA-Z0-9]*[a-zA-Z0-9])?$"
+    # (botocore 1.44.8 `ModelName`).
+    name_rule(
+        id="SM-MODEL-NAME",
+        resource_type=MODEL,
+        prop="ModelName",
+        pattern=r"[a-zA-Z0-9]([\-a-zA-Z0-9]*[a-zA-Z0-9])?",
+        max_length=MAX_NAME,
+        allowed="letters, digits and '-', starting and ending with a letter or digit",
+        doc_url=_CREATE_MODEL,
+        bad="qwen3_8b",
+        good="qwen3-8b",
+        ExecutionRoleArn="arn:aws:iam::123456789012:role/sagemaker",
+    ),
     # CreateEndpoint, EndpointName: "Length Constraints: Maximum length of 63. Pattern:
     # ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}" (the same in the botocore 1.44.8 service model).
     name_rule(

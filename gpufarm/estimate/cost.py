@@ -32,7 +32,7 @@ from gpufarm.estimate.allocation import (
 )
 from gpufarm.estimate.billing import Commitment, Ec2Usage, apply_commitments, check_capacity_block_days
 from gpufarm.estimate.report import CostEstimate, CostLine, EstimateError
-from gpufarm.estimate.sagemaker import sagemaker_endpoint_lines
+from gpufarm.estimate.sagemaker import sagemaker_endpoint_lines, sagemaker_wake_alarms
 from gpufarm.estimate.usage import Usage
 from gpufarm.k8s.karpenter import ROOT_VOLUME_IOPS, ROOT_VOLUME_THROUGHPUT_MIBPS
 from gpufarm.pricing import PRICE_SECTIONS, PriceTable, load_prices
@@ -978,7 +978,8 @@ def _image_cache(tier: TierConfig, prices: PriceTable, out: _Lines, usage: Usage
 
 def _kms_keys(tier: TierConfig) -> int:
     keys = 1  # the logs key, on every tier
-    keys += int(tier.cluster.secrets_encryption)
+    # The EKS secrets key exists only with a cluster.
+    keys += int(tier.cluster.secrets_encryption and tier.cluster.provisioning is not Provisioning.SAGEMAKER)
     keys += int(tier.observability.alarms.enabled)  # the alarm topic's key
     keys += int(tier.model_store.kind is ModelStoreKind.FSX_LUSTRE)
     return keys
@@ -1237,11 +1238,14 @@ def _monitoring(tier: TierConfig, prices: PriceTable, out: _Lines, usage: Usage)
     """CloudWatch alarms and dashboard, Managed Grafana, the access-log bucket."""
     obs = tier.observability
     if obs.alarms.enabled:
-        targets = len(endpoints_of(tier)) + int(tier.fallback.enabled)
+        # A SageMaker tier's load balancer has one target group, the gateway's.
+        models = 0 if tier.cluster.provisioning is Provisioning.SAGEMAKER else len(endpoints_of(tier))
+        targets = models + int(tier.fallback.enabled)
         if tier.ingress.kind is LoadBalancerKind.NLB:
             alarms = targets + 1  # unhealthy hosts per target group, TCP resets
         else:  # 5xx and error rate, then p99 and unhealthy hosts per target group, optimizer rejects
             alarms = 2 + 2 * targets + int(tier.ingress.target_optimizer.enabled)
+        alarms += sagemaker_wake_alarms(tier)
         out.add(
             item=f"CloudWatch alarms ({alarms})",
             category="observability",

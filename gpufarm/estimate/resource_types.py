@@ -29,7 +29,7 @@ PRICED_TYPES: dict[str, tuple[str, ...]] = {
     "AWS::EKS::Cluster": ("EKS control plane",),
     "AWS::EKS::Nodegroup": ("System nodes", "GPU node group"),
     "AWS::EC2::CapacityReservation": ("GPU node group",),
-    "AWS::AutoScaling::AutoScalingGroup": ("Inspection appliances",),
+    "AWS::AutoScaling::AutoScalingGroup": ("Inspection appliances", "Gateway instances"),
     "AWS::EC2::NatGateway": ("NAT gateways",),
     "AWS::EC2::EIP": ("Public IPv4 addresses",),
     "AWS::EC2::VPCEndpoint/Interface": ("VPC interface endpoints", "Inspection VPC interface endpoints"),

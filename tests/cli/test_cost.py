@@ -358,7 +358,10 @@ def test_live_asks_for_the_tiers_instance_types_in_its_zones(monkeypatch: pytest
             ("--tier", "poc", "--tier-file", "x.yaml", "--assembly", "cdk.out"),
             "give exactly one of --tier, --tier-file or --assembly, got --tier, --tier-file and --assembly",
         ),
-        (("--tier", "staging"), "unknown tier 'staging': the presets are ec2-poc, enterprise, poc, production"),
+        (
+            ("--tier", "staging"),
+            "unknown tier 'staging': the presets are ec2-poc, enterprise, poc, production",
+        ),
         (
             ("--tier", "poc", "--reserved-discount", "0.3"),
             "--reserved-discount was removed: reserved capacity bills at the on-demand rate (an ODCR) "

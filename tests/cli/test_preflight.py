@@ -207,8 +207,8 @@ def test_bad_input_with_json_still_prints_a_document(checks: CannedChecks) -> No
     assert json.loads(result.stdout) == {
         "ok": False,
         "exit_status": 2,
-        "error": "invalid tier selection:\n  - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', "
-        "got 'nope'",
+        "error": "invalid tier selection:\n  - tier: must be one of 'ec2-poc', 'enterprise', 'poc', "
+        "'production', 'sagemaker-poc', got 'nope'",
         "results": [],
     }
 
@@ -283,7 +283,8 @@ def test_a_bad_template_exits_2(
         ),
         (
             ["--tier", "nope", "--region", "us-east-1"],
-            "invalid tier selection: - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', got 'nope'",
+            "invalid tier selection: - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', "
+            "'sagemaker-poc', got 'nope'",
         ),
     ],
 )

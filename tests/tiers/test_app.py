@@ -89,7 +89,8 @@ def test_unknown_tier_exits_2(tmp_path: Path) -> None:
     result = _run_app(tmp_path, {"tier": "staging"})
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        "invalid tier selection:\n  - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', got 'staging'"
+        "invalid tier selection:\n  - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', "
+        "'sagemaker-poc', got 'staging'"
     )
 
 

@@ -20,9 +20,8 @@ from .factories import poc_document
 
 @cache
 def _document() -> dict[str, Any]:
-    preset = yaml.safe_load((PRESET_DIR / "sagemaker-poc.yaml").read_text(encoding="utf-8"))
-    assert preset.pop("extends") == "poc"
-    return merge(poc_document(), preset)
+    preset: dict[str, Any] = yaml.safe_load((PRESET_DIR / "sagemaker-poc.yaml").read_text(encoding="utf-8"))
+    return preset
 
 
 def document() -> dict[str, Any]:
