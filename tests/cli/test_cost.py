@@ -360,7 +360,7 @@ def test_live_asks_for_the_tiers_instance_types_in_its_zones(monkeypatch: pytest
         ),
         (
             ("--tier", "staging"),
-            "unknown tier 'staging': the presets are ec2-poc, enterprise, poc, production",
+            "unknown tier 'staging': the presets are ec2-poc, enterprise, poc, production, sagemaker-poc",
         ),
         (
             ("--tier", "poc", "--reserved-discount", "0.3"),
