@@ -16,6 +16,8 @@ gateway, which calls the endpoint through the VPC's `sagemaker.runtime` interfac
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
@@ -31,7 +33,6 @@ from gpufarm.constructs.gpu_fleet import EngineSettings, GpuFleet
 from gpufarm.constructs.image_cache import ImageCache, image_cache_credentials
 from gpufarm.constructs.network import log_retention
 from gpufarm.constructs.placeholders import refuse_placeholders
-from gpufarm.constructs.sagemaker_endpoint import SageMakerEndpoint, sagemaker_routes
 from gpufarm.core import sagemaker as sm
 from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, endpoints_of
 from gpufarm.core.engine_metrics import Role, metric_name, models_by_engine
@@ -41,6 +42,9 @@ from gpufarm.hosts.engine import CONTAINER_HOME, TargetControlAgent
 from gpufarm.k8s.gateway import READINESS_PATH
 from gpufarm.k8s.serving import engine_args
 from gpufarm.stacks.tier import tier_metadata
+
+if TYPE_CHECKING:
+    from gpufarm.constructs.sagemaker_endpoint import SageMakerEndpoint
 
 
 def ecr_registry_of(image: str) -> str | None:
@@ -222,6 +226,9 @@ class DirectTierStack(cdk.Stack):
             self.fleets[fleet.name] = built
 
     def _sagemaker(self) -> None:
+        # Imported here: aws_cdk.aws_sagemaker takes about 0.3 s to import, which no other tier needs.
+        from gpufarm.constructs.sagemaker_endpoint import SageMakerEndpoint
+
         cfg = self.config
         self.fleets = {}
         self.sagemaker = SageMakerEndpoint(
@@ -250,6 +257,8 @@ class DirectTierStack(cdk.Stack):
             )
             routes = GatewayRoutes.through_load_balancer(cfg, url)
         else:
+            from gpufarm.constructs.sagemaker_endpoint import sagemaker_routes
+
             routes = sagemaker_routes(cfg, self.sagemaker)
         target_group = self.ingress.route_default_to(port=cfg.fallback.port, health_check_path=READINESS_PATH)
         self.ingress.connections.allow_to(
