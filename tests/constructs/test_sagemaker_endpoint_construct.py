@@ -22,7 +22,7 @@ from gpufarm.constructs.sagemaker_endpoint import SageMakerEndpoint
 from gpufarm.core import sagemaker as sm
 from gpufarm.deploy_rules.catalog import check_template
 from tests.conftest import cdk_context, cfn_lint_errors, nag_violations
-from tests.constructs.helpers import REGION, new_vpc
+from tests.constructs.helpers import REGION, logical_id, new_stack, new_vpc
 
 S3_WEIGHTS = "s3://gpufarm-models-123456789012/llama-3-1-8b/"
 
@@ -218,3 +218,31 @@ def test_passes_cdk_nag_cfn_lint_and_the_deploy_rules(synthesized: tuple[Path, d
     assert nag_violations(path.parent, annotations=False) == {}
     assert cfn_lint_errors(path) == []
     assert [v.render() for v in check_template(template)] == []
+
+
+def _logical_ids(tier: TierConfig, instance_type: str) -> dict[str, str]:
+    stack = new_stack()
+    vpc = new_vpc(stack)
+    config = tier.sagemaker.model_copy(update={"instance_type": instance_type, "max_instance_count": 3})
+    endpoint = SageMakerEndpoint(
+        stack,
+        "Endpoint",
+        endpoint_name=sm.endpoint_name(tier),
+        config=config,
+        components=sm.components_of(tier),
+        region=REGION,
+        vpc=vpc,
+        subnets=private_subnets(vpc),
+    )
+    ids = {"endpoint": logical_id(endpoint.endpoint)}
+    ids.update({name: logical_id(c) for name, c in endpoint.inference_components.items()})
+    return ids
+
+
+def test_the_endpoint_and_components_keep_their_logical_ids_under_routine_edits() -> None:
+    # Another instance type, more instances, one more model: the endpoint and the existing models'
+    # components are updated in place, never replaced.
+    before = _logical_ids(load_preset("sagemaker-poc"), "ml.g6.12xlarge")
+    after = _logical_ids(TIER, "ml.g5.12xlarge")
+    assert {k: after[k] for k in before} == before
+    assert set(after) - set(before) == {"llama-8b"}

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
 
 from gpufarm.config import load_preset
 from gpufarm.core import sagemaker as sm
+from gpufarm.review import CreateOnlyProperties, StackTemplate, diff_resources
 from tests.conftest import cfn_lint_errors
 from tests.tiers.billing_walk import costing_gaps
 from tests.tiers.helpers import (
@@ -89,3 +91,19 @@ def test_every_resource_is_priced_or_free(
 
 def test_cfn_lint_finds_no_errors(sagemaker_poc_dir: Path) -> None:
     assert cfn_lint_errors(sagemaker_poc_dir / "gpufarm-sagemaker-poc.template.json") == []
+
+
+def test_review_a_new_instance_type_replaces_the_endpoint_config_and_updates_the_endpoint(
+    sagemaker_poc_template: dict[str, Any],
+) -> None:
+    old = StackTemplate(name="gpufarm-sagemaker-poc", region="us-east-1", template=sagemaker_poc_template)
+    changed = copy.deepcopy(sagemaker_poc_template)
+    (config_id,) = resources(changed, "AWS::SageMaker::EndpointConfig")
+    changed["Resources"][config_id]["Properties"]["ProductionVariants"][0]["InstanceType"] = "ml.g5.12xlarge"
+    new = StackTemplate(name="gpufarm-sagemaker-poc", region="us-east-1", template=changed)
+    diff = diff_resources(old, new, CreateOnlyProperties())
+    # ProductionVariants is create-only: a new config; the endpoint takes its new name in place,
+    # and the inference components, which name the endpoint, are untouched.
+    assert [r.logical_id for r in diff.replacements] == [config_id]
+    (endpoint_id,) = resources(changed, "AWS::SageMaker::Endpoint")
+    assert endpoint_id not in {r.logical_id for r in diff.replacements}
