@@ -56,6 +56,14 @@ class GatewayRoutes:
         return cls(config=config, environment=env)
 
 
+def instance_environment(
+    tier: TierConfig, routes: GatewayRoutes, guardrail: tuple[str, str] | None
+) -> dict[str, str]:
+    """The proxy's environment on a gateway instance: the EKS pods' (offline switches, region, JSON
+    logs, graceful shutdown, guardrail) and the values `routes` read."""
+    return {**k8s_gateway.gateway_environment(tier, tier.environment.region, guardrail), **routes.environment}
+
+
 class GatewayFleet(Construct):
     """LiteLLM gateway instances in an Auto Scaling group, registered in `target_group`.
 
@@ -151,10 +159,7 @@ class GatewayFleet(Construct):
         )
         profile = iam.CfnInstanceProfile(self, "InstanceProfile", roles=[self.role.role_name])
 
-        environment = {
-            **k8s_gateway.gateway_environment(tier, region, guardrail_values),
-            **routes.environment,
-        }
+        environment = instance_environment(tier, routes, guardrail_values)
         host = host_gateway.GatewayHost(
             image=image,
             config_yaml=k8s_gateway.config_yaml(dict(routes.config)),

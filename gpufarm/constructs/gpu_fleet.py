@@ -25,6 +25,7 @@ from gpufarm.core.fleets import Fleet
 from gpufarm.core.s3 import split_s3_uri
 from gpufarm.hosts import engine as host_engine
 from gpufarm.hosts import metrics as host_metrics
+from gpufarm.k8s.karpenter import ROOT_VOLUME_IOPS, ROOT_VOLUME_THROUGHPUT_MIBPS
 
 DLAMI_PARAMETER = (
     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id"
@@ -313,10 +314,14 @@ class GpuFleet(Construct):
             block_device_mappings=[
                 lt.BlockDeviceMappingProperty(
                     device_name=ROOT_DEVICE,
+                    # The Karpenter pools' GPU root volume performance: the weights sync and the
+                    # engine's first read run at the volume's throughput.
                     ebs=lt.EbsProperty(
                         encrypted=True,
                         volume_type="gp3",
                         volume_size=fleet.pool.root_volume_gib,
+                        throughput=ROOT_VOLUME_THROUGHPUT_MIBPS,
+                        iops=ROOT_VOLUME_IOPS,
                         delete_on_termination=True,
                     ),
                 )

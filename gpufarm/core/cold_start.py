@@ -317,6 +317,9 @@ def time_to_ready(
     :class:`ColdStartTableError` when the table lacks a figure the model needs.
     """
     table = table or load_cold_start_table()
+    if _from_warm_pool(tier, model):
+        # The warm pool's stopped instances already hold the image on their volume.
+        fetched_share = 0.0
     return TimeToReady(
         model=model.name,
         node_launch=node_launch(tier, model, table),
@@ -324,6 +327,16 @@ def time_to_ready(
         weight_load=weight_load(tier, model, table),
         warm_up=warm_up(model, table),
     )
+
+
+def _from_warm_pool(tier: TierConfig, model: ModelConfig) -> bool:
+    """Whether the model's next instance comes from an ec2 group's warm pool (never with spot)."""
+    from gpufarm.config.model import Provisioning
+    from gpufarm.core.fleets import fleets
+
+    if tier.cluster.provisioning is not Provisioning.EC2 or not tier.ec2.warm_pool.enabled:
+        return False
+    return any(f.model.name == model.name and not f.spot for f in fleets(tier))
 
 
 def tier_times_to_ready(

@@ -144,6 +144,74 @@ def _check_share(name: str, value: float, *, below_one: bool) -> None:
         raise EstimateError(f"{name} must be a share from 0 {bound}, got {value:g}")
 
 
+def _direct_hosts(
+    tier: TierConfig, prices: PriceTable, out: _Lines, ebs_base: float, ebs_peak: float
+) -> tuple[float, float]:
+    """`cluster.provisioning: ec2`: the gateway's CPU instances and the warm pools' stopped GPU
+    instances, in place of the system nodes. Returns the node volumes' GB at base and peak.
+
+    A stopped instance bills no instance hours, only its EBS volumes (EC2 API reference,
+    StartInstances: "When an instance is stopped, the compute resources are released and you are
+    not billed for instance usage. However, your root partition Amazon EBS volume remains ... and
+    you are charged for Amazon EBS volume usage",
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_StartInstances.html): a warm pool
+    costs its root volumes.
+    """
+    from gpufarm.core.fleets import fleets
+
+    hours = prices.hours_per_month
+    gateway = tier.ec2.gateway
+    if tier.fallback.enabled:
+        out.add(
+            item=f"Gateway instances: {gateway.instance_type}",
+            category="compute",
+            capacity_type=CapacityType.ON_DEMAND.value,
+            quantity=gateway.min_instances,
+            peak_quantity=gateway.max_instances,
+            unit="instance-month",
+            unit_price=prices.on_demand(gateway.instance_type) * hours,
+            note="the LiteLLM gateway's CPU Auto Scaling group",
+            section="ec2",
+        )
+        out.ec2_usage.append(
+            (
+                gateway.instance_type,
+                gateway.min_instances,
+                out.expected(gateway.min_instances, gateway.max_instances),
+                gateway.max_instances,
+            )
+        )
+        ebs_base += gateway.min_instances * gateway.volume_gib
+        ebs_peak += gateway.max_instances * gateway.volume_gib
+    warm = tier.ec2.warm_pool
+    if warm.enabled and tier.cluster.provisioning is Provisioning.EC2:
+        gib = sum(warm.min_size * f.pool.root_volume_gib for f in fleets(tier) if not f.spot)
+        if gib:
+            out.add(
+                item="EBS gp3 warm pool volumes (stopped GPU instances)",
+                category="storage",
+                quantity=gib,
+                unit="GB-month",
+                unit_price=prices.ebs.gp3_per_gb_month,
+                note=f"{warm.min_size} stopped instance(s) per group: no instance hours, the root volume",
+                section="ebs",
+            )
+            perf = prices.ebs_performance
+            extra = max(ROOT_VOLUME_THROUGHPUT_MIBPS - perf.gp3_baseline_throughput_mibps, 0)
+            volumes = sum(warm.min_size for f in fleets(tier) if not f.spot)
+            if extra:
+                # Provisioned gp3 throughput bills per month whether the instance runs or not.
+                out.add(
+                    item="EBS gp3 throughput above baseline (warm pool volumes)",
+                    category="storage",
+                    quantity=volumes * extra,
+                    unit="MiB/s-month",
+                    unit_price=perf.gp3_throughput_per_mibps_month,
+                    section="ebs_performance",
+                )
+    return ebs_base, ebs_peak
+
+
 def _control_plane(
     tier: TierConfig, prices: PriceTable, out: _Lines, notes: list[str], day: dt.date | None
 ) -> None:
@@ -230,6 +298,9 @@ def monthly_cost(
     assumed = usage or Usage()
     hours = prices.hours_per_month
     auto_mode = tier.cluster.provisioning is Provisioning.AUTO_MODE
+    # No cluster: GPU groups (ec2) or a SageMaker endpoint, and the gateway's CPU group.
+    direct = tier.cluster.provisioning in (Provisioning.EC2, Provisioning.SAGEMAKER)
+    on_sagemaker = tier.cluster.provisioning is Provisioning.SAGEMAKER
     out = _Lines(busy_share=tier_busy_share(tier, busy_share))
     notes: list[str] = []
     if prices.region != tier.environment.region:
@@ -238,11 +309,10 @@ def monthly_cost(
             "(use --live --region to price it there)."
         )
 
-    on_sagemaker = tier.cluster.provisioning is Provisioning.SAGEMAKER
     if on_sagemaker:
-        # No cluster, no node: the models' GPUs are the endpoint's instances.
+        # The models' GPUs are the endpoint's instances.
         sagemaker_endpoint_lines(tier, prices, out)
-    else:
+    if not direct:
         _control_plane(tier, prices, out, notes, day)
 
     allocations = [] if on_sagemaker else gpu_allocations(tier, prices)
@@ -322,19 +392,53 @@ def monthly_cost(
         ebs_base += alloc.base_instances * alloc.root_volume_gib
         ebs_peak += alloc.peak_instances * alloc.root_volume_gib
 
-    if not on_sagemaker:
-        ebs_base, ebs_peak = _system_nodes(tier, prices, out, ec2_usage, auto_mode, ebs_base, ebs_peak)
-    if ebs_peak:
+    if direct:
+        ebs_base, ebs_peak = _direct_hosts(tier, prices, out, ebs_base, ebs_peak)
+    else:
+        system = tier.cluster.system_nodes
+        system_type = system.instance_types[0]
+        if auto_mode:
+            base_nodes = peak_nodes = AUTO_MODE_CPU_NODES
+            system_note = f"estimate: {AUTO_MODE_CPU_NODES} nodes in Auto Mode's built-in CPU pools"
+            disk = AUTO_MODE_ROOT_VOLUME_GIB
+        else:
+            base_nodes, peak_nodes = system.desired_size, system.max_size
+            system_note = ""
+            disk = system.disk_gib
         out.add(
-            item="EBS gp3 node volumes",
-            category="storage",
-            quantity=ebs_base,
-            peak_quantity=ebs_peak,
-            unit="GB-month",
-            unit_price=prices.ebs.gp3_per_gb_month,
-            note="IOPS and throughput above the gp3 baseline are their own lines",
-            section="ebs",
+            item=f"System nodes: {system_type}",
+            category="compute",
+            capacity_type=CapacityType.ON_DEMAND.value,
+            quantity=base_nodes,
+            peak_quantity=peak_nodes,
+            unit="instance-month",
+            unit_price=prices.on_demand(system_type) * hours,
+            note=system_note,
+            section="ec2",
         )
+        ec2_usage.append((system_type, base_nodes, out.expected(base_nodes, peak_nodes), peak_nodes))
+        if auto_mode:
+            out.add(
+                item=f"EKS Auto Mode fee: system nodes ({system_type})",
+                category="cluster",
+                quantity=base_nodes,
+                unit="instance-month",
+                unit_price=prices.on_demand(system_type) * prices.eks.auto_mode_fee_share * hours,
+                note="estimate: eks.auto_mode_fee_share of the on-demand price",
+                section="eks",
+            )
+        ebs_base += base_nodes * disk
+        ebs_peak += peak_nodes * disk
+    out.add(
+        item="EBS gp3 node volumes",
+        category="storage",
+        quantity=ebs_base,
+        peak_quantity=ebs_peak,
+        unit="GB-month",
+        unit_price=prices.ebs.gp3_per_gb_month,
+        note="IOPS and throughput above the gp3 baseline are their own lines",
+        section="ebs",
+    )
 
     _network(tier, prices, out)
     _ingress(tier, prices, out)
@@ -385,55 +489,6 @@ def monthly_cost(
         lines=lines,
         notes=notes,
     )
-
-
-def _system_nodes(
-    tier: TierConfig,
-    prices: PriceTable,
-    out: _Lines,
-    ec2_usage: list[tuple[str, float, float, float]],
-    auto_mode: bool,
-    ebs_base: float,
-    ebs_peak: float,
-) -> tuple[float, float]:
-    """The cluster's CPU system nodes (and Auto Mode's fee on them); the node volumes' GiB at
-    floor and peak with theirs added."""
-    hours = prices.hours_per_month
-    system = tier.cluster.system_nodes
-    system_type = system.instance_types[0]
-    if auto_mode:
-        base_nodes = peak_nodes = AUTO_MODE_CPU_NODES
-        system_note = f"estimate: {AUTO_MODE_CPU_NODES} nodes in Auto Mode's built-in CPU pools"
-        disk = AUTO_MODE_ROOT_VOLUME_GIB
-    else:
-        base_nodes, peak_nodes = system.desired_size, system.max_size
-        system_note = ""
-        disk = system.disk_gib
-    out.add(
-        item=f"System nodes: {system_type}",
-        category="compute",
-        capacity_type=CapacityType.ON_DEMAND.value,
-        quantity=base_nodes,
-        peak_quantity=peak_nodes,
-        unit="instance-month",
-        unit_price=prices.on_demand(system_type) * hours,
-        note=system_note,
-        section="ec2",
-    )
-    ec2_usage.append((system_type, base_nodes, out.expected(base_nodes, peak_nodes), peak_nodes))
-    if auto_mode:
-        out.add(
-            item=f"EKS Auto Mode fee: system nodes ({system_type})",
-            category="cluster",
-            quantity=base_nodes,
-            unit="instance-month",
-            unit_price=prices.on_demand(system_type) * prices.eks.auto_mode_fee_share * hours,
-            note="estimate: eks.auto_mode_fee_share of the on-demand price",
-            section="eks",
-        )
-    ebs_base += base_nodes * disk
-    ebs_peak += peak_nodes * disk
-    return ebs_base, ebs_peak
 
 
 def _pods_share(pods: PodSet, override: float | None) -> float:
@@ -888,7 +943,7 @@ def _log_lines(
 def _logs(tier: TierConfig, prices: PriceTable, out: _Lines, usage: Usage) -> None:
     """CloudWatch Logs: control-plane, VPC flow, inspection flow and WAF logs, by their retention."""
     types = len(tier.cluster.control_plane_logging)
-    if types:
+    if types and tier.cluster.provisioning is not Provisioning.EC2:
         _log_lines(
             out,
             prices,
@@ -978,8 +1033,11 @@ def _image_cache(tier: TierConfig, prices: PriceTable, out: _Lines, usage: Usage
 
 def _kms_keys(tier: TierConfig) -> int:
     keys = 1  # the logs key, on every tier
-    # The EKS secrets key exists only with a cluster.
-    keys += int(tier.cluster.secrets_encryption and tier.cluster.provisioning is not Provisioning.SAGEMAKER)
+    # The EKS secrets key; an ec2 or sagemaker tier has no cluster.
+    keys += int(
+        tier.cluster.secrets_encryption
+        and tier.cluster.provisioning not in (Provisioning.EC2, Provisioning.SAGEMAKER)
+    )
     keys += int(tier.observability.alarms.enabled)  # the alarm topic's key
     keys += int(tier.model_store.kind is ModelStoreKind.FSX_LUSTRE)
     return keys

@@ -25,8 +25,8 @@ def sagemaker_wake_alarms(tier: TierConfig) -> int:
 
 def sagemaker_endpoint_lines(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
     """Add the endpoint's instances to `out`: `min_instance_count` at floor, `max_instance_count`
-    at peak, the tier's busy share between them expected; and the gateway's CPU instances
-    (`ec2.gateway`, the same Auto Scaling group as an `ec2` tier's gateway)."""
+    at peak, the tier's busy share between them expected. The gateway's CPU group is priced as an
+    `ec2` tier's (`gpufarm.estimate.cost._direct_hosts`)."""
     section = tier.sagemaker
     rate = prices.sagemaker_hosting(section.instance_type)
     floor = section.min_instance_count
@@ -45,33 +45,3 @@ def sagemaker_endpoint_lines(tier: TierConfig, prices: PriceTable, out: _Lines) 
         ),
         section="sagemaker",
     )
-    gateway = tier.ec2.gateway
-    if tier.fallback.enabled:
-        out.add(
-            item=f"Gateway instances: {gateway.instance_type}",
-            category="compute",
-            capacity_type=CapacityType.ON_DEMAND.value,
-            quantity=gateway.min_instances,
-            peak_quantity=gateway.max_instances,
-            unit="instance-month",
-            unit_price=prices.on_demand(gateway.instance_type) * prices.hours_per_month,
-            note="the LiteLLM gateway's CPU Auto Scaling group",
-            section="ec2",
-        )
-        out.ec2_usage.append(
-            (
-                gateway.instance_type,
-                gateway.min_instances,
-                out.expected(gateway.min_instances, gateway.max_instances),
-                gateway.max_instances,
-            )
-        )
-        out.add(
-            item="EBS gp3 gateway volumes",
-            category="storage",
-            quantity=gateway.min_instances * gateway.volume_gib,
-            peak_quantity=gateway.max_instances * gateway.volume_gib,
-            unit="GB-month",
-            unit_price=prices.ebs.gp3_per_gb_month,
-            section="ebs",
-        )

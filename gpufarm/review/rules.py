@@ -78,6 +78,7 @@ REPLACEMENT_RULES: dict[str, TypeRules] = {
         replacement=("InstanceId", "AutoScalingGroupName"), names=("AutoScalingGroupName",)
     ),
     "AWS::AutoScaling::ScalingPolicy": TypeRules(replacement=("AutoScalingGroupName",)),
+    "AWS::AutoScaling::WarmPool": TypeRules(replacement=("AutoScalingGroupName",)),
     "AWS::Bedrock::Guardrail": TypeRules(replacement=()),
     "AWS::Bedrock::GuardrailVersion": TypeRules(replacement=("Description", "GuardrailIdentifier")),
     "AWS::CloudWatch::Alarm": TypeRules(replacement=("AlarmName",), names=("AlarmName",)),

@@ -30,9 +30,12 @@ INTEG_TIERS = [
 
 
 def test_every_preset_type_is_priced_or_free(
-    poc_template: dict[str, Any], production_template: dict[str, Any], enterprise_template: dict[str, Any]
+    poc_template: dict[str, Any],
+    production_template: dict[str, Any],
+    enterprise_template: dict[str, Any],
+    ec2_poc_template: dict[str, Any],
 ) -> None:
-    for template in (poc_template, production_template, enterprise_template):
+    for template in (poc_template, production_template, enterprise_template, ec2_poc_template):
         assert costing_gaps(template) == []
 
 

@@ -131,3 +131,35 @@ def share(index: int, **fields: Any) -> dict[str, Any]:
     out = copy.deepcopy(SHARES)
     out[index] = {k: v for k, v in {**out[index], **fields}.items() if v is not None}
     return split(*out)
+
+
+@cache
+def _ec2_document() -> dict[str, Any]:
+    return yaml.safe_load((PRESET_DIR / "ec2-poc.yaml").read_text(encoding="utf-8"))
+
+
+def ec2_document() -> dict[str, Any]:
+    """The raw ec2-poc preset document (a fresh copy)."""
+    return copy.deepcopy(_ec2_document())
+
+
+def ec2_model(**fields: Any) -> dict[str, Any]:
+    """An override replacing the preset's only model with one that has `fields` changed."""
+    return {"models": [{**ec2_document()["models"][0], **fields}]}
+
+
+def ec2_scaling(**fields: Any) -> dict[str, Any]:
+    base = ec2_document()["models"][0]
+    return ec2_model(autoscaling={**base["autoscaling"], **fields})
+
+
+def ec2_pool(**fields: Any) -> dict[str, Any]:
+    return {"node_pools": [{**ec2_document()["node_pools"][0], **fields}]}
+
+
+def make_ec2(*parts: dict[str, Any]) -> TierConfig:
+    """The ec2-poc tier with `parts` merged over it, validated like a user file."""
+    document = ec2_document()
+    for part in parts:
+        document = merge(document, part)
+    return build_tier(document)

@@ -2,46 +2,17 @@
 
 from __future__ import annotations
 
-import copy
-from functools import cache
 from typing import Any
 
 import pytest
-import yaml
 
-from gpufarm.config import ConfigError, TierConfig, build_tier, merge
-from gpufarm.config.loader import PRESET_DIR
+from gpufarm.config import ConfigError
 from gpufarm.core.fleets import fleets
 
-
-@cache
-def _document() -> dict[str, Any]:
-    return yaml.safe_load((PRESET_DIR / "ec2-poc.yaml").read_text(encoding="utf-8"))
-
-
-def ec2_document() -> dict[str, Any]:
-    return copy.deepcopy(_document())
-
-
-def model(**fields: Any) -> dict[str, Any]:
-    """An override replacing the preset's only model with one that has `fields` changed."""
-    return {"models": [{**ec2_document()["models"][0], **fields}]}
-
-
-def scaling(**fields: Any) -> dict[str, Any]:
-    base = ec2_document()["models"][0]
-    return model(autoscaling={**base["autoscaling"], **fields})
-
-
-def pool(**fields: Any) -> dict[str, Any]:
-    return {"node_pools": [{**ec2_document()["node_pools"][0], **fields}]}
-
-
-def make_ec2(*parts: dict[str, Any]) -> TierConfig:
-    document = ec2_document()
-    for part in parts:
-        document = merge(document, part)
-    return build_tier(document)
+from .factories import ec2_document, make_ec2
+from .factories import ec2_model as model
+from .factories import ec2_pool as pool
+from .factories import ec2_scaling as scaling
 
 
 def issues_of(*parts: dict[str, Any]) -> list[str]:
@@ -199,7 +170,7 @@ INVALID: list[tuple[str, list[dict[str, Any]], str]] = [
     (
         "ARM gateway",
         [{"ec2": {"gateway": {"instance_type": "m7g.large"}}}],
-        "ec2.gateway.instance_type: must be an x86_64 EC2 instance type such as 'm7i.large' (the "
+        "ec2.gateway.instance_type: must be an x86_64 EC2 instance type such as 'm7i.xlarge' (the "
         "gateway image and the instances' Amazon Linux 2023 AMI are x86_64), got 'm7g.large'",
     ),
     (

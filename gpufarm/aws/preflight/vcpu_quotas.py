@@ -13,7 +13,8 @@ from typing import Any, Protocol
 from gpufarm.aws.preflight.calls import InstanceInfo, _quota_value
 from gpufarm.aws.preflight.results import Check, CheckResult, Status
 from gpufarm.config import CapacityType, NodePoolConfig, TierConfig
-from gpufarm.config.model import ReservationKind
+from gpufarm.config.model import Provisioning, ReservationKind
+from gpufarm.core.fleets import fleets
 from gpufarm.core.instances import quota_class
 from gpufarm.core.pools import instances_for, pool_instance_types, pool_loads
 
@@ -149,6 +150,8 @@ def vcpu_demands(tier: TierConfig, info: Mapping[str, InstanceInfo]) -> list[Vcp
     GPUs on one type are packed onto ceil(GPUs / GPUs per instance) instances. Pools count
     against On-Demand and Spot quotas for every capacity type they allow.
     """
+    if tier.cluster.provisioning is Provisioning.EC2:
+        return _fleet_demands(tier, info)
     demands: list[VcpuDemand] = []
     for group in tier.node_groups:
         known = info.get(group.instance_type)
@@ -195,6 +198,37 @@ def vcpu_demands(tier: TierConfig, info: Mapping[str, InstanceInfo]) -> list[Vcp
                         vcpus_per_instance=info[instance_type].vcpus,
                         instances=count,
                         limit_instances=limit if instance_type == unit else 0,
+                    )
+                )
+    return demands
+
+
+def _fleet_demands(tier: TierConfig, info: Mapping[str, InstanceInfo]) -> list[VcpuDemand]:
+    """`cluster.provisioning: ec2`: each GPU Auto Scaling group at its MaxSize.
+
+    The on-demand base (:attr:`gpufarm.core.fleets.Fleet.on_demand_base`) counts against the
+    On-Demand quota, the rest against the Spot one; a warm pool's stopped instances count against
+    neither (a running-instances quota). The group's smallest fitting type stands for its
+    instances (a spot group may also launch the larger fitting types).
+    """
+    demands = []
+    for fleet in fleets(tier):
+        types = [t for t in fleet.instance_types() if t in info]
+        if not types:
+            continue
+        unit = types[0]
+        on_demand = min(fleet.on_demand_base, fleet.max_instances)
+        split = [(CapacityType.ON_DEMAND, on_demand), (CapacityType.SPOT, fleet.max_instances - on_demand)]
+        for capacity_type, count in split:
+            if count or (capacity_type is CapacityType.ON_DEMAND and not fleet.spot):
+                demands.append(
+                    VcpuDemand(
+                        source=f"group {fleet.name}",
+                        instance_type=unit,
+                        capacity_type=capacity_type,
+                        vcpus_per_instance=info[unit].vcpus,
+                        instances=count,
+                        limit_instances=count,
                     )
                 )
     return demands

@@ -176,7 +176,7 @@ def _ec2_tier(cfg: TierConfig) -> Iterator[ConfigIssue]:
     if _instance_architecture(gateway.instance_type) != "x86_64":
         yield ConfigIssue(
             path="ec2.gateway.instance_type",
-            message="must be an x86_64 EC2 instance type such as 'm7i.large' (the gateway image and "
+            message="must be an x86_64 EC2 instance type such as 'm7i.xlarge' (the gateway image and "
             f"the instances' Amazon Linux 2023 AMI are x86_64), got {gateway.instance_type!r}",
         )
     if gateway.min_instances > gateway.max_instances:

@@ -51,7 +51,9 @@ class Ec2RefreshConfig(_Model):
 class Ec2GatewayConfig(_Model):
     """The CPU Auto Scaling group that runs the LiteLLM gateway."""
 
-    instance_type: str = Field("m7i.large", description="CPU instance type of the gateway instances.")
+    instance_type: str = Field(
+        "m7i.xlarge", description="CPU instance type of the gateway instances (x86_64, priced in the table)."
+    )
     min_instances: int = Field(2, ge=1, le=20, description="Fewest gateway instances (two zones at least).")
     max_instances: int = Field(4, ge=1, le=20, description="Most gateway instances.")
     cpu_target_percent: int = Field(
