@@ -31,6 +31,7 @@ from gpufarm.config import (
     load_tier_file,
     preset_names,
 )
+from gpufarm.config.regions import regional_tiers, source_buckets
 from gpufarm.constructs.compliance import enable_compliance_checks
 from gpufarm.debug import (
     EXIT_BAD_INPUT,
@@ -184,7 +185,7 @@ def add_tiers(
     each: Callable[[TierConfig], AbstractContextManager[object]] | None = None,
     day: dt.date | None = None,
 ) -> cdk.App:
-    """Add one stack per config to `app` and put the compliance gate on it.
+    """Add one stack per config and region (`regions`) to `app` and put the compliance gate on it.
 
     The stack class follows `cluster.provisioning` (:func:`stack_of`). An EKS stack whose
     Kubernetes version is in, or within 60 days of, EKS extended support gets a
@@ -194,10 +195,24 @@ def add_tiers(
     """
     day = day or today()
     for config in configs:
-        with each(config) if each else nullcontext():
-            stack = stack_of(app, config)
-        if isinstance(stack, GpuFarmStack) and (warning := support_warning(config, day)):
-            cdk.Annotations.of(stack).add_warning_v2(SUPPORT_WARNING_ID, warning)
+        if config.cluster.provisioning in (Provisioning.EC2, Provisioning.SAGEMAKER):
+            # No cluster, so no Kubernetes support warning, and one region (the regions check
+            # refuses a second one for a tier without a cluster).
+            with each(config) if each else nullcontext():
+                stack_of(app, config)
+            continue
+        # With `regions`, one stack per region (gpufarm.config.regions): the tier's own first,
+        # under its unchanged name, then each secondary region's.
+        buckets = source_buckets(config)
+        for tier in regional_tiers(config):
+            with each(tier) if each else nullcontext():
+                stack = GpuFarmStack(
+                    app,
+                    config=tier,
+                    model_source_bucket=buckets[0] if tier is not config and buckets else None,
+                )
+            if warning := support_warning(tier, day):
+                cdk.Annotations.of(stack).add_warning_v2(SUPPORT_WARNING_ID, warning)
     enable_compliance_checks(app)
     return app
 

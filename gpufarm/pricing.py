@@ -44,6 +44,7 @@ PRICE_SECTIONS = (
     "amp",
     "waf",
     "bedrock",
+    "bedrock_provisioned",
     "capacity_blocks",
     "cloudwatch",
     "kms",
@@ -53,6 +54,7 @@ PRICE_SECTIONS = (
     "bedrock_guardrails",
     "grafana",
     "s3",
+    "route53",
     "ecr",
     "sagemaker",
 )
@@ -182,6 +184,15 @@ class BedrockPrices(_Section):
     models: dict[str, BedrockModelPrice] = Field(description="Price by foundation-model ID.")
 
 
+class BedrockProvisionedPrices(_Section):
+    """Amazon Bedrock Provisioned Throughput: a flat rate per model unit and hour, by model and term."""
+
+    per_model_unit_hour: dict[str, dict[Literal["one-month", "six-months"], float]] = Field(
+        {},
+        description="$ per model unit-hour by foundation-model ID and term ('one-month', 'six-months').",
+    )
+
+
 class CapacityBlockPrices(_Section):
     """EC2 Capacity Blocks for ML: a reservation fee paid up front, at the rate of the day of purchase."""
 
@@ -260,6 +271,14 @@ class S3Prices(_Section):
     standard_per_gb_month: float = Field(ge=0, description="S3 Standard storage, $ per GB-month.")
 
 
+class Route53Prices(_Section):
+    """Amazon Route 53."""
+
+    health_check_per_month: float = Field(
+        ge=0, description="A basic health check of an AWS endpoint, $ per health check-month."
+    )
+
+
 class EcrPrices(_Section):
     """Amazon ECR."""
 
@@ -290,6 +309,7 @@ class PriceTable(BaseModel):
     amp: AmpPrices
     waf: WafPrices
     bedrock: BedrockPrices
+    bedrock_provisioned: BedrockProvisionedPrices
     capacity_blocks: CapacityBlockPrices
     cloudwatch: CloudWatchPrices
     kms: KmsPrices
@@ -299,6 +319,7 @@ class PriceTable(BaseModel):
     bedrock_guardrails: BedrockGuardrailPrices
     grafana: GrafanaPrices
     s3: S3Prices
+    route53: Route53Prices
     ecr: EcrPrices
     sagemaker: SageMakerPrices
 
@@ -401,6 +422,22 @@ class PriceTable(BaseModel):
             raise PriceNotFoundError(
                 "Amazon Bedrock", key, "add it under bedrock.models in a --prices file"
             ) from None
+
+    def bedrock_model_unit_hour(self, model_id: str, commitment: str) -> float:
+        """$ per model unit-hour of Provisioned Throughput for a foundation model at a commitment term."""
+        terms = {
+            str(term): rate
+            for term, rate in self.bedrock_provisioned.per_model_unit_hour.get(model_id, {}).items()
+        }
+        rate = terms.get(commitment)
+        if rate is None:
+            raise PriceNotFoundError(
+                "Amazon Bedrock Provisioned Throughput",
+                f"{model_id} ({commitment})",
+                f"add bedrock_provisioned.per_model_unit_hour.{model_id}.{commitment} in a --prices file, "
+                "at the hourly rate per model unit the Bedrock console showed when you bought it",
+            )
+        return rate
 
     def section_dates(self) -> dict[str, dt.date]:
         """The date each section's figures were read, by section name."""

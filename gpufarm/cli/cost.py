@@ -15,6 +15,7 @@ from gpufarm.cli import _cold_start
 from gpufarm.cli._output import bad_input, config_errors, emit_json, errors, progress, table
 from gpufarm.config import TierConfig, load_preset, load_tier_file, preset_names
 from gpufarm.config.model import TIER_METADATA_KEY
+from gpufarm.config.regions import regional_tiers
 from gpufarm.eks_support import today
 from gpufarm.estimate import CostEstimate, EstimateError, instance_types_of, monthly_cost
 from gpufarm.estimate.billing import check_capacity_block_days, parse_commitment
@@ -82,11 +83,12 @@ def _tiers(tier: str | None, tier_file: Path | None, assembly: Path | None) -> l
             bad_input(f"unknown tier {tier!r}: the presets are {', '.join(preset_names())}")
         with config_errors():
             cfg = load_preset(tier)
-        return [(cfg.stack_name, cfg)]
+        return [(t.stack_name, t) for t in regional_tiers(cfg)]
     if tier_file is not None:
         with config_errors():
             cfg = load_tier_file(tier_file)
-        return [(cfg.stack_name, cfg)]
+        # With `regions`, one estimate per region's stack, each tier as that region builds it.
+        return [(t.stack_name, t) for t in regional_tiers(cfg)]
     assert assembly is not None
     try:
         return assembly_tiers(assembly)
@@ -289,17 +291,23 @@ def register(app: typer.Typer) -> None:
         stale = table_prices.staleness(day)
         if stale:
             errors.print(f"warning: {stale}", markup=False)
+        # Live prices for each region a stack deploys to (a tier with `regions` has several), or
+        # for --region alone; the table otherwise (us-east-1, each estimate notes its region).
+        tables: dict[str, PriceTable] = {}
         if live:
-            table_prices, warning = _live_table(table_prices, region or tiers[0][1].environment.region, tiers)
-            if warning:
-                warnings.append(warning)
-                errors.print(warning, markup=False)
+            for wanted in [region] if region else list(dict.fromkeys(c.environment.region for _, c in tiers)):
+                assert wanted is not None
+                tables[wanted], warning = _live_table(table_prices, wanted, tiers)
+                if warning:
+                    warnings.append(warning)
+                    errors.print(warning, markup=False)
+            table_prices = tables[region or tiers[0][1].environment.region]
         estimates: list[tuple[str, CostEstimate]] = []
         for stack, cfg in tiers:
             try:
                 estimate = monthly_cost(
                     cfg,
-                    prices=table_prices,
+                    prices=tables.get(region or cfg.environment.region, table_prices),
                     commitments=commitments,
                     busy_share=busy_share,
                     capacity_block_days=capacity_block_days,

@@ -19,6 +19,7 @@ from gpufarm.cli._cdk import CdkAction, CdkNotFoundError, cdk_command, failure_l
 from gpufarm.cli._output import EXIT_CHECK_FAILED, bad_input, errors
 from gpufarm.cli._tier import OutOption, TierFileOption, TierOption, one_tier
 from gpufarm.config import TierConfig
+from gpufarm.config.regions import regional_tiers
 
 
 def locate_cdk() -> Path:
@@ -61,13 +62,15 @@ def gated_assembly(config: TierConfig, out: Path, *, action: str) -> None:
 
 
 def run_action(action: CdkAction, executable: Path, config: TierConfig, out: Path, *, approve: bool) -> None:
-    """Run the CDK CLI's `action` on the tier's stack in `out`; exit 1 with one line when it fails."""
-    run = cdk_command(action, executable=executable, assembly=out, stack=config.stack_name, approve=approve)
-    errors.print(f"running {run.display}", markup=False, soft_wrap=True)
-    status = run_cdk(run, cwd=Path.cwd())
-    if status != 0:
-        errors.print(failure_line(run, status), markup=False, soft_wrap=True)
-        raise SystemExit(EXIT_CHECK_FAILED)
+    """Run the CDK CLI's `action` on each of the tier's stacks in `out` (one per region with
+    `regions`, the tier's own region first); exit 1 with one line at the first that fails."""
+    for tier in regional_tiers(config):
+        run = cdk_command(action, executable=executable, assembly=out, stack=tier.stack_name, approve=approve)
+        errors.print(f"running {run.display}", markup=False, soft_wrap=True)
+        status = run_cdk(run, cwd=Path.cwd())
+        if status != 0:
+            errors.print(failure_line(run, status), markup=False, soft_wrap=True)
+            raise SystemExit(EXIT_CHECK_FAILED)
 
 
 def register(app: typer.Typer) -> None:

@@ -31,6 +31,7 @@ from gpufarm.cli._output import (
 )
 from gpufarm.config import ConfigError, TierConfig, load_preset, load_tier_file
 from gpufarm.config.model import Region
+from gpufarm.config.regions import regional_tiers, source_buckets
 
 _REGION = TypeAdapter(Region)
 
@@ -166,23 +167,43 @@ def register(app: typer.Typer) -> None:
                 emit_json({"ok": False, "exit_status": EXIT_BAD_INPUT, "error": str(exc), "results": []})
             bad_input(str(exc))
         note = f"region from {source}"
+        # With `regions`, each region's stack is checked in its own region after the tier's own.
+        buckets = source_buckets(config)
+        tiers = regional_tiers(config)
+        reports = []
         failure: str | None = None
-        if offline:
-            report = offline_report(config, checked, "--offline")
-        else:
+        for stack_tier in tiers:
+            where = checked if stack_tier is config else stack_tier.environment.region
+            if offline:
+                reports.append(offline_report(stack_tier, where, "--offline"))
+                continue
             try:
-                with progress(f"Checking {config.name} in {checked}", quiet=as_json):
-                    report = run_preflight(config, region=checked, template=template)
+                with progress(f"Checking {stack_tier.stack_name} in {where}", quiet=as_json):
+                    # A secondary region checks the replication of the tier's model bucket (the
+                    # keyword is passed only then: the call for one region is unchanged).
+                    replicated = buckets[0] if stack_tier is not config and buckets else None
+                    if replicated is None:
+                        report = run_preflight(
+                            stack_tier, region=where, template=template if stack_tier is config else None
+                        )
+                    else:
+                        report = run_preflight(stack_tier, region=where, model_source_bucket=replicated)
+                    reports.append(report)
             except PreflightError as exc:
                 failure = f"preflight could not run: {exc}"
-                report = offline_report(config, checked, str(exc))
+                reports.append(offline_report(stack_tier, where, str(exc)))
+                break
         if as_json:
-            emit_json(
-                {**report.to_dict(), "region_source": source, **({"error": failure} if failure else {})}
-            )
+            documents = [
+                {**r.to_dict(), "region_source": source if i == 0 else "regions.secondary"}
+                for i, r in enumerate(reports)
+            ]
+            document = documents[0] if len(tiers) == 1 else {**documents[0], "regions": documents[1:]}
+            emit_json({**document, **({"error": failure} if failure else {})})
         else:
-            _print_report(report, note=note)
+            for i, report in enumerate(reports):
+                _print_report(report, note=note if i == 0 else "region from regions.secondary")
         if failure is not None:
             errors.print(failure, markup=False)
             raise typer.Exit(EXIT_CHECK_FAILED)
-        raise typer.Exit(EXIT_CHECK_FAILED if report.failed else EXIT_OK)
+        raise typer.Exit(EXIT_CHECK_FAILED if any(r.failed for r in reports) else EXIT_OK)

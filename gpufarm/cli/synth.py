@@ -32,6 +32,7 @@ from gpufarm.cli._output import (
     table,
 )
 from gpufarm.config import TierConfig
+from gpufarm.config.regions import stack_tiers
 from gpufarm.core.cold_start import cold_start_warnings
 from gpufarm.node import NodeNotFoundError, prepare_node
 
@@ -205,7 +206,7 @@ def synthesize(configs: list[TierConfig], outdir: Path, context: dict[str, Any])
                     yield
 
             add_tiers(app, configs, each=each)
-            for config in configs:
+            for config in stack_tiers(configs):
                 if warning := support_warning(config):
                     errors.print(f"warning: {config.stack_name}: {warning}", markup=False, soft_wrap=True)
                 for found in find_placeholders(config):
@@ -380,7 +381,9 @@ def gate(configs: list[TierConfig], out: Path, *, as_json: bool = False) -> bool
     # After synth, so that bad input stays one line.
     errors.print(describe_context(Path.cwd()), markup=False, soft_wrap=True)
     # What each model's time to ready says about its cooldown and startup timeout (ADR 0063).
-    for config in configs:
+    # One entry per stack: a tier with `regions` has one in each region.
+    stacks = stack_tiers(configs)
+    for config in stacks:
         for line in cold_start_warnings(config):
             errors.print(f"warning: {config.stack_name}: {line}", markup=False, soft_wrap=True)
     findings = [] if passed else nag_findings(out)
@@ -401,7 +404,7 @@ def gate(configs: list[TierConfig], out: Path, *, as_json: bool = False) -> bool
             markup=False,
             soft_wrap=True,
         )
-    summaries = summarize(configs, out, findings=findings, lint=lint_available)
+    summaries = summarize(stacks, out, findings=findings, lint=lint_available)
     orphans = [f for f in findings if not any(f in s.nag for s in summaries)]
     ok = all(s.ok for s in summaries) and not orphans
     if as_json:

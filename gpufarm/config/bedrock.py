@@ -4,11 +4,64 @@ A cross-region inference profile ID is a foundation-model ID with a geography pr
 (`us.anthropic.claude-...`). Bedrock routes a profile's requests to any region of its
 geography, so IAM must allow the foundation model in each of them; `global.` profiles route to
 any commercial region and IAM names their foundation model without a region.
+
+A target may also be capacity the account owns, named by ARN: a Provisioned Throughput
+(`provisioned-model`, bought by hand for a foundation model) or an application inference
+profile (`application-inference-profile`, a copy of a foundation model or system profile that
+carries cost-allocation tags). The target's `base_model_id` names the model or system profile
+behind the ARN, which decides the regions a request reaches and the token price.
 """
 
 from __future__ import annotations
 
-from gpufarm.config.model import BedrockTargetConfig
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gpufarm.config.model import BEDROCK_CAPACITY_ARN, BedrockTargetConfig
+
+
+class CapacityKind(StrEnum):
+    """The resource type of a Bedrock capacity ARN."""
+
+    PROVISIONED_MODEL = "provisioned-model"
+    APPLICATION_PROFILE = "application-inference-profile"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapacityArn:
+    """The parts of a provisioned-model or application-inference-profile ARN."""
+
+    partition: str
+    region: str
+    account: str
+    kind: CapacityKind
+    resource: str
+
+
+def capacity_arn(model_id: str) -> CapacityArn | None:
+    """The parts of a provisioned-model or application-inference-profile ARN; None for anything else."""
+    found = BEDROCK_CAPACITY_ARN.match(model_id)
+    if found is None:
+        return None
+    return CapacityArn(
+        partition=found["partition"],
+        region=found["region"],
+        account=found["account"],
+        kind=CapacityKind(found["kind"]),
+        resource=found["resource"],
+    )
+
+
+def routing_model_id(target: BedrockTargetConfig) -> str:
+    """The model or system-profile ID whose regions a request reaches and whose tokens it is priced as.
+
+    `model_id` itself, or for a capacity ARN its `base_model_id` (the model ID itself when that is
+    not set, which the config checks refuse).
+    """
+    if capacity_arn(target.model_id) is not None and target.base_model_id:
+        return target.base_model_id
+    return target.model_id
+
 
 PROFILE_GEOGRAPHIES: dict[str, tuple[str, ...]] = {
     "us": ("us-east-1", "us-east-2", "us-west-1", "us-west-2"),
@@ -45,6 +98,18 @@ GLOBAL_PREFIX = "global"
 """Global profiles route to any commercial region."""
 
 
+def token_priced_model_id(target: BedrockTargetConfig) -> str | None:
+    """The model whose token price a target's requests bill at; None for a Provisioned Throughput.
+
+    A Provisioned Throughput bills its model units by the hour whatever the tokens; an application
+    inference profile bills its tokens as the model or system profile it copies.
+    """
+    arn = capacity_arn(target.model_id)
+    if arn is not None and arn.kind is CapacityKind.PROVISIONED_MODEL:
+        return None
+    return routing_model_id(target)
+
+
 def profile_prefix(model_id: str) -> str | None:
     """The geography prefix of an inference-profile ID ('us', 'eu', 'global'...); None for a model ID."""
     head, _, rest = model_id.partition(".")
@@ -60,7 +125,10 @@ def foundation_model_id(model_id: str) -> str:
 
 
 def call_region(target: BedrockTargetConfig, stack_region: str) -> str:
-    """The region the gateway sends the request to."""
+    """The region the gateway sends the request to: a capacity ARN's own, else `region` or the stack's."""
+    arn = capacity_arn(target.model_id)
+    if arn is not None:
+        return arn.region
     return target.region or stack_region
 
 
@@ -78,8 +146,15 @@ def profile_callable_from(prefix: str, region: str, regions: tuple[str, ...] | l
 
 
 def destination_regions(target: BedrockTargetConfig, stack_region: str) -> list[str]:
-    """Regions whose foundation model the request may reach (empty for a `global.` profile)."""
-    prefix = profile_prefix(target.model_id)
+    """Regions whose foundation model the request may reach (empty for a `global.` profile).
+
+    A Provisioned Throughput serves in its own region only; an application profile routes as the
+    model or system profile it copies (`base_model_id`).
+    """
+    arn = capacity_arn(target.model_id)
+    if arn is not None and arn.kind is CapacityKind.PROVISIONED_MODEL:
+        return [arn.region]
+    prefix = profile_prefix(routing_model_id(target))
     if prefix is None:
         return [call_region(target, stack_region)]
     if prefix == GLOBAL_PREFIX:

@@ -39,10 +39,14 @@ from gpufarm.config.sections.cluster import (
 )
 from gpufarm.config.sections.ec2 import Ec2Config
 from gpufarm.config.sections.gateway import (
+    BEDROCK_CAPACITY_ARN,
     BEDROCK_MODEL_ID,
+    PROVISIONED_MODEL_RESOURCE,
+    BedrockCommitment,
     BedrockTargetConfig,
     FallbackConfig,
     GuardrailConfig,
+    ProvisionedThroughputConfig,
 )
 from gpufarm.config.sections.hybrid import HybridNodesConfig
 from gpufarm.config.sections.ingress import (
@@ -68,7 +72,7 @@ from gpufarm.config.sections.model_store import (
     RunaiStreamerConfig,
 )
 from gpufarm.config.sections.observability import AlarmsConfig, ObservabilityConfig, PrometheusConfig
-from gpufarm.config.sections.regions import RegionConfig
+from gpufarm.config.sections.regions import RegionConfig, RegionsConfig, Routing
 from gpufarm.config.sections.sagemaker import SageMakerConfig
 from gpufarm.config.sections.serving import (
     MAX_SHARES,
@@ -122,11 +126,13 @@ from gpufarm.config.sections.values import (
 
 __all__ = [
     "APPLIANCE_ROOT_DEVICE",
+    "BEDROCK_CAPACITY_ARN",
     "BEDROCK_MODEL_ID",
     "FSX_THROUGHPUT_PER_TIB",
     "HF_REPO_ID",
     "LOG_RETENTION_DAYS",
     "MAX_SHARES",
+    "PROVISIONED_MODEL_RESOURCE",
     "REGION",
     "S3_URI",
     "TARGET_CONTROL_AGENT_IMAGE",
@@ -143,6 +149,7 @@ __all__ = [
     "ApplianceConfig",
     "AutoModeBuiltinPool",
     "AutoscalingConfig",
+    "BedrockCommitment",
     "BedrockTargetConfig",
     "CapacityType",
     "ChartVersion",
@@ -198,13 +205,16 @@ __all__ = [
     "PrefillDecodeConfig",
     "PrivateLinkConfig",
     "PrometheusConfig",
+    "ProvisionedThroughputConfig",
     "Provisioning",
     "Region",
     "RegionConfig",
+    "RegionsConfig",
     "RemovalPolicy",
     "ReservationId",
     "ReservationKind",
     "ReservedCapacityConfig",
+    "Routing",
     "RunaiStreamerConfig",
     "SageMakerConfig",
     "SecretRef",

@@ -27,6 +27,7 @@ from gpufarm.config import model as m
 from gpufarm.config._typing import is_union, split_optional
 from gpufarm.config.loader import preset_names
 from gpufarm.config.placeholders import MIN_REASON_CHARS, PRESET_EXAMPLE_BUCKETS
+from gpufarm.config.sections.regions import BucketName, HostedZoneId, PoolReservations
 from gpufarm.config.sections.sagemaker import LmiImageDigests
 from gpufarm.config.validate import (
     AUTO_MODE_MAX_EXPIRE_HOURS,
@@ -79,6 +80,9 @@ _NAMED_TYPES: tuple[tuple[Any, str], ...] = (
     (m.ChartVersion, "exact Helm chart version (`1.2.3`)"),
     (m.AmiVersion, "`latest`, an AL2023 release (`v20251120`) or a Bottlerocket version (`1.50.0`)"),
     (m.HttpsUrl, "https:// URL"),
+    (HostedZoneId, "Route 53 hosted zone ID (`Z...`)"),
+    (BucketName, "S3 bucket name"),
+    (PoolReservations, "mapping of node pool name to capacity reservation IDs (`cr-...`)"),
     (m.CognitoUserPoolArn, "Cognito user pool ARN"),
     (m.Email, "email address"),
     (m.ReservationId, "capacity reservation ID (`cr-...`)"),
@@ -372,7 +376,20 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "models[].bedrock.model_id",
         "a foundation-model ID (`provider.model`) or an inference-profile ID (`us.provider.model`); "
         "a geographic profile is called from a region of its geography (`bedrock.region`, else the "
-        "stack's): one of gpufarm's table for its prefix, or of `destination_regions` when set.",
+        "stack's): one of gpufarm's table for its prefix, or of `destination_regions` when set. Or a "
+        "provisioned-model ARN (`arn:aws:bedrock:<region>:<account>:provisioned-model/<12 characters>`) "
+        "or application-inference-profile ARN, in the calling region, the region's partition and "
+        "`environment.account` when set.",
+    ),
+    (
+        "models[].bedrock.base_model_id",
+        "required with a capacity ARN in `model_id`, refused without one; a model ID, never an ARN; "
+        "a foundation model (no profile prefix) behind a provisioned-model ARN.",
+    ),
+    (
+        "models[].bedrock.provisioned",
+        "required with a provisioned-model ARN, refused otherwise; `commitment` is `one-month` or "
+        "`six-months` (Bedrock sells no-commitment Provisioned Throughput for custom models only).",
     ),
     (
         "models[].bedrock.destination_regions",

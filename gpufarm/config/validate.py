@@ -36,6 +36,7 @@ from gpufarm.config.checks.grafana import _grafana
 from gpufarm.config.checks.images import _image_cache, _image_pull
 from gpufarm.config.checks.ingress import HEALTH_CHECK_TIMEOUT_SECONDS, _health_check, _ingress
 from gpufarm.config.checks.model_store import _model_store, _s3_buckets, s3_bucket_problem
+from gpufarm.config.checks.regions import _regions
 from gpufarm.config.checks.sagemaker import _sagemaker
 from gpufarm.config.checks.serving import (
     MULTI_NODE_RESERVED_VLLM_FLAGS,
@@ -57,6 +58,7 @@ from gpufarm.config.errors import ConfigIssue
 from gpufarm.config.image_pins import chart_version_issues
 from gpufarm.config.model import TierConfig
 from gpufarm.config.placeholders import open_choice_issues
+from gpufarm.config.regions import regional_tier
 
 _Validator = Callable[[TierConfig], Iterator[ConfigIssue]]
 
@@ -92,12 +94,56 @@ VALIDATORS: tuple[_Validator, ...] = (
     _ec2,
     open_choice_issues,
     chart_version_issues,
+    _regions,
 )
 
 
 def validate_tier(cfg: TierConfig) -> list[ConfigIssue]:
-    """Every cross-field problem in `cfg`, in document order; empty when the tier can be built."""
-    return [issue for validator in VALIDATORS for issue in validator(cfg)]
+    """Every cross-field problem in `cfg`, in document order; empty when the tier can be built.
+
+    With `regions.secondary`, and once the tier itself is clean, every check also runs on the tier
+    each secondary region's stack builds (:func:`gpufarm.config.regions.regional_tier`), its
+    problems reported under that region (:func:`_regional_issues`).
+    """
+    issues = [issue for validator in VALIDATORS for issue in validator(cfg)]
+    if issues or cfg.secondary_region is not None:
+        return issues
+    for i, region in enumerate(cfg.regions.secondary):
+        derived = regional_tier(cfg, region)
+        issues += [
+            _regional_issue(cfg, i, issue)
+            for validator in VALIDATORS
+            if validator is not _regions
+            for issue in validator(derived)
+        ]
+    return issues
+
+
+_REGIONAL_FIELDS = {
+    "environment.availability_zones": "availability_zones",
+    "network.cidr": "network_cidr",
+    "ingress.certificate_arn": "certificate_arn",
+    "images.docker_hub_credential_arn": "docker_hub_credential_arn",
+    "images.github_credential_arn": "github_credential_arn",
+}
+"""Fields of the tier that a secondary region replaces -> the field of `regions.secondary[i]`."""
+
+
+def _regional_issue(cfg: TierConfig, i: int, issue: ConfigIssue) -> ConfigIssue:
+    """A problem of the tier derived for `regions.secondary[i]`, at the field the user wrote.
+
+    A field the region replaces is named as the region's own (`network.cidr` ->
+    `regions.secondary[0].network_cidr`, the region's `node_groups` when it lists them); any
+    other is the tier's field as that region's stack builds it, named with the region.
+    """
+    region = cfg.regions.secondary[i]
+    where = f"regions.secondary[{i}]"
+    for field, own in _REGIONAL_FIELDS.items():
+        if issue.path == field or issue.path.startswith(f"{field}["):
+            return ConfigIssue(path=f"{where}.{own}{issue.path[len(field) :]}", message=issue.message)
+    if region.node_groups is not None and issue.path.startswith("node_groups"):
+        return ConfigIssue(path=f"{where}.{issue.path}", message=issue.message)
+    return ConfigIssue(path=where, message=f"in {region.region}, {issue.path or 'the tier'} {issue.message}")
 
 
 __all__ = [

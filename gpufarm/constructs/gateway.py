@@ -14,10 +14,13 @@ from constructs import Construct
 
 from gpufarm.config.bedrock import (
     GLOBAL_PREFIX,
+    CapacityKind,
     call_region,
+    capacity_arn,
     destination_regions,
     foundation_model_id,
     profile_prefix,
+    routing_model_id,
 )
 from gpufarm.config.model import GuardrailConfig, ModelConfig, TierConfig
 from gpufarm.config.names import is_dns_1123_label
@@ -64,6 +67,14 @@ def bedrock_grants(
     foundation model in every destination region. A `global.` profile grants the profile, its
     foundation model in the call region and the region-less foundation-model ARN that Bedrock
     authorizes global routing against. `region` is the stack's region (the default call region).
+
+    A provisioned-model ARN grants that ARN alone: the Provisioned Throughput serves the request
+    itself, in its own region. An application-inference-profile ARN grants the profile and, as
+    the Bedrock user guide requires for any inference profile named in a policy ("you must also
+    specify the foundation model in each Region associated with it",
+    https://docs.aws.amazon.com/bedrock/latest/userguide/inference-profiles-prereq.html), the
+    foundation model of its `base_model_id` in each region that model or system profile routes
+    to, allowed only through the profile.
     """
     direct: dict[str, None] = {}
     through: dict[str, None] = {}
@@ -73,18 +84,26 @@ def bedrock_grants(
         if target is None:
             continue
         calling = call_region(target, region)
-        fm_id = foundation_model_id(target.model_id)
-        prefix = profile_prefix(target.model_id)
-        if prefix is None:
+        arn = capacity_arn(target.model_id)
+        routed = routing_model_id(target)
+        fm_id = foundation_model_id(routed)
+        prefix = profile_prefix(routed)
+        if arn is not None:
+            direct[target.model_id] = None
+            if arn.kind is CapacityKind.PROVISIONED_MODEL:
+                continue
+            profiles[target.model_id] = None
+        elif prefix is None:
             direct[f"arn:{partition}:bedrock:{calling}::foundation-model/{fm_id}"] = None
             continue
-        profile = f"arn:{partition}:bedrock:{calling}:{account}:inference-profile/{target.model_id}"
-        direct[profile] = None
-        profiles[profile] = None
+        else:
+            profile = f"arn:{partition}:bedrock:{calling}:{account}:inference-profile/{target.model_id}"
+            direct[profile] = None
+            profiles[profile] = None
         regions = [calling, ""] if prefix == GLOBAL_PREFIX else destination_regions(target, region)
         for destination in regions:
             through[f"arn:{partition}:bedrock:{destination}::foundation-model/{fm_id}"] = None
-    only_through = tuple(arn for arn in through if arn not in direct)
+    only_through = tuple(resource for resource in through if resource not in direct)
     return BedrockGrants(direct=tuple(direct), through_profiles=only_through, profiles=tuple(profiles))
 
 

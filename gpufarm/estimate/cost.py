@@ -9,6 +9,7 @@ import datetime as dt
 import math
 from collections.abc import Sequence
 
+from gpufarm.config.bedrock import token_priced_model_id
 from gpufarm.config.fsx_capacity import fsx_storage_capacity_gib
 from gpufarm.config.model import (
     CapacityType,
@@ -454,6 +455,8 @@ def monthly_cost(
         )
     if tier.observability.prometheus.enabled:
         _prometheus(tier, prices, out, allocations)
+    if tier.fallback.enabled:
+        _bedrock_provisioned(tier, prices, out)
     if tier.fallback.enabled and fallback_share > 0 and tokens_per_month:
         _bedrock(tier, prices, out, fallback_share, tokens_per_month, notes)
     if tier.fallback.enabled and tier.fallback.guardrail.enabled:
@@ -465,6 +468,7 @@ def monthly_cost(
     _ebs_performance(tier, prices, out, allocations)
     _data_processing(tier, prices, out, assumed, allocations, nat_gb_per_month)
     _monitoring(tier, prices, out, assumed)
+    _regions(tier, prices, out)
 
     _commitments(list(commitments), prices, out)
     _reservation_notes(tier, commitments, notes)
@@ -852,7 +856,10 @@ def _bedrock(
         if target is None:
             skipped.append(model.name)
             continue
-        price = prices.bedrock_model(target.model_id)
+        priced = token_priced_model_id(target)
+        if priced is None:
+            continue  # a Provisioned Throughput: its model units bill by the hour (_bedrock_provisioned)
+        price = prices.bedrock_model(priced)
         millions = tokens / 1e6
         for kind, share, rate in (
             ("input", BEDROCK_INPUT_TOKEN_SHARE, price.input_per_million),
@@ -872,6 +879,34 @@ def _bedrock(
         notes.append(
             f"No Bedrock cost for {', '.join(skipped)}: no Bedrock target, so its share of "
             "fallback traffic waits for GPUs instead."
+        )
+
+
+def _bedrock_provisioned(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
+    """Each Provisioned Throughput a fallback names: its model units, billed every hour of the term.
+
+    The commitment bills whether or not a request falls back, so the line stands at floor,
+    expected and ceiling alike, and one Provisioned Throughput named by several models is billed
+    once.
+    """
+    seen: set[str] = set()
+    for model in tier.models:
+        target = model.bedrock_target
+        if target is None or token_priced_model_id(target) is not None or target.model_id in seen:
+            continue
+        seen.add(target.model_id)
+        bought = target.provisioned
+        base = target.base_model_id
+        assert bought is not None and base is not None  # the config checks require both
+        rate = prices.bedrock_model_unit_hour(base, bought.commitment.value)
+        out.add(
+            item=f"Bedrock Provisioned Throughput {model.name}: {base} ({bought.commitment.value})",
+            category="fallback",
+            quantity=bought.model_units,
+            unit="model unit-month",
+            unit_price=rate * prices.hours_per_month,
+            note=f"a {bought.commitment.value} commitment: every hour of the term, used or not",
+            section="bedrock_provisioned",
         )
 
 
@@ -1289,6 +1324,47 @@ def _nlb_in_front(out: _Lines, prices: PriceTable, *, label: str, lcu_note: str)
         unit_price=prices.elb.nlb_per_lcu_hour * hours,
         note=lcu_note,
         section="elb",
+    )
+
+
+def _regions(tier: TierConfig, prices: PriceTable, out: _Lines) -> None:
+    """With `regions`: this region's Route 53 health check and its alarm, and in a secondary
+    region the model bucket's replica (the other regions' stacks are estimated on their own)."""
+    if not tier.regions.enabled:
+        return
+    region = tier.environment.region
+    out.add(
+        item="Route 53 health checks",
+        category="network",
+        quantity=1,
+        unit="health check-month",
+        unit_price=prices.route53.health_check_per_month,
+        note=f"{region}'s alarm health check (Route 53 lists 50 AWS-endpoint checks per account free); "
+        "its alias record's queries are free",
+        section="route53",
+    )
+    out.add(
+        item="CloudWatch alarms (Route 53 health check)",
+        category="network",
+        quantity=1,
+        unit="alarm-month",
+        unit_price=prices.cloudwatch.alarm_per_month,
+        note="the gateway's healthy hosts, read by the health check",
+        section="cloudwatch",
+    )
+    secondary = tier.secondary_region
+    if secondary is None or secondary.model_bucket is None:
+        return
+    gib = sum(m.weights_gib or 0 for m in tier.models if m.is_s3)
+    out.add(
+        item="S3 model replica",
+        category="storage",
+        quantity=gib * GIB / GB,
+        unit="GB-month",
+        unit_price=prices.s3.standard_per_gb_month,
+        note=f"the models' weights in s3://{secondary.model_bucket} (more if the bucket holds more); "
+        "replication's transfer is billed once per object written",
+        section="s3",
     )
 
 

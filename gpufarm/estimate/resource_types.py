@@ -55,7 +55,8 @@ PRICED_TYPES: dict[str, tuple[str, ...]] = {
     "AWS::CloudWatch::Dashboard": ("CloudWatch dashboard",),
     "AWS::Grafana::Workspace": ("Managed Grafana",),
     "AWS::Bedrock::Guardrail": ("Bedrock Guardrail",),
-    "AWS::S3::Bucket": ("S3 access logs",),
+    "AWS::S3::Bucket": ("S3 access logs", "S3 model replica"),
+    "AWS::Route53::HealthCheck": ("Route 53 health checks",),
     "AWS::ECR::PullThroughCacheRule": ("ECR storage (image cache)",),
     "AWS::SageMaker::Endpoint": ("SageMaker endpoint instances",),
 }
@@ -121,6 +122,11 @@ FREE_TYPES: dict[str, str] = {
     "AWS::WAFv2::IPSet": "IP sets are free; the rule that references one is priced",
     "AWS::Bedrock::GuardrailVersion": "a guardrail version is free; its text units are priced",
     "AWS::S3::BucketPolicy": "bucket policies are free",
+    "AWS::Route53::RecordSet": (
+        "an alias record to a load balancer in a hosted zone the operator owns: Route 53 bills the "
+        "zone (not this stack's) and charges nothing for queries to alias records that point at an "
+        "Elastic Load Balancing load balancer (https://aws.amazon.com/route53/pricing/)"
+    ),
     "AWS::SSM::Parameter": "standard-tier parameters are free",
     "AWS::CDK::Metadata": "CDK's own metadata, not an AWS resource",
     # Event plumbing with a monthly volume far inside an allowance that does not expire.

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from gpufarm.config.bedrock import token_priced_model_id
 from gpufarm.config.model import TierConfig
 from gpufarm.core.bedrock_prices import bedrock_token_price
 from gpufarm.core.demand import exports_metrics
@@ -133,7 +134,8 @@ def gateway_objective(tier: TierConfig) -> GatewayObjective | None:
             models.append(
                 FallbackModel(name=model.name, api_name=model.api_model_name, engine=model.engine.value)
             )
-        price = bedrock_token_price(target.model_id) if target is not None else None
+        priced = token_priced_model_id(target) if target is not None else None
+        price = bedrock_token_price(priced) if priced is not None else None
         if price is not None:
             spend.append(
                 BedrockSpend(

@@ -303,6 +303,14 @@ REPLACEMENT_RULES: dict[str, TypeRules] = {
         )
     ),
     "AWS::Logs::LogGroup": TypeRules(replacement=("LogGroupName",), names=("LogGroupName",)),
+    "AWS::Route53::HealthCheck": TypeRules(
+        replacement=(
+            "HealthCheckConfig.Type",
+            "HealthCheckConfig.MeasureLatency",
+            "HealthCheckConfig.RequestInterval",
+        )
+    ),
+    "AWS::Route53::RecordSet": TypeRules(replacement=("HostedZoneName", "HostedZoneId")),
     "AWS::S3::Bucket": TypeRules(
         replacement=("BucketName", "BucketNamePrefix", "BucketNamespace"), names=("BucketName",)
     ),

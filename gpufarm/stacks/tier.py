@@ -49,7 +49,9 @@ from gpufarm.constructs.grafana import ManagedGrafana
 from gpufarm.constructs.grafana_dashboards import GatewayTargets, tier_dashboards
 from gpufarm.constructs.image_cache import ImageCache, image_cache_credentials
 from gpufarm.constructs.load_balancer import GATEWAY_TARGET_GROUP, LoadBalancer
+from gpufarm.constructs.model_replica import ModelReplica
 from gpufarm.constructs.placeholders import refuse_placeholders
+from gpufarm.constructs.regional_record import RegionalRecord
 from gpufarm.core.demand import exports_metrics
 from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, Endpoint, GatewayRoute, endpoints_of, gateway_route
 from gpufarm.core.engine_metrics import models_by_engine
@@ -93,7 +95,14 @@ class GpuFarmStack(cdk.Stack):
     resources, so renaming one replaces the resource.
     """
 
-    def __init__(self, scope: Construct, *, config: TierConfig, **kwargs: object) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        *,
+        config: TierConfig,
+        model_source_bucket: str | None = None,
+        **kwargs: object,
+    ) -> None:
         env = cdk.Environment(region=config.environment.region, account=config.environment.account)
         super().__init__(
             scope,
@@ -181,6 +190,7 @@ class GpuFarmStack(cdk.Stack):
         self._ingress()
         self._monitoring()
         self._outputs()
+        self._regions(model_source_bucket)
         for pack in config.compliance_packs:
             require_compliance_pack(self, pack)
         refuse_placeholders(self, find_placeholders(config))
@@ -554,6 +564,56 @@ class GpuFarmStack(cdk.Stack):
             "GrafanaUrl",
             value=self.grafana.url,
             description="Amazon Managed Grafana: models, GPU fleet and gateway dashboards (folder gpufarm)",
+        )
+
+    def _regions(self, model_source_bucket: str | None) -> None:
+        """With `regions`: this region's Route 53 record, and in a secondary region the model
+        bucket's replica (`model_source_bucket` is the tier's model bucket, which it replicates)."""
+        cfg = self.config
+        regions = cfg.regions
+        if not regions.enabled or regions.dns_name is None or regions.hosted_zone_id is None:
+            return
+        secondary = cfg.secondary_region
+        self.dns_record = RegionalRecord(
+            self,
+            "DnsRecord",
+            dns_name=regions.dns_name,
+            hosted_zone_id=regions.hosted_zone_id,
+            routing=regions.routing,
+            primary=secondary is None,
+            region=cfg.environment.region,
+            kind=self.ingress.kind,
+            load_balancer_dns_name=self.ingress.dns_name,
+            load_balancer_zone_id=self.ingress.load_balancer.load_balancer_canonical_hosted_zone_id,
+            load_balancer_full_name=self.ingress.load_balancer_full_name,
+            gateway_target_group=self.ingress.target_group_full_names()[GATEWAY_TARGET_GROUP],
+            evaluation_minutes=regions.alarm_evaluation_minutes,
+            alarm_topic_arn=self.alarms.topic.topic_arn if self.alarms is not None else None,
+        )
+        cdk.CfnOutput(
+            self,
+            "DnsHealthCheckId",
+            value=self.dns_record.health_check.attr_health_check_id,
+            description="This region's Route 53 health check (invert it to hold traffic elsewhere: "
+            "docs/operations.md, 'A second region')",
+        )
+        cdk.CfnOutput(
+            self,
+            "DnsName",
+            value=regions.dns_name,
+            description=f"The tier's name in Route 53 ({regions.routing.value} across its regions)",
+        )
+        if secondary is None or secondary.model_bucket is None or model_source_bucket is None:
+            return
+        self.model_replica = ModelReplica(
+            self, "ModelReplica", source_bucket=model_source_bucket, bucket_name=secondary.model_bucket
+        )
+        cdk.CfnOutput(
+            self,
+            "ModelReplicationConfiguration",
+            value=self.model_replica.configuration,
+            description=f"Put on s3://{model_source_bucket} (aws s3api put-bucket-replication "
+            "--replication-configuration): replicates it to this region's model bucket",
         )
 
     def _outputs(self) -> None:

@@ -34,6 +34,10 @@ def _walk(cls: type[BaseModel], prefix: str = "") -> list[str]:
             ]
             if len(sections) == 1:
                 annotation = sections[0]
+            # `list[Section] | None`: the list's sections are walked like a required list's.
+            others = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if not sections and len(others) == 1:
+                annotation = others[0]
         if typing.get_origin(annotation) is list:
             (item,) = typing.get_args(annotation)
             if isinstance(item, type) and issubclass(item, BaseModel):

@@ -10,7 +10,8 @@
   verified: any credentials pass.
 
 `GET /_stand_in/stats` tells what each answered (counters, the requests being answered now, and
-for Bedrock the last request received); `POST /_stand_in/fail {"status": 503}` makes the vLLM
+for Bedrock the last request received: operation, decoded model ID, raw path and body);
+`POST /_stand_in/fail {"status": 503}` makes the vLLM
 stand-in answer completions with that status (`{"status": null}` heals it). Standard library only,
 so the stand-ins run under any Python 3.11, each in its own process the test can SIGKILL.
 
@@ -458,7 +459,12 @@ class BedrockHandler(_Handler):
         self._count(operation)
         with self.server.lock:
             self.server.models[model_id] += 1
-            self.server.last = {"operation": operation, "model_id": model_id, "body": request}
+            self.server.last = {
+                "operation": operation,
+                "model_id": model_id,
+                "path": self.path,
+                "body": request,
+            }
         self._delay()
         request_id = {"x-amzn-RequestId": str(uuid.uuid4())}
         usage = {"inputTokens": 5, "outputTokens": 3, "totalTokens": 8}

@@ -163,3 +163,29 @@ def make_ec2(*parts: dict[str, Any]) -> TierConfig:
     for part in parts:
         document = merge(document, part)
     return build_tier(document)
+
+
+def second_region(**fields: Any) -> dict[str, Any]:
+    """An override adding us-west-2 to the enterprise preset behind failover records: its zones,
+    VPC, certificate, image cache secrets and replica model bucket, with `fields` changed."""
+    document = enterprise_document()
+    region = {
+        "region": "us-west-2",
+        "availability_zones": ["us-west-2a", "us-west-2b", "us-west-2c"],
+        "network_cidr": "10.1.0.0/16",
+        "certificate_arn": document["ingress"]["certificate_arn"].replace("us-east-1", "us-west-2"),
+        "model_bucket": "gpufarm-enterprise-models-us-west-2",
+        **{
+            key: document["images"][key].replace("us-east-1", "us-west-2")
+            for key in ("docker_hub_credential_arn", "github_credential_arn")
+        },
+        **fields,
+    }
+    return {
+        "regions": {
+            "routing": "failover",
+            "dns_name": "inference.gpufarm.corp",
+            "hosted_zone_id": "Z0123456789ABCDEFGHIJ",
+            "secondary": [region],
+        }
+    }

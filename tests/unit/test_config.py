@@ -853,8 +853,8 @@ INVALID: list[Any] = [
         model_override(bedrock={"modelid": "meta.llama3-1-8b-instruct-v1:0"}),
         [
             "models[0].bedrock.model_id: is required",
-            "models[0].bedrock.modelid: is not a known setting (allowed: model_id, region, "
-            "destination_regions, max_tokens)",
+            "models[0].bedrock.modelid: is not a known setting (allowed: model_id, base_model_id, "
+            "provisioned, region, destination_regions, max_tokens)",
         ],
         id="fallback-key-typo",
     ),
@@ -862,8 +862,9 @@ INVALID: list[Any] = [
         model_override(bedrock={"model_id": "Llama 3"}),
         [
             "models[0].bedrock.model_id: must be a Bedrock model ID such as "
-            "'anthropic.claude-3-5-haiku-20241022-v1:0' or an inference-profile ID such as "
-            "'us.meta.llama3-3-70b-instruct-v1:0', got 'Llama 3'"
+            "'anthropic.claude-3-5-haiku-20241022-v1:0', an inference-profile ID such as "
+            "'us.meta.llama3-3-70b-instruct-v1:0', or a provisioned-model or "
+            "application-inference-profile ARN, got 'Llama 3'"
         ],
         id="fallback-model-id-shape",
     ),

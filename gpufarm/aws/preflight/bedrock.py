@@ -8,8 +8,19 @@ from typing import Any
 from gpufarm.aws.preflight.calls import _arn_region, _error_code
 from gpufarm.aws.preflight.results import Check, CheckResult, Status
 from gpufarm.config import TierConfig
-from gpufarm.config.bedrock import destination_regions, foundation_model_id, profile_prefix
-from gpufarm.config.model import ModelConfig
+from gpufarm.config.bedrock import (
+    CapacityArn,
+    CapacityKind,
+    capacity_arn,
+    destination_regions,
+    foundation_model_id,
+    profile_prefix,
+    routing_model_id,
+)
+from gpufarm.config.model import BedrockCommitment, ModelConfig
+
+COMMITMENTS = {"OneMonth": BedrockCommitment.ONE_MONTH, "SixMonths": BedrockCommitment.SIX_MONTHS}
+"""GetProvisionedModelThroughput's `commitmentDuration` (absent: no commitment) as the config's terms."""
 
 # --------------------------------------------------------------------------- check: bedrock
 
@@ -18,7 +29,13 @@ def check_bedrock(tier: TierConfig, *, region: str, bedrock: Callable[[str], Any
     """One row per model with a Bedrock fallback: its model or inference profile is offered.
 
     `bedrock(region)` returns a Bedrock control-plane client for a region (the call region is the
-    model's `bedrock.region`, else the preflight region).
+    model's `bedrock.region`, else the preflight region; a capacity ARN's own region). A
+    provisioned-model ARN is read with GetProvisionedModelThroughput
+    (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_GetProvisionedModelThroughput.html):
+    it must be `InService`, serve `base_model_id`, and have the model units and commitment the
+    cost counts. An application-inference-profile ARN is read with GetInferenceProfile like a
+    system profile. Quotas are not read: a Provisioned Throughput is bought outside the stack,
+    and its model units were counted against the account's quota when it was bought.
     """
     from botocore.exceptions import ClientError
 
@@ -37,9 +54,13 @@ def check_bedrock(tier: TierConfig, *, region: str, bedrock: Callable[[str], Any
         target = model.bedrock_target
         if target is None:
             continue
-        call_region = target.region or region
+        arn = capacity_arn(target.model_id)
+        call_region = arn.region if arn is not None else (target.region or region)
         subject = f"model {model.name}: {target.model_id}"
         client = bedrock(call_region)
+        if arn is not None:
+            rows.append(_capacity_row(model, client, arn, subject=subject, region=region))
+            continue
         if profile_prefix(target.model_id) is not None:
             try:
                 profile = client.get_inference_profile(inferenceProfileIdentifier=target.model_id)
@@ -112,6 +133,99 @@ def check_bedrock(tier: TierConfig, *, region: str, bedrock: Callable[[str], Any
     return rows
 
 
+def _capacity_row(
+    model: ModelConfig, client: Any, arn: CapacityArn, *, subject: str, region: str
+) -> CheckResult:
+    """The row of a provisioned-model or application-inference-profile ARN: it exists and serves."""
+    from botocore.exceptions import ClientError
+
+    target = model.bedrock_target
+    assert target is not None
+    provisioned = arn.kind is CapacityKind.PROVISIONED_MODEL
+    try:
+        if provisioned:
+            found = client.get_provisioned_model_throughput(provisionedModelId=target.model_id)
+        else:
+            found = client.get_inference_profile(inferenceProfileIdentifier=target.model_id)
+    except ClientError as exc:
+        if _error_code(exc) not in {"ResourceNotFoundException", "ValidationException"}:
+            raise
+        listing = (
+            "list-provisioned-model-throughputs"
+            if provisioned
+            else "list-inference-profiles --type-equals APPLICATION"
+        )
+        return CheckResult(
+            check=Check.BEDROCK,
+            subject=subject,
+            status=Status.FAIL,
+            message=f"the account has no {arn.kind} {arn.resource} in {arn.region}",
+            fix=f"name one listed by `aws bedrock {listing} --region {arn.region}` in models "
+            f"'{model.name}'.bedrock.model_id",
+        )
+    if provisioned:
+        return _provisioned_row(model, found, subject=subject, arn=arn)
+    return _profile_row(model, found, subject=subject, region=region, call_region=arn.region)
+
+
+def _provisioned_row(
+    model: ModelConfig, found: Mapping[str, Any], *, subject: str, arn: CapacityArn
+) -> CheckResult:
+    """A Provisioned Throughput: InService, serving `base_model_id`, bought as the config says."""
+    target = model.bedrock_target
+    assert target is not None and target.provisioned is not None
+    where = f"models '{model.name}'.bedrock"
+    status = str(found.get("status", ""))
+    if status != "InService":
+        reason = f": {found['failureMessage']}" if found.get("failureMessage") else ""
+        return CheckResult(
+            check=Check.BEDROCK,
+            subject=subject,
+            status=Status.WARN if status == "Updating" else Status.FAIL,
+            message=f"the Provisioned Throughput is {status} in {arn.region}{reason}; only an InService "
+            "one answers requests",
+            fix="wait until `aws bedrock get-provisioned-model-throughput` shows InService, or name another",
+        )
+    served = str(found.get("foundationModelArn", "")).rsplit("/", 1)[-1]
+    if served and served != target.base_model_id:
+        return CheckResult(
+            check=Check.BEDROCK,
+            subject=subject,
+            status=Status.FAIL,
+            message=f"the Provisioned Throughput serves {served}, not base_model_id "
+            f"{target.base_model_id} (the price and the gateway's model)",
+            fix=f"set {where}.base_model_id to {served!r}",
+        )
+    units = int(found.get("modelUnits", 0))
+    if units != target.provisioned.model_units:
+        return CheckResult(
+            check=Check.BEDROCK,
+            subject=subject,
+            status=Status.WARN,
+            message=f"the Provisioned Throughput has {units} model units; the cost counts "
+            f"{target.provisioned.model_units}",
+            fix=f"set {where}.provisioned.model_units to {units}",
+        )
+    term = COMMITMENTS.get(str(found.get("commitmentDuration", "")), BedrockCommitment.NONE)
+    if term is not target.provisioned.commitment:
+        return CheckResult(
+            check=Check.BEDROCK,
+            subject=subject,
+            status=Status.WARN,
+            message=f"the Provisioned Throughput was bought with a {term.value} commitment; the cost "
+            f"prices {target.provisioned.commitment.value}",
+            fix=f"set {where}.provisioned.commitment to {term.value!r}",
+        )
+    expires = found.get("commitmentExpirationTime")
+    ends = f", commitment ends {expires:%Y-%m-%d}" if expires is not None else ""
+    return CheckResult(
+        check=Check.BEDROCK,
+        subject=subject,
+        status=Status.PASS,
+        message=f"Provisioned Throughput InService in {arn.region}: {units} model units of {served}{ends}",
+    )
+
+
 def _profile_row(
     model: ModelConfig, profile: Mapping[str, Any], *, subject: str, region: str, call_region: str
 ) -> CheckResult:
@@ -137,7 +251,7 @@ def _profile_row(
             f"not allow ({', '.join(allowed)}); requests routed there are denied",
             fix=f"set models '{model.name}'.bedrock.destination_regions to {', '.join(routed)}",
         )
-    fm = foundation_model_id(target.model_id)
+    fm = foundation_model_id(routing_model_id(target))
     return CheckResult(
         check=Check.BEDROCK,
         subject=subject,
@@ -178,8 +292,9 @@ def check_bedrock_access(
         target = model.bedrock_target
         if target is None:
             continue
-        call_region = target.region or region
-        fm = foundation_model_id(target.model_id)
+        arn = capacity_arn(target.model_id)
+        call_region = arn.region if arn is not None else (target.region or region)
+        fm = foundation_model_id(routing_model_id(target))
         subject = f"model {model.name}: {fm}"
         fix = (
             f"request access to {fm} in the Bedrock console (Model access) in {call_region}, "

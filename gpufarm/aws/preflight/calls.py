@@ -88,7 +88,8 @@ _CHECK_ACTIONS: dict[Check, str] = {
     "ec2:DescribeInstanceTypes",
     Check.OFFERING: "ec2:DescribeInstanceTypeOfferings, ec2:DescribeInstanceTypes",
     Check.RESERVATION: "ec2:DescribeCapacityReservations",
-    Check.BEDROCK: "bedrock:ListFoundationModels, bedrock:GetInferenceProfile",
+    Check.BEDROCK: "bedrock:ListFoundationModels, bedrock:GetInferenceProfile, "
+    "bedrock:GetProvisionedModelThroughput",
     Check.KUBERNETES: "eks:DescribeClusterVersions",
     Check.NETWORK_QUOTA: "servicequotas:GetServiceQuota, servicequotas:GetAWSDefaultServiceQuota, "
     "ec2:DescribeAddresses, ec2:DescribeVpcs, elasticloadbalancing:DescribeTargetGroups",

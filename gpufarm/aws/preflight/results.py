@@ -33,6 +33,7 @@ class Check(StrEnum):
     BEDROCK_ACCESS = "bedrock-access"
     CERTIFICATE = "certificate"
     MODEL_BUCKET = "model-bucket"
+    MODEL_REPLICA = "model-replica"
     HF_TOKEN = "hf-token-secret"
     CDK_BOOTSTRAP = "cdk-bootstrap"
     IMAGE_CACHE = "image-cache"

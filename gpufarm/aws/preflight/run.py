@@ -20,6 +20,7 @@ from gpufarm.aws.preflight.certificate import check_certificate
 from gpufarm.aws.preflight.image_cache import check_image_cache
 from gpufarm.aws.preflight.kubernetes import check_kubernetes_version
 from gpufarm.aws.preflight.model_bucket import check_model_bucket
+from gpufarm.aws.preflight.model_replica import check_model_replica
 from gpufarm.aws.preflight.network_quotas import check_network_quotas, no_template_row
 from gpufarm.aws.preflight.offerings import check_offerings
 from gpufarm.aws.preflight.reservations import check_reservations
@@ -122,8 +123,13 @@ def run_preflight(
     session: Any | None = None,
     now: datetime | None = None,
     template: Mapping[str, Any] | None = None,
+    model_source_bucket: str | None = None,
 ) -> PreflightReport:
     """Run every check for `tier` in `region` with a boto3 session (default: the ambient one).
+
+    For the tier of a secondary region (:func:`gpufarm.config.regions.regional_tiers`),
+    `model_source_bucket` is the tier's model bucket: its replication to the region's replica is
+    checked instead of the replica's contents.
 
     `template` is the tier's synthesized CloudFormation template: the network quotas are counted
     from it. Without one (the default) they are not checked, and a warning row says so.
@@ -205,7 +211,24 @@ def run_preflight(
     results += _guarded(
         Check.CERTIFICATE, lambda: check_certificate(tier, region=region, acm=client("acm"), now=moment)
     )
-    results += _guarded(Check.MODEL_BUCKET, lambda: check_model_bucket(tier, region=region, s3=client("s3")))
+    secondary = tier.secondary_region
+    if secondary is not None and secondary.model_bucket is not None and model_source_bucket is not None:
+        # A secondary region reads the replica its own stack creates: before that stack is
+        # deployed there is no bucket to read, so the check is of the replication instead.
+        replica = secondary.model_bucket
+        results += _guarded(
+            Check.MODEL_REPLICA,
+            lambda: check_model_replica(
+                source_bucket=model_source_bucket,
+                replica_bucket=replica,
+                stack_name=tier.stack_name,
+                s3=client("s3"),
+            ),
+        )
+    else:
+        results += _guarded(
+            Check.MODEL_BUCKET, lambda: check_model_bucket(tier, region=region, s3=client("s3"))
+        )
     results += _guarded(
         Check.HF_TOKEN,
         lambda: check_hf_token_secrets(

@@ -8,13 +8,23 @@ from collections.abc import Iterator
 from gpufarm.config.bedrock import (
     GLOBAL_PREFIX,
     PROFILE_GEOGRAPHIES,
+    CapacityArn,
+    CapacityKind,
     call_region,
+    capacity_arn,
     profile_callable_from,
     profile_prefix,
 )
 from gpufarm.config.checks.common import _quoted
 from gpufarm.config.errors import ConfigIssue
-from gpufarm.config.model import BEDROCK_MODEL_ID, BedrockTargetConfig, InterfaceEndpoint, TierConfig
+from gpufarm.config.model import (
+    BEDROCK_MODEL_ID,
+    PROVISIONED_MODEL_RESOURCE,
+    BedrockCommitment,
+    BedrockTargetConfig,
+    InterfaceEndpoint,
+    TierConfig,
+)
 from gpufarm.core.demand import METRICS_PORT, exports_metrics
 from gpufarm.core.gateway_sizing import resource_metrics_available
 
@@ -24,7 +34,6 @@ them over) and the gateway's own construct names."""
 
 
 def _fallback(cfg: TierConfig) -> Iterator[ConfigIssue]:
-    region = cfg.environment.region
     if cfg.fallback.enabled:
         for i, model in enumerate(cfg.models):
             if model.name in RESERVED_MODEL_NAMES:
@@ -67,37 +76,165 @@ def _fallback(cfg: TierConfig) -> Iterator[ConfigIssue]:
                 )
             continue
         target = model.bedrock_target
-        if target is None:
-            continue
-        if not BEDROCK_MODEL_ID.match(target.model_id):
-            yield ConfigIssue(
-                path=f"{where}.model_id",
-                message="must be a Bedrock model ID such as 'anthropic.claude-3-5-haiku-20241022-v1:0' "
-                f"or an inference-profile ID such as 'us.meta.llama3-3-70b-instruct-v1:0', "
-                f"got {target.model_id!r}",
-            )
-            continue
-        prefix = profile_prefix(target.model_id)
-        calling = call_region(target, region)
-        if prefix is not None and not profile_callable_from(prefix, calling, target.destination_regions):
-            yield ConfigIssue(
-                path=f"{where}.model_id",
-                message=f"must be an inference profile of the calling region {calling!r}: a "
-                f"{prefix!r} profile is called from {_profile_sources(prefix, target)}, got "
-                f"{target.model_id!r}",
-            )
-        if target.destination_regions and prefix in (None, "global"):
-            yield ConfigIssue(
-                path=f"{where}.destination_regions",
-                message="applies only to geographic inference profiles "
-                f"({', '.join(repr(p + '.') for p in PROFILE_GEOGRAPHIES)}), got "
-                f"{target.destination_regions!r} for {target.model_id!r}",
-            )
+        if target is not None:
+            yield from _target(cfg, where, target)
     if cfg.fallback.guardrail.enabled and not any(m.bedrock_target for m in cfg.models):
         yield ConfigIssue(
             path="fallback.guardrail.enabled",
             message="needs at least one model with a Bedrock fallback (the guardrail applies on "
             "that path only), got true with none",
+        )
+
+
+CAPACITY_ARN_SHAPES = (
+    "a provisioned-model ARN ('arn:aws:bedrock:<region>:<12-digit account>:provisioned-model/<12 "
+    "characters>') or an application-inference-profile ARN ('arn:aws:bedrock:<region>:<12-digit "
+    "account>:application-inference-profile/<id>')"
+)
+"""The two ARN shapes a fallback target may name (botocore's bedrock `ProvisionedModelArn` and
+`InferenceProfileArn` patterns, with region and account required)."""
+
+
+def partition_of(region: str) -> str:
+    """The AWS partition of a region ('aws-us-gov' for 'us-gov-west-1', 'aws-cn' for 'cn-north-1'...)."""
+    for prefix, partition in (("us-gov-", "aws-us-gov"), ("cn-", "aws-cn"), ("us-isob-", "aws-iso-b")):
+        if region.startswith(prefix):
+            return partition
+    return "aws-iso" if region.startswith("us-iso-") else "aws"
+
+
+def _target(cfg: TierConfig, where: str, target: BedrockTargetConfig) -> Iterator[ConfigIssue]:
+    """The checks of one model's Bedrock target: a model or profile ID, or a capacity ARN."""
+    arn = capacity_arn(target.model_id)
+    if arn is None:
+        if target.model_id.startswith("arn:"):
+            yield ConfigIssue(
+                path=f"{where}.model_id",
+                message=f"must be {CAPACITY_ARN_SHAPES}, got {target.model_id!r}",
+            )
+            return
+        if not BEDROCK_MODEL_ID.match(target.model_id):
+            yield ConfigIssue(
+                path=f"{where}.model_id",
+                message="must be a Bedrock model ID such as 'anthropic.claude-3-5-haiku-20241022-v1:0', "
+                "an inference-profile ID such as 'us.meta.llama3-3-70b-instruct-v1:0', or a "
+                f"provisioned-model or application-inference-profile ARN, got {target.model_id!r}",
+            )
+            return
+        for field in ("base_model_id", "provisioned"):
+            if getattr(target, field) is not None:
+                yield ConfigIssue(
+                    path=f"{where}.{field}",
+                    message="applies only when model_id is a provisioned-model or "
+                    f"application-inference-profile ARN, got it set with model_id {target.model_id!r}",
+                )
+        yield from _routing(where, target, "model_id", call_region(target, cfg.environment.region))
+        return
+    yield from _capacity_arn(cfg, where, target, arn)
+
+
+def _capacity_arn(
+    cfg: TierConfig, where: str, target: BedrockTargetConfig, arn: CapacityArn
+) -> Iterator[ConfigIssue]:
+    """A provisioned-model or application-inference-profile ARN: its shape, region, account and base model."""
+    provisioned = arn.kind is CapacityKind.PROVISIONED_MODEL
+    resource = "a Provisioned Throughput" if provisioned else "an application inference profile"
+    an_arn = "a provisioned-model ARN" if provisioned else "an application-inference-profile ARN"
+    if provisioned and not PROVISIONED_MODEL_RESOURCE.match(arn.resource):
+        yield ConfigIssue(
+            path=f"{where}.model_id",
+            message="must end in 'provisioned-model/' and the 12 lowercase letters and digits Bedrock "
+            f"names a Provisioned Throughput with, got {target.model_id!r}",
+        )
+    calling = target.region or cfg.environment.region
+    if arn.region != calling:
+        yield ConfigIssue(
+            path=f"{where}.model_id",
+            message=f"must be in the calling region {calling!r} (bedrock.region, else "
+            f"environment.region): Bedrock serves {resource} in its own region only, got an ARN in "
+            f"{arn.region!r}",
+        )
+    elif arn.partition != partition_of(arn.region):
+        yield ConfigIssue(
+            path=f"{where}.model_id",
+            message=f"must name the partition of its region {arn.region!r} "
+            f"('arn:{partition_of(arn.region)}:...'), got {target.model_id!r}",
+        )
+    account = cfg.environment.account
+    if account is not None and arn.account != account:
+        yield ConfigIssue(
+            path=f"{where}.model_id",
+            message=f"must be in the tier's account {account!r} (environment.account): the gateway's "
+            f"role invokes {resource} of its own account, got an ARN in account {arn.account!r}",
+        )
+    base = target.base_model_id
+    behind = (
+        "the foundation model the Provisioned Throughput was bought for"
+        if provisioned
+        else "the model or system inference profile the profile copies"
+    )
+    if base is None:
+        yield ConfigIssue(
+            path=f"{where}.base_model_id",
+            message=f"is required when model_id is {an_arn} ({behind}: the gateway's IAM and "
+            "the cost read it); it is not set",
+        )
+    elif base.startswith("arn:"):
+        yield ConfigIssue(
+            path=f"{where}.base_model_id",
+            message=f"must be a model ID, not an ARN ({behind}; the ARN goes in model_id), got {base!r}",
+        )
+    elif not BEDROCK_MODEL_ID.match(base):
+        yield ConfigIssue(
+            path=f"{where}.base_model_id",
+            message=f"must be a Bedrock model ID such as 'meta.llama3-3-70b-instruct-v1:0' ({behind}), "
+            f"got {base!r}",
+        )
+    elif provisioned and profile_prefix(base) is not None:
+        yield ConfigIssue(
+            path=f"{where}.base_model_id",
+            message="must be a foundation-model ID for a provisioned-model ARN (Provisioned Throughput "
+            f"is bought for a model, not an inference profile), got {base!r}",
+        )
+    else:
+        yield from _routing(where, target, "base_model_id", arn.region)
+    if provisioned and target.provisioned is None:
+        yield ConfigIssue(
+            path=f"{where}.provisioned",
+            message="is required when model_id is a provisioned-model ARN ({model_units: N, "
+            "commitment: one-month | six-months}: the cost prices its model units); it is not set",
+        )
+    elif provisioned and target.provisioned is not None:
+        if target.provisioned.commitment is BedrockCommitment.NONE:
+            yield ConfigIssue(
+                path=f"{where}.provisioned.commitment",
+                message="must be 'one-month' or 'six-months' for a foundation model: Bedrock sells "
+                "Provisioned Throughput without commitment for custom models only, got 'none'",
+            )
+    elif target.provisioned is not None:
+        yield ConfigIssue(
+            path=f"{where}.provisioned",
+            message="applies only to a provisioned-model ARN in model_id, got it set for an "
+            "application-inference-profile ARN",
+        )
+
+
+def _routing(where: str, target: BedrockTargetConfig, field: str, calling: str) -> Iterator[ConfigIssue]:
+    """A model or profile ID (`model_id`, or `base_model_id` behind an ARN): callable from `calling`."""
+    model_id = getattr(target, field)
+    prefix = profile_prefix(model_id)
+    if prefix is not None and not profile_callable_from(prefix, calling, target.destination_regions):
+        yield ConfigIssue(
+            path=f"{where}.{field}",
+            message=f"must be an inference profile of the calling region {calling!r}: a "
+            f"{prefix!r} profile is called from {_profile_sources(prefix, target)}, got {model_id!r}",
+        )
+    if target.destination_regions and prefix in (None, "global"):
+        yield ConfigIssue(
+            path=f"{where}.destination_regions",
+            message="applies only to geographic inference profiles "
+            f"({', '.join(repr(p + '.') for p in PROFILE_GEOGRAPHIES)}), got "
+            f"{target.destination_regions!r} for {model_id!r}",
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field
@@ -14,12 +15,54 @@ BEDROCK_MODEL_ID = re.compile(r"^[a-z0-9-]+\.[a-z0-9][a-z0-9.:-]*$")
 """A Bedrock foundation-model ID ('anthropic.claude-3-5-haiku-20241022-v1:0') or, with a
 geography prefix, an inference-profile ID ('us.anthropic.claude-3-5-haiku-20241022-v1:0')."""
 
+BEDROCK_CAPACITY_ARN = re.compile(
+    r"^arn:(?P<partition>aws(?:-us-gov|-cn|-iso|-iso-b)?):bedrock:(?P<region>[a-z0-9-]{1,20}):"
+    r"(?P<account>[0-9]{12}):(?P<kind>provisioned-model|application-inference-profile)/"
+    r"(?P<resource>[a-zA-Z0-9.:-]+)$"
+)
+"""A provisioned-model ARN (`arn:aws:bedrock:<region>:<account>:provisioned-model/<12 characters>`)
+or an application-inference-profile ARN (`...:application-inference-profile/<id>`): the union of
+the `ProvisionedModelArn` and `InferenceProfileArn` patterns of the Bedrock API (botocore's
+bedrock 2023-04-20 service model), with the region and account required."""
+
+PROVISIONED_MODEL_RESOURCE = re.compile(r"^[a-z0-9]{12}$")
+"""The resource part of a provisioned-model ARN (`ProvisionedModelArn`: `provisioned-model/[a-z0-9]{12}`)."""
+
+
+class BedrockCommitment(StrEnum):
+    """The term of a Provisioned Throughput purchase (the API's `commitmentDuration`)."""
+
+    NONE = "none"
+    ONE_MONTH = "one-month"
+    SIX_MONTHS = "six-months"
+
+
+class ProvisionedThroughputConfig(_Model):
+    """The Provisioned Throughput a `provisioned-model` ARN names, as bought (for cost and preflight)."""
+
+    model_units: int = Field(ge=1, le=1000, description="Model units bought (billed per unit and hour).")
+    commitment: BedrockCommitment = Field(
+        description="Commitment term: 'one-month' or 'six-months' ('none', hourly, exists for custom "
+        "models only)."
+    )
+
 
 class BedrockTargetConfig(_Model):
     """The Amazon Bedrock model that answers for a model when its GPUs cannot."""
 
     model_id: str = Field(
-        description="Foundation-model ID, or an inference-profile ID ('us.meta.llama3-3-70b-instruct-v1:0')."
+        description="Foundation-model ID, inference-profile ID ('us.meta.llama3-3-70b-instruct-v1:0'), "
+        "or the ARN of a Provisioned Throughput (provisioned-model) or application inference profile."
+    )
+    base_model_id: str | None = Field(
+        None,
+        description="For an ARN in model_id: the foundation model behind it (a provisioned model), or "
+        "the model or system inference-profile ID the application profile copies (for IAM and price).",
+    )
+    provisioned: ProvisionedThroughputConfig | None = Field(
+        None,
+        description="For a provisioned-model ARN in model_id: its model units and commitment (priced "
+        "per unit-hour).",
     )
     region: Region | None = Field(
         None, description="Region to call Bedrock in (default: the stack's region)."

@@ -16,7 +16,7 @@ from gpufarm.config.sections.hybrid import HybridNodesConfig
 from gpufarm.config.sections.ingress import IngressConfig
 from gpufarm.config.sections.model_store import ModelStoreConfig
 from gpufarm.config.sections.observability import ObservabilityConfig
-from gpufarm.config.sections.regions import RegionConfig
+from gpufarm.config.sections.regions import RegionConfig, RegionsConfig
 from gpufarm.config.sections.sagemaker import SageMakerConfig
 from gpufarm.config.sections.serving import AutoscalingConfig, ModelConfig, ServingConfig
 from gpufarm.config.sections.values import DnsLabel, _Model
@@ -135,14 +135,28 @@ class TierConfig(_Model):
     hybrid_nodes: HybridNodesConfig = Field(
         default_factory=HybridNodesConfig, description="On-premises GPU nodes in the EKS cluster."
     )
-    regions: list[RegionConfig] = Field(
-        [], description="Further regions the tier runs in, one stack each, behind DNS failover."
+    regions: RegionsConfig = Field(
+        default_factory=RegionsConfig,
+        description="Further regions the tier runs in, one stack each, behind Route 53 failover or "
+        "latency records (enterprise option; docs/operations.md, 'A second region').",
     )
 
     @property
     def stack_name(self) -> str:
-        """CloudFormation stack name."""
+        """CloudFormation stack name: `gpufarm-<name>`, and `gpufarm-<name>-<region>` for the stack
+        of a secondary region (:func:`gpufarm.config.regions.regional_tiers`)."""
+        if self.secondary_region is not None:
+            return f"gpufarm-{self.name}-{self.secondary_region.region}"
         return f"gpufarm-{self.name}"
+
+    @property
+    def secondary_region(self) -> RegionConfig | None:
+        """The entry of `regions.secondary` this tier's stack is built for, or None for the primary.
+
+        A tier derived for a secondary region has that region as `environment.region`; a tier file
+        naming its own region under `regions.secondary` is refused by validation.
+        """
+        return next((r for r in self.regions.secondary if r.region == self.environment.region), None)
 
     def capacity_classes(self) -> dict[str, list[NodePoolConfig | NodeGroupConfig]]:
         """Class name -> the node groups and pools in it (node groups first: they fill first)."""
