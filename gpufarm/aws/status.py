@@ -26,7 +26,7 @@ from typing import Any
 from gpufarm.aws.kube import KubernetesReader, ModelPods, PoolNodes, model_pods, nodes_per_pool
 from gpufarm.aws.stack import StackInfo, StackResource, describe_stack, stack_resources
 from gpufarm.config import TierConfig
-from gpufarm.config.model import LoadBalancerKind
+from gpufarm.config.model import LoadBalancerKind, Provisioning
 from gpufarm.core.fallback import bedrock_model_ids
 from gpufarm.k8s.labels import MODEL_LABEL
 
@@ -278,6 +278,10 @@ def read_status(
     cluster = stack.outputs.get("ClusterName")
     if kubernetes is None:
         report.kubernetes_note = "not read (--no-kubernetes)"
+    elif config.cluster.provisioning is Provisioning.EC2:
+        report.kubernetes_note = (
+            "no cluster (cluster.provisioning: ec2): the target groups' health shows the GPU instances"
+        )
     elif cluster is None:
         report.kubernetes_note = "the stack has no ClusterName output yet"
     else:

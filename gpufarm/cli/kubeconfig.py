@@ -18,6 +18,7 @@ import yaml
 
 from gpufarm.cli._output import EXIT_CHECK_FAILED, bad_input, errors
 from gpufarm.cli._tier import TierFileOption, TierOption, one_tier
+from gpufarm.config.model import Provisioning
 
 
 def kubeconfig_path(option: Path | None, environ: dict[str, str] | None = None) -> Path:
@@ -79,6 +80,11 @@ def register(app: typer.Typer) -> None:
         )
 
         config = one_tier(tier, tier_file, verb="connect to")
+        if config.cluster.provisioning is Provisioning.EC2:
+            bad_input(
+                f"tier {config.name!r} has no EKS cluster (cluster.provisioning: ec2): reach its instances "
+                "with Session Manager, `aws ssm start-session --target <instance id>` (docs/ec2.md)"
+            )
         region = config.environment.region
         try:
             session = aws_session(region, f"gpufarm kubeconfig reads CloudFormation and EKS in {region}")

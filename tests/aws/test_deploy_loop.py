@@ -736,3 +736,18 @@ def test_leftover_instances_are_the_clusters_live_ones(aws: boto3.Session) -> No
     # Only the cluster's instance that still runs: a terminated one costs nothing, another
     # cluster's is not ours.
     assert leftover_instances(aws.client("ec2"), "gpufarm-poc") == [ours]
+
+
+def test_read_status_of_an_ec2_tier_asks_for_no_cluster(aws: boto3.Session) -> None:
+    deploy_stack(aws, name="gpufarm-ec2-poc")
+    asked: list[str] = []
+
+    def reader(name: str) -> RecordedCluster:
+        asked.append(name)
+        raise AssertionError("an ec2 tier has no cluster to read")
+
+    report = read_status(load_preset("ec2-poc"), session=aws, kubernetes=reader)
+    assert asked == [] and (report.pools, report.models) == (None, None)
+    assert report.kubernetes_note == (
+        "no cluster (cluster.provisioning: ec2): the target groups' health shows the GPU instances"
+    )

@@ -304,3 +304,12 @@ def test_status_table_with_the_cluster_read(aws: boto3.Session, monkeypatch: pyt
     # l40s: two nodes, one Ready; qwen3-8b: two live pods, one Ready, one replica in the tier.
     assert [cell.strip() for cell in rows["l40s"].split("│")[2:4]] == ["1", "2"]
     assert [cell.strip() for cell in rows["qwen3-8b"].split("│")[2:5]] == ["1", "2", "1"]
+
+
+def test_kubeconfig_of_an_ec2_tier_is_refused_before_any_aws_call() -> None:
+    result = RUNNER.invoke(app, ["kubeconfig", "--tier", "ec2-poc", "--print"])
+    assert result.exit_code == 2
+    assert errors_of(result) == [
+        "tier 'ec2-poc' has no EKS cluster (cluster.provisioning: ec2): reach its instances with "
+        "Session Manager, `aws ssm start-session --target <instance id>` (docs/ec2.md)"
+    ]

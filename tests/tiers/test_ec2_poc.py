@@ -239,3 +239,40 @@ def test_the_gateway_may_invoke_exactly_what_the_eks_gateway_may(
         return {s["Sid"]: s for s in _statements(template, "GatewayRole") if s["Sid"].startswith("Invoke")}
 
     assert bedrock(ec2_poc_template) == bedrock(poc_template) != {}
+
+
+# ----------------------------------------------------------------------------- stability
+
+
+def test_routine_changes_keep_the_stateful_and_traffic_ids_and_the_group(
+    ec2_poc_template: dict[str, Any], tmp_path_factory: Any
+) -> None:
+    from tests.tiers.conftest import synthesize, variant
+    from tests.unit.factories import ec2_document
+
+    base = ec2_document()
+    model = dict(base["models"][0], autoscaling=dict(base["models"][0]["autoscaling"], max_replicas=4))
+    second = {
+        "name": "llama-3-1-8b",
+        "weights": "s3://my-models/llama-3.1-8b/",
+        "gpus": 1,
+        "cpu": 6,
+        "memory_gib": 48,
+        "node_pool": "spare",
+        "bedrock": "none",
+    }
+    pools = [
+        dict(base["node_pools"][0], root_volume_gib=400),
+        {"name": "spare", "instance_families": ["g6e"]},
+    ]
+    changed = synthesize(
+        [variant(base, {"models": [model, second], "node_pools": pools})],
+        tmp_path_factory.mktemp("ec2-changed"),
+    )["gpufarm-ec2-poc"]
+    before, after = stateful_logical_ids(ec2_poc_template), stateful_logical_ids(changed)
+    for kind, ids in before.items():
+        assert set(ids) <= set(after[kind]), kind
+    assert len(model_target_groups(changed)) == 2
+    assert _gpu_group(changed)["Properties"]["MaxSize"] == "4"  # the same group, by name, resized
+    groups = resources(changed, "AWS::AutoScaling::AutoScalingGroup")
+    assert set(resources(ec2_poc_template, "AWS::AutoScaling::AutoScalingGroup")) <= set(groups)
