@@ -170,11 +170,15 @@ def support_warning(config: TierConfig, day: dt.date | None = None) -> str | Non
     return support_status(config.cluster.kubernetes_version, day or today()).warning()
 
 
+DIRECT_PROVISIONING = (Provisioning.EC2, Provisioning.SAGEMAKER)
+"""The provisioning modes without an EKS cluster: their tiers build :class:`DirectTierStack`."""
+
+
 def stack_of(app: cdk.App, config: TierConfig, *, model_source_bucket: str | None = None) -> cdk.Stack:
-    """The tier's stack, by `cluster.provisioning`: :class:`DirectTierStack` for `ec2` (no EKS
-    cluster, so no Kubernetes support warning), :class:`GpuFarmStack` otherwise (a secondary
-    region's with the primary's `model_source_bucket`)."""
-    if config.cluster.provisioning is Provisioning.EC2:
+    """The tier's stack, by `cluster.provisioning`: :class:`DirectTierStack` for `ec2` and
+    `sagemaker` (no EKS cluster, so no Kubernetes support warning), :class:`GpuFarmStack`
+    otherwise (a secondary region's with the primary's `model_source_bucket`)."""
+    if config.cluster.provisioning in DIRECT_PROVISIONING:
         return DirectTierStack(app, config=config)
     if model_source_bucket is None:
         return GpuFarmStack(app, config=config)
@@ -206,7 +210,7 @@ def add_tiers(
                 stack = stack_of(
                     app, tier, model_source_bucket=buckets[0] if tier is not config and buckets else None
                 )
-            eks = tier.cluster.provisioning is not Provisioning.EC2
+            eks = tier.cluster.provisioning not in DIRECT_PROVISIONING
             if eks and (warning := support_warning(tier, day)):
                 cdk.Annotations.of(stack).add_warning_v2(SUPPORT_WARNING_ID, warning)
     enable_compliance_checks(app)

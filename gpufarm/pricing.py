@@ -56,6 +56,7 @@ PRICE_SECTIONS = (
     "s3",
     "route53",
     "ecr",
+    "sagemaker",
 )
 """The sections of the price table, each with its own source, date and estimates."""
 
@@ -290,6 +291,12 @@ class EcrPrices(_Section):
     storage_per_gb_month: float = Field(ge=0, description="Private repository storage, $ per GB-month.")
 
 
+class SageMakerPrices(_Section):
+    """SageMaker real-time inference (hosting) instances, $ per instance-hour."""
+
+    hosting_per_hour: dict[str, float] = Field(description="On-demand hosting price by `ml.*` instance type.")
+
+
 class PriceTable(BaseModel):
     """Unit prices for one region, by service, each section with its source and date."""
 
@@ -320,6 +327,7 @@ class PriceTable(BaseModel):
     s3: S3Prices
     route53: Route53Prices
     ecr: EcrPrices
+    sagemaker: SageMakerPrices
 
     def on_demand(self, instance_type: str) -> float:
         """On-demand $ per hour of `instance_type`; PriceNotFoundError when the table lacks it."""
@@ -328,6 +336,16 @@ class PriceTable(BaseModel):
         except KeyError:
             raise PriceNotFoundError(
                 "EC2 on-demand", instance_type, "add it under ec2.on_demand_per_hour in a --prices file"
+            ) from None
+
+    def sagemaker_hosting(self, ml_type: str) -> float:
+        """On-demand $ per hour of a SageMaker hosting instance; PriceNotFoundError when the table
+        lacks it."""
+        try:
+            return self.sagemaker.hosting_per_hour[ml_type]
+        except KeyError:
+            raise PriceNotFoundError(
+                "SageMaker hosting", ml_type, "add it under sagemaker.hosting_per_hour in a --prices file"
             ) from None
 
     def spot_discount(self, instance_type: str) -> float:

@@ -282,6 +282,11 @@ def read_status(
         report.kubernetes_note = (
             "no cluster (cluster.provisioning: ec2): the target groups' health shows the GPU instances"
         )
+    elif config.cluster.provisioning is Provisioning.SAGEMAKER:
+        report.kubernetes_note = (
+            "no cluster (cluster.provisioning: sagemaker): the models are inference components of "
+            f"the SageMaker endpoint {config.stack_name}"
+        )
     elif cluster is None:
         report.kubernetes_note = "the stack has no ClusterName output yet"
     else:

@@ -85,6 +85,12 @@ def register(app: typer.Typer) -> None:
                 f"tier {config.name!r} has no EKS cluster (cluster.provisioning: ec2): reach its instances "
                 "with Session Manager, `aws ssm start-session --target <instance id>` (docs/ec2.md)"
             )
+        if config.cluster.provisioning is Provisioning.SAGEMAKER:
+            bad_input(
+                f"tier {config.name!r} has no EKS cluster (cluster.provisioning: sagemaker): its models "
+                "are inference components of the SageMaker endpoint "
+                f"{config.stack_name} (docs/sagemaker.md)"
+            )
         region = config.environment.region
         try:
             session = aws_session(region, f"gpufarm kubeconfig reads CloudFormation and EKS in {region}")

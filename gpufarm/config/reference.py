@@ -29,6 +29,7 @@ from gpufarm.config.loader import preset_names
 from gpufarm.config.placeholders import MIN_REASON_CHARS, PRESET_EXAMPLE_BUCKETS
 from gpufarm.config.sections import hybrid
 from gpufarm.config.sections.regions import BucketName, HostedZoneId, PoolReservations
+from gpufarm.config.sections.sagemaker import LmiImageDigests
 from gpufarm.config.validate import (
     AUTO_MODE_MAX_EXPIRE_HOURS,
     CFN_DESCRIPTION_MAX_BYTES,
@@ -75,6 +76,7 @@ _NAMED_TYPES: tuple[tuple[Any, str], ...] = (
         "refused at deploy)",
     ),
     (m.ImageDigests, "mapping of image name to `sha256:` digest"),
+    (LmiImageDigests, "mapping of engine (`vllm`, `trtllm`) to `sha256:` digest"),
     (m.AccountId, "12-digit AWS account ID"),
     (m.ChartVersion, "exact Helm chart version (`1.2.3`)"),
     (m.AmiVersion, "`latest`, an AL2023 release (`v20251120`) or a Bottlerocket version (`1.50.0`)"),

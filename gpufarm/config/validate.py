@@ -38,6 +38,7 @@ from gpufarm.config.checks.images import _image_cache, _image_pull
 from gpufarm.config.checks.ingress import HEALTH_CHECK_TIMEOUT_SECONDS, _health_check, _ingress
 from gpufarm.config.checks.model_store import _model_store, _s3_buckets, s3_bucket_problem
 from gpufarm.config.checks.regions import _regions
+from gpufarm.config.checks.sagemaker import _sagemaker
 from gpufarm.config.checks.serving import (
     MULTI_NODE_RESERVED_VLLM_FLAGS,
     RESERVED_VLLM_FLAGS,
@@ -91,6 +92,7 @@ VALIDATORS: tuple[_Validator, ...] = (
     _image_cache,
     _image_pull,
     _engine_metrics,
+    _sagemaker,
     _ec2,
     open_choice_issues,
     chart_version_issues,

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpufarm.deploy_rules import (  # one service per line, alphabetical
+    appscaling,
     aps,
     autoscaling,
     awslambda,
@@ -25,6 +26,7 @@ from gpufarm.deploy_rules import (  # one service per line, alphabetical
     logs,
     route53,
     s3,
+    sagemaker,
     sns,
     sqs,
     ssm,
@@ -34,6 +36,7 @@ from gpufarm.deploy_rules.rule import Rule, Template, Violation
 
 RULES: tuple[Rule, ...] = (
     *aps.RULES,
+    *appscaling.RULES,
     *autoscaling.RULES,
     *awslambda.RULES,
     *bedrock.RULES,
@@ -52,6 +55,7 @@ RULES: tuple[Rule, ...] = (
     *logs.RULES,
     *route53.RULES,
     *s3.RULES,
+    *sagemaker.RULES,
     *sns.RULES,
     *sqs.RULES,
     *ssm.RULES,

@@ -33,6 +33,7 @@ from gpufarm.estimate.allocation import (
 )
 from gpufarm.estimate.billing import Commitment, Ec2Usage, apply_commitments, check_capacity_block_days
 from gpufarm.estimate.report import CostEstimate, CostLine, EstimateError
+from gpufarm.estimate.sagemaker import sagemaker_endpoint_lines, sagemaker_wake_alarms
 from gpufarm.estimate.usage import Usage
 from gpufarm.k8s.karpenter import ROOT_VOLUME_IOPS, ROOT_VOLUME_THROUGHPUT_MIBPS
 from gpufarm.pricing import PRICE_SECTIONS, PriceTable, load_prices
@@ -184,7 +185,7 @@ def _direct_hosts(
         ebs_base += gateway.min_instances * gateway.volume_gib
         ebs_peak += gateway.max_instances * gateway.volume_gib
     warm = tier.ec2.warm_pool
-    if warm.enabled:
+    if warm.enabled and tier.cluster.provisioning is Provisioning.EC2:
         gib = sum(warm.min_size * f.pool.root_volume_gib for f in fleets(tier) if not f.spot)
         if gib:
             out.add(
@@ -337,7 +338,9 @@ def monthly_cost(
     assumed = usage or Usage()
     hours = prices.hours_per_month
     auto_mode = tier.cluster.provisioning is Provisioning.AUTO_MODE
-    direct = tier.cluster.provisioning is Provisioning.EC2
+    # No cluster: GPU groups (ec2) or a SageMaker endpoint, and the gateway's CPU group.
+    direct = tier.cluster.provisioning in (Provisioning.EC2, Provisioning.SAGEMAKER)
+    on_sagemaker = tier.cluster.provisioning is Provisioning.SAGEMAKER
     out = _Lines(busy_share=tier_busy_share(tier, busy_share))
     notes: list[str] = []
     if prices.region != tier.environment.region:
@@ -346,11 +349,14 @@ def monthly_cost(
             "(use --live --region to price it there)."
         )
 
+    if on_sagemaker:
+        # The models' GPUs are the endpoint's instances.
+        sagemaker_endpoint_lines(tier, prices, out)
     if not direct:
         _control_plane(tier, prices, out, notes, day)
     _hybrid_nodes(tier, prices, out, notes)
 
-    allocations = gpu_allocations(tier, prices)
+    allocations = [] if on_sagemaker else gpu_allocations(tier, prices)
     shares = busy_shares(tier, busy_share)
     ec2_usage = out.ec2_usage
     ebs_base = 0.0
@@ -1012,7 +1018,7 @@ def _log_lines(
 def _logs(tier: TierConfig, prices: PriceTable, out: _Lines, usage: Usage) -> None:
     """CloudWatch Logs: control-plane, VPC flow, inspection flow and WAF logs, by their retention."""
     types = len(tier.cluster.control_plane_logging)
-    if types and tier.cluster.provisioning is not Provisioning.EC2:
+    if types and tier.cluster.provisioning not in (Provisioning.EC2, Provisioning.SAGEMAKER):
         _log_lines(
             out,
             prices,
@@ -1102,8 +1108,11 @@ def _image_cache(tier: TierConfig, prices: PriceTable, out: _Lines, usage: Usage
 
 def _kms_keys(tier: TierConfig) -> int:
     keys = 1  # the logs key, on every tier
-    # The EKS secrets key; an ec2 tier has no cluster.
-    keys += int(tier.cluster.secrets_encryption and tier.cluster.provisioning is not Provisioning.EC2)
+    # The EKS secrets key; an ec2 or sagemaker tier has no cluster.
+    keys += int(
+        tier.cluster.secrets_encryption
+        and tier.cluster.provisioning not in (Provisioning.EC2, Provisioning.SAGEMAKER)
+    )
     keys += int(tier.observability.alarms.enabled)  # the alarm topic's key
     keys += int(tier.model_store.kind is ModelStoreKind.FSX_LUSTRE)
     return keys
@@ -1403,11 +1412,14 @@ def _monitoring(tier: TierConfig, prices: PriceTable, out: _Lines, usage: Usage)
     """CloudWatch alarms and dashboard, Managed Grafana, the access-log bucket."""
     obs = tier.observability
     if obs.alarms.enabled:
-        targets = len(endpoints_of(tier)) + int(tier.fallback.enabled)
+        # A SageMaker tier's load balancer has one target group, the gateway's.
+        models = 0 if tier.cluster.provisioning is Provisioning.SAGEMAKER else len(endpoints_of(tier))
+        targets = models + int(tier.fallback.enabled)
         if tier.ingress.kind is LoadBalancerKind.NLB:
             alarms = targets + 1  # unhealthy hosts per target group, TCP resets
         else:  # 5xx and error rate, then p99 and unhealthy hosts per target group, optimizer rejects
             alarms = 2 + 2 * targets + int(tier.ingress.target_optimizer.enabled)
+        alarms += sagemaker_wake_alarms(tier)
         out.add(
             item=f"CloudWatch alarms ({alarms})",
             category="observability",

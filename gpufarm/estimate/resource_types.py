@@ -58,6 +58,7 @@ PRICED_TYPES: dict[str, tuple[str, ...]] = {
     "AWS::S3::Bucket": ("S3 access logs", "S3 model replica"),
     "AWS::Route53::HealthCheck": ("Route 53 health checks",),
     "AWS::ECR::PullThroughCacheRule": ("ECR storage (image cache)",),
+    "AWS::SageMaker::Endpoint": ("SageMaker endpoint instances",),
 }
 """Resource type (or ``Type/Value``, see :func:`resource_kind`) -> the item(s) of its cost line."""
 
@@ -89,6 +90,20 @@ FREE_TYPES: dict[str, str] = {
         "throughput above the baseline too)"
     ),
     "AWS::AutoScaling::ScalingPolicy": "scaling policies are free; the instances are priced",
+    "AWS::ApplicationAutoScaling::ScalableTarget": (
+        "Application Auto Scaling is free; the capacity it scales (inference component copies on "
+        "the endpoint's priced instances) is priced"
+    ),
+    "AWS::ApplicationAutoScaling::ScalingPolicy": "scaling policies are free; the instances are priced",
+    "AWS::SageMaker::Model": (
+        "a model is a definition (image, environment, role); its endpoint's instances are priced"
+    ),
+    "AWS::SageMaker::EndpointConfig": (
+        "an endpoint config is a definition; the endpoint's instances are priced"
+    ),
+    "AWS::SageMaker::InferenceComponent": (
+        "a component's copies run on the endpoint's instances, which are priced per instance-hour"
+    ),
     # Load balancer parts, billed through the load balancer's hours and capacity units.
     "AWS::ElasticLoadBalancingV2::Listener": "billed through the load balancer's capacity units",
     "AWS::ElasticLoadBalancingV2::ListenerRule": (

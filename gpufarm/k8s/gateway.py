@@ -20,7 +20,8 @@ from typing import Any
 import yaml
 
 from gpufarm.config.bedrock import call_region
-from gpufarm.config.model import FallbackConfig, ModelConfig, TierConfig
+from gpufarm.config.model import FallbackConfig, ModelConfig, Provisioning, TierConfig
+from gpufarm.core import sagemaker as sm
 from gpufarm.core.endpoints import Endpoint, model_endpoints, route_prefix
 from gpufarm.core.gateway_sizing import GatewaySizing, gateway_sizing
 from gpufarm.core.names import BEDROCK_SUFFIX
@@ -122,6 +123,11 @@ def vllm_deployment_id(model: ModelConfig, share: str | None = None) -> str:
     return workload_name(model.name, share)
 
 
+def sagemaker_deployment_id(model: ModelConfig) -> str:
+    """The deployment ID of a model's SageMaker inference component, as the backend header reports it."""
+    return f"sagemaker-{model.name}"
+
+
 def bedrock_deployment_id(model: ModelConfig) -> str:
     """The deployment ID of a model's Bedrock fallback, as the backend header reports it."""
     return f"bedrock-{model.name}"
@@ -137,6 +143,8 @@ def served_deployments(tier: TierConfig) -> dict[str, tuple[str, str]]:
     for model in tier.models:
         name = client_model_name(model)
         served[vllm_deployment_id(model)] = (name, demand.VLLM_BACKEND)
+        if tier.cluster.provisioning is Provisioning.SAGEMAKER:
+            served[sagemaker_deployment_id(model)] = (name, demand.VLLM_BACKEND)
         for endpoint in model_endpoints(model, tier.serving):
             served[vllm_deployment_id(model, endpoint.share)] = (name, demand.VLLM_BACKEND)
         if model.bedrock_target is not None:
@@ -260,6 +268,52 @@ def _load_balanced_entry(model: ModelConfig, tier: TierConfig) -> dict[str, Any]
     }
 
 
+SAGEMAKER_PROVIDER = "sagemaker_chat"
+"""LiteLLM's provider for a SageMaker endpoint that takes OpenAI chat requests on `/invocations`
+(litellm 1.102.1 `llms/sagemaker/chat/transformation.py`, `SagemakerChatConfig`: it posts the
+chat body to `runtime.sagemaker.<region>.<suffix>/endpoints/<endpoint>/invocations`, or
+`/invocations-response-stream` when streaming, signed for service `sagemaker`, and sends the
+`model_id` parameter as the `X-Amzn-SageMaker-Inference-Component` header). The Large Model
+Inference container answers the chat schema there (djl-serving
+serving/docs/lmi/user_guides/chat_input_output_schema.md)."""
+
+
+def sagemaker_invocations_url(runtime_url: str, endpoint: str) -> str:
+    """The InvokeEndpoint URL of `endpoint` under a runtime base URL:
+    '<base>/endpoints/<endpoint>/invocations' (SageMaker Runtime API,
+    `POST /endpoints/{EndpointName}/invocations`)."""
+    return f"{runtime_url.rstrip('/')}/endpoints/{endpoint}/invocations"
+
+
+def _sagemaker_entry(model: ModelConfig, tier: TierConfig, runtime_url: str | None) -> dict[str, Any]:
+    """The model's one deployment when its GPUs are an inference component of the tier's SageMaker
+    endpoint: `sagemaker_chat/<endpoint>` with the component as `model_id`, in the tier's region.
+
+    The call goes to the regional runtime host, which the VPC's `sagemaker.runtime` interface
+    endpoint (private DNS) answers inside the VPC. `runtime_url` replaces that host (LiteLLM's
+    `sagemaker_base_url`, the whole invocation URL): for a runtime stand-in in tests; LiteLLM
+    then sends streaming calls to the same URL.
+    """
+    fb = tier.fallback
+    params: dict[str, Any] = {
+        "model": f"{SAGEMAKER_PROVIDER}/{sm.endpoint_name(tier)}",
+        "model_id": sm.inference_component_name(tier, model),
+        "aws_region_name": tier.environment.region,
+        "timeout": fb.request_timeout_seconds,
+        "stream_timeout": fb.stream_timeout_seconds,
+    }
+    if runtime_url is not None:
+        params["sagemaker_base_url"] = sagemaker_invocations_url(runtime_url, sm.endpoint_name(tier))
+    return {
+        "model_name": client_model_name(model),
+        "litellm_params": params,
+        "model_info": {
+            "id": sagemaker_deployment_id(model),
+            "allowed_fails_policy": dict.fromkeys(ALLOWED_FAILS_POLICY_FIELDS, fb.allowed_fails),
+        },
+    }
+
+
 def _bedrock_entry(model: ModelConfig, tier: TierConfig, guardrail: tuple[str, str] | None) -> dict[str, Any]:
     target = model.bedrock_target
     assert target is not None
@@ -293,7 +347,11 @@ def _router_settings(fb: FallbackConfig, fallbacks: list[dict[str, list[str]]]) 
 
 
 def litellm_config(
-    tier: TierConfig, *, guardrail: tuple[str, str] | None = None, load_balanced: bool = False
+    tier: TierConfig,
+    *,
+    guardrail: tuple[str, str] | None = None,
+    load_balanced: bool = False,
+    sagemaker_runtime_url: str | None = None,
 ) -> dict[str, Any]:
     """The LiteLLM proxy config for a tier: vLLM first, Bedrock when vLLM cannot answer.
 
@@ -327,6 +385,11 @@ def litellm_config(
     `litellm_settings.callbacks` loads the demand counter that wakes it
     (:mod:`gpufarm.k8s.demand`).
 
+    A `cluster.provisioning: sagemaker` tier routes each model to its inference component of
+    the tier's SageMaker endpoint instead (:func:`_sagemaker_entry`, id 'sagemaker-<model>'),
+    with the same Bedrock fallback; `sagemaker_runtime_url` (default: the regional runtime host)
+    replaces the runtime's base URL.
+
     Raises ValueError when two models share a client-facing name.
     """
     models = list(tier.models)
@@ -334,8 +397,11 @@ def litellm_config(
     fb = tier.fallback
     model_list: list[dict[str, Any]] = []
     fallbacks: list[dict[str, list[str]]] = []
+    on_sagemaker = tier.cluster.provisioning is Provisioning.SAGEMAKER
     for model in models:
-        if load_balanced:
+        if on_sagemaker:
+            model_list.append(_sagemaker_entry(model, tier, sagemaker_runtime_url))
+        elif load_balanced:
             model_list.append(_load_balanced_entry(model, tier))
         else:
             model_list.extend(_vllm_entries(model, tier))

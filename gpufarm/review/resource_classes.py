@@ -22,6 +22,8 @@ STATEFUL_TYPES = frozenset(
         "AWS::APS::Workspace",
         "AWS::SecretsManager::Secret",
         "AWS::Cognito::UserPool",
+        "AWS::SageMaker::Endpoint",
+        "AWS::SageMaker::InferenceComponent",
     }
 )
 """Resources that hold data or running capacity: replacing one loses it or restarts everything on it."""

@@ -65,6 +65,15 @@ REPLACEMENT_RULES: dict[str, TypeRules] = {
     ),
     "AWS::APS::Scraper": TypeRules(replacement=("Source",)),
     "AWS::APS::Workspace": TypeRules(replacement=("KmsKeyArn",)),
+    "AWS::ApplicationAutoScaling::ScalableTarget": TypeRules(
+        replacement=("ResourceId", "ScalableDimension", "ServiceNamespace")
+    ),
+    "AWS::ApplicationAutoScaling::ScalingPolicy": TypeRules(
+        replacement=("PolicyName", "ServiceNamespace", "ResourceId", "ScalableDimension", "ScalingTargetId"),
+        names=("PolicyName", "ScalingTargetId"),
+        fix="a policy's name is unique per scalable target: rename the model (its inference "
+        "component and policies take the new name) rather than edit the policy in place",
+    ),
     "AWS::AutoScaling::AutoScalingGroup": TypeRules(
         replacement=("InstanceId", "AutoScalingGroupName"), names=("AutoScalingGroupName",)
     ),
@@ -306,6 +315,41 @@ REPLACEMENT_RULES: dict[str, TypeRules] = {
         replacement=("BucketName", "BucketNamePrefix", "BucketNamespace"), names=("BucketName",)
     ),
     "AWS::S3::BucketPolicy": TypeRules(replacement=("Bucket",)),
+    "AWS::SageMaker::Endpoint": TypeRules(
+        replacement=("EndpointName",),
+        names=("EndpointName",),
+        fix="the endpoint is named after the tier ('gpufarm-<tier>'); a new endpoint config "
+        "updates it in place (SageMaker rolls its instances), only a new tier name replaces it",
+    ),
+    "AWS::SageMaker::EndpointConfig": TypeRules(
+        replacement=(
+            "KmsKeyId",
+            "AsyncInferenceConfig",
+            "ExecutionRoleArn",
+            "ShadowProductionVariants",
+            "EnableNetworkIsolation",
+            "ProductionVariants",
+            "DataCaptureConfig",
+            "ExplainerConfig",
+            "MetricsConfig",
+            "EndpointConfigName",
+            "VpcConfig",
+        ),
+        names=("EndpointConfigName",),
+    ),
+    "AWS::SageMaker::InferenceComponent": TypeRules(replacement=()),
+    "AWS::SageMaker::Model": TypeRules(
+        replacement=(
+            "ExecutionRoleArn",
+            "EnableNetworkIsolation",
+            "InferenceExecutionConfig",
+            "PrimaryContainer",
+            "ModelName",
+            "VpcConfig",
+            "Containers",
+        ),
+        names=("ModelName",),
+    ),
     "AWS::SNS::Topic": TypeRules(replacement=("TopicName", "FifoTopic"), names=("TopicName",)),
     "AWS::SNS::TopicPolicy": TypeRules(replacement=()),
     "AWS::SQS::Queue": TypeRules(replacement=("FifoQueue", "QueueName"), names=("QueueName",)),

@@ -1,20 +1,29 @@
-"""The tier stack without Kubernetes: GPU Auto Scaling groups behind the load balancer.
+"""The tier stack without Kubernetes: GPU Auto Scaling groups behind the load balancer, or a
+SageMaker endpoint behind the gateway.
 
 `cluster.provisioning: ec2` builds this stack instead of :class:`gpufarm.stacks.GpuFarmStack`
 (docs/decisions/0065-ec2-provisioning.md). What does not depend on the cluster is the same
 construct under the same ID, so it keeps its logical IDs: the logs key, the network (VPC,
 endpoints, flow logs), the image cache, the load balancer (access logs, WAF), the alarms and the
 dashboard.
+
+`cluster.provisioning: sagemaker` builds the same stack with a SageMaker endpoint
+(:class:`gpufarm.constructs.sagemaker_endpoint.SageMakerEndpoint`, one inference component per
+model) instead of the GPU groups: the load balancer then has only its default route, to the
+gateway, which calls the endpoint through the VPC's `sagemaker.runtime` interface endpoint
+(docs/decisions/0066-sagemaker-endpoint.md).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from gpufarm.config.model import TIER_METADATA_KEY, InterfaceEndpoint, ModelConfig, TierConfig
+from gpufarm.config.model import TIER_METADATA_KEY, InterfaceEndpoint, ModelConfig, Provisioning, TierConfig
 from gpufarm.config.placeholders import find_placeholders
 from gpufarm.constructs import InferenceAlarms, InferenceAlb, InferenceDashboard, InferenceNetwork, LogsKey
 from gpufarm.constructs._util import cdk_removal_policy, construct_id, private_subnets
@@ -24,6 +33,7 @@ from gpufarm.constructs.gpu_fleet import EngineSettings, GpuFleet
 from gpufarm.constructs.image_cache import ImageCache, image_cache_credentials
 from gpufarm.constructs.network import log_retention
 from gpufarm.constructs.placeholders import refuse_placeholders
+from gpufarm.core import sagemaker as sm
 from gpufarm.core.endpoints import GATEWAY_LISTENER_PORT, endpoints_of
 from gpufarm.core.engine_metrics import Role, metric_name, models_by_engine
 from gpufarm.core.engines import engine_of
@@ -32,6 +42,9 @@ from gpufarm.hosts.engine import CONTAINER_HOME, TargetControlAgent
 from gpufarm.k8s.gateway import READINESS_PATH
 from gpufarm.k8s.serving import engine_args
 from gpufarm.stacks.tier import tier_metadata
+
+if TYPE_CHECKING:
+    from gpufarm.constructs.sagemaker_endpoint import SageMakerEndpoint
 
 
 def ecr_registry_of(image: str) -> str | None:
@@ -108,8 +121,13 @@ class DirectTierStack(cdk.Stack):
             description="Gateway instances: the load balancer in; the model routes and Bedrock out",
             allow_all_outbound=True,
         )
+        self.on_sagemaker = config.cluster.provisioning is Provisioning.SAGEMAKER
+        self.sagemaker: SageMakerEndpoint | None = None
         self._load_balancer()
-        self._gpu_fleets()
+        if self.on_sagemaker:
+            self._sagemaker()
+        else:
+            self._gpu_fleets()
         self._gateway()
         self._monitoring()
         self._outputs()
@@ -133,7 +151,8 @@ class DirectTierStack(cdk.Stack):
 
     def _load_balancer(self) -> None:
         cfg = self.config
-        self.endpoints = endpoints_of(cfg)
+        # A SageMaker tier's models have no target on the load balancer: the gateway calls the endpoint.
+        self.endpoints = [] if self.on_sagemaker else endpoints_of(cfg)
         self.ingress = InferenceAlb(
             self,
             "Ingress",
@@ -206,6 +225,23 @@ class DirectTierStack(cdk.Stack):
                 self.image_cache.grant_pull(built.role)
             self.fleets[fleet.name] = built
 
+    def _sagemaker(self) -> None:
+        # Imported here: aws_cdk.aws_sagemaker takes about 0.3 s to import, which no other tier needs.
+        from gpufarm.constructs.sagemaker_endpoint import SageMakerEndpoint
+
+        cfg = self.config
+        self.fleets = {}
+        self.sagemaker = SageMakerEndpoint(
+            self,
+            "SageMaker",
+            endpoint_name=sm.endpoint_name(cfg),
+            config=cfg.sagemaker,
+            components=sm.components_of(cfg),
+            region=cfg.environment.region,
+            vpc=self.network.vpc,
+            subnets=private_subnets(self.network.vpc),
+        )
+
     def _group_name(self, fleet: Fleet) -> str:
         """`<stack>-<pool>`: fixed, so the instances' role can name its own group."""
         return f"{self.config.stack_name}-{fleet.name}"
@@ -215,9 +251,15 @@ class DirectTierStack(cdk.Stack):
         self.gateway: GatewayFleet | None = None
         if not cfg.fallback.enabled:
             return
-        url = self.ingress.add_gateway_listener(
-            port=GATEWAY_LISTENER_PORT, callers=self.gateway_security_group
-        )
+        if self.sagemaker is None:
+            url = self.ingress.add_gateway_listener(
+                port=GATEWAY_LISTENER_PORT, callers=self.gateway_security_group
+            )
+            routes = GatewayRoutes.through_load_balancer(cfg, url)
+        else:
+            from gpufarm.constructs.sagemaker_endpoint import sagemaker_routes
+
+            routes = sagemaker_routes(cfg, self.sagemaker)
         target_group = self.ingress.route_default_to(port=cfg.fallback.port, health_check_path=READINESS_PATH)
         self.ingress.connections.allow_to(
             self.gateway_security_group, ec2.Port.tcp(cfg.fallback.port), "Load balancer to the gateway"
@@ -227,7 +269,7 @@ class DirectTierStack(cdk.Stack):
             self,
             "Gateway",
             tier=cfg,
-            routes=GatewayRoutes.through_load_balancer(cfg, url),
+            routes=routes,
             image=image,
             vpc=self.network.vpc,
             subnets=private_subnets(self.network.vpc),
@@ -242,6 +284,11 @@ class DirectTierStack(cdk.Stack):
         self.network.add_interface_endpoint(
             InterfaceEndpoint.BEDROCK_RUNTIME, allow_from=[self.gateway_security_group]
         )
+        if self.sagemaker is not None:
+            # The endpoint's invocations stay in the VPC too; only the gateway may call it.
+            self.network.add_interface_endpoint(
+                InterfaceEndpoint.SAGEMAKER_RUNTIME, allow_from=[self.gateway_security_group]
+            )
 
     def _monitoring(self) -> None:
         cfg = self.config
@@ -292,6 +339,14 @@ class DirectTierStack(cdk.Stack):
                 value=self.ingress.base_url_default(),
                 description="OpenAI base_url of the gateway: every model by its name, with Bedrock fallback",
             )
+        if self.sagemaker is not None:
+            cdk.CfnOutput(
+                self,
+                "SageMakerEndpointName",
+                value=self.sagemaker.endpoint_name,
+                description="SageMaker endpoint of the models (one inference component per model)",
+            )
+            return
         for model in cfg.models:
             cdk.CfnOutput(
                 self,

@@ -751,3 +751,19 @@ def test_read_status_of_an_ec2_tier_asks_for_no_cluster(aws: boto3.Session) -> N
     assert report.kubernetes_note == (
         "no cluster (cluster.provisioning: ec2): the target groups' health shows the GPU instances"
     )
+
+
+def test_read_status_of_a_sagemaker_tier_asks_for_no_cluster(aws: boto3.Session) -> None:
+    deploy_stack(aws, name="gpufarm-sagemaker-poc")
+    asked: list[str] = []
+
+    def reader(name: str) -> RecordedCluster:
+        asked.append(name)
+        raise AssertionError("a sagemaker tier has no cluster to read")
+
+    report = read_status(load_preset("sagemaker-poc"), session=aws, kubernetes=reader)
+    assert asked == [] and (report.pools, report.models) == (None, None)
+    assert report.kubernetes_note == (
+        "no cluster (cluster.provisioning: sagemaker): the models are inference components of "
+        "the SageMaker endpoint gpufarm-sagemaker-poc"
+    )

@@ -281,7 +281,7 @@ def test_live_without_credentials_falls_back_to_the_table(
         "warning: the price table is 91 days old on 2027-03-03 (read 2026-12-02; more than 90 days: "
         "amp, bedrock, bedrock_guardrails, bedrock_provisioned, capacity_blocks, cloudwatch, "
         "data_transfer, ebs, ebs_performance, ec2, ecr, eks, elb, fsx_lustre, grafana, kms, route53, s3, "
-        "secrets_manager, vpc, waf); "
+        "sagemaker, secrets_manager, vpc, waf); "
         "list prices may have changed: refresh them with --prices FILE, or --live for EC2 "
         "warning: live prices unavailable (Unable to locate credentials); using the price table "
         "dated 2026-12-02"
@@ -361,7 +361,7 @@ def test_live_asks_for_the_tiers_instance_types_in_its_zones(monkeypatch: pytest
         ),
         (
             ("--tier", "staging"),
-            "unknown tier 'staging': the presets are ec2-poc, enterprise, poc, production",
+            "unknown tier 'staging': the presets are ec2-poc, enterprise, poc, production, sagemaker-poc",
         ),
         (
             ("--tier", "poc", "--reserved-discount", "0.3"),

@@ -209,7 +209,7 @@ def test_an_unknown_preset_is_bad_input(fake_cdk: Path) -> None:
     assert result.exit_code == 2
     assert errors_of(result) == [
         "invalid tier selection:",
-        "  - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', got 'pco'",
+        "  - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', 'sagemaker-poc', got 'pco'",
     ]
     assert not fake_cdk.exists()
 

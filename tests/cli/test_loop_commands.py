@@ -313,3 +313,12 @@ def test_kubeconfig_of_an_ec2_tier_is_refused_before_any_aws_call() -> None:
         "tier 'ec2-poc' has no EKS cluster (cluster.provisioning: ec2): reach its instances with "
         "Session Manager, `aws ssm start-session --target <instance id>` (docs/ec2.md)"
     ]
+
+
+def test_kubeconfig_of_a_sagemaker_tier_is_refused_before_any_aws_call() -> None:
+    result = RUNNER.invoke(app, ["kubeconfig", "--tier", "sagemaker-poc", "--print"])
+    assert result.exit_code == 2
+    assert errors_of(result) == [
+        "tier 'sagemaker-poc' has no EKS cluster (cluster.provisioning: sagemaker): its models are "
+        "inference components of the SageMaker endpoint gpufarm-sagemaker-poc (docs/sagemaker.md)"
+    ]

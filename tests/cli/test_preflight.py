@@ -208,7 +208,7 @@ def test_bad_input_with_json_still_prints_a_document(checks: CannedChecks) -> No
         "ok": False,
         "exit_status": 2,
         "error": "invalid tier selection:\n  - tier: must be one of 'ec2-poc', 'enterprise', 'poc', "
-        "'production', got 'nope'",
+        "'production', 'sagemaker-poc', got 'nope'",
         "results": [],
     }
 
@@ -284,7 +284,7 @@ def test_a_bad_template_exits_2(
         (
             ["--tier", "nope", "--region", "us-east-1"],
             "invalid tier selection: - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', "
-            "got 'nope'",
+            "'sagemaker-poc', got 'nope'",
         ),
     ],
 )

@@ -269,7 +269,8 @@ def test_an_unknown_tier_exits_2(tmp_path: Path) -> None:
     result = _bad(["--tier", "staging", "--out", str(tmp_path)])
     assert _messages(result) == [
         "invalid tier selection:",
-        "  - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', got 'staging'",
+        "  - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', "
+        "'sagemaker-poc', got 'staging'",
     ]
 
 

@@ -366,7 +366,9 @@ class Gateway(Process):
     (`guardrail_env_refs()`), as the construct wires it. `vllm_services` sends named Services to
     stand-ins of their own (see :func:`to_loopback`). `load_balancer_url` builds the config the
     construct builds for a tier whose gateway calls the load balancer (`load_balanced=True`) and
-    sets the pod environment it reads each model's route from to that (loopback) URL. Default: no
+    sets the pod environment it reads each model's route from to that (loopback) URL.
+    `sagemaker_url` is the SageMaker runtime's base URL for a `sagemaker` tier (in the VPC:
+    the regional runtime host, answered by the `sagemaker.runtime` interface endpoint). Default: no
     guardrail, one vLLM stand-in, the Services' route.
     """
 
@@ -381,12 +383,14 @@ class Gateway(Process):
         guardrail: tuple[str, str] | None = None,
         vllm_services: Mapping[str, str] | None = None,
         load_balancer_url: str | None = None,
+        sagemaker_url: str | None = None,
     ) -> None:
         self.tier = tier
         self.config = litellm_config(
             tier,
             guardrail=guardrail_env_refs() if guardrail else None,
             load_balanced=load_balancer_url is not None,
+            sagemaker_runtime_url=sagemaker_url,
         )
         self.loopback_config = to_loopback(self.config, vllm_url, vllm_services)
         config_file = workdir / "config.yaml"

@@ -17,10 +17,19 @@ so the stand-ins run under any Python 3.11, each in its own process the test can
 
     python tests/e2e/stand_ins.py vllm --port=0 [--model=qwen3-8b] [--delay-ms=0] [--stream-chunks=0]
     python tests/e2e/stand_ins.py bedrock --port=0
+    python tests/e2e/stand_ins.py sagemaker --port=0 --model=<inference component> ...
     python tests/e2e/stand_ins.py alb --port=0 --model=qwen3-8b --target=http://127.0.0.1:8001@4 ...
 
 * `sglang`, `trtllm`: the `vllm` stand-in behind the engine's health path and Prometheus
   exposition (metrics path, series names and labels of the pinned release; see `EngineHandler`).
+* `sagemaker`: the SageMaker runtime's InvokeEndpoint for an endpoint of inference components
+  (SageMaker Runtime API in botocore 1.44.8: `POST /endpoints/{EndpointName}/invocations`, the
+  component named by the `X-Amzn-SageMaker-Inference-Component` header, the body passed to the
+  container as is; errors as `x-amzn-ErrorType` plus `{"message": ...}`: `ValidationError` 400,
+  `ModelNotReadyException` 429, `ServiceUnavailable` 503). The container behind it is the Large
+  Model Inference container answering the OpenAI chat schema on `/invocations` (a body with
+  `messages`). Every answer is `SAGEMAKER_TEXT`; `--model` lists the components it hosts; the
+  fail switch makes every component answer that status as `ServiceUnavailable`.
 * `alb`: one model route of the tier's Application Load Balancer (`/<model>/*`, prefix stripped)
   with least outstanding requests and the Target Optimizer's per-target cap, forwarding to
   vLLM stand-ins; with every target at its cap it answers 503 at once (see `AlbHandler`).
@@ -57,6 +66,12 @@ VLLM_TEXT = "from-vllm"
 
 BEDROCK_TEXT = "from-bedrock"
 """What the Bedrock stand-in answers, whole or as the concatenation of its streamed chunks."""
+
+SAGEMAKER_TEXT = "from-sagemaker"
+"""What the SageMaker runtime stand-in answers."""
+
+COMPONENT_HEADER = "X-Amzn-SageMaker-Inference-Component"
+"""InvokeEndpoint's header naming the inference component (`InferenceComponentName`)."""
 
 STREAM_TOKEN = "tok "
 """Each content chunk of a `--stream-chunks` stream."""
@@ -475,6 +490,77 @@ class BedrockHandler(_Handler):
         self._end_chunked()
 
 
+class SageMakerHandler(_Handler):
+    """The SageMaker runtime's InvokeEndpoint for an endpoint of inference components."""
+
+    def do_GET(self) -> None:
+        if self.path == STATS_PATH:
+            self._stats()
+        else:
+            self._error(404, "UnknownOperationException", f"no route {self.path}")
+
+    def _error(self, status: int, kind: str, message: str) -> None:
+        self._send_json(status, {"message": message}, {"x-amzn-ErrorType": kind})
+
+    def do_POST(self) -> None:
+        if self.path == FAIL_PATH:
+            with self.server.lock:
+                self.server.fail_status = self._read_json().get("status")
+            self._send_json(200, {"fail_status": self.server.fail_status})
+            return
+        parts = self.path.split("/")
+        # /endpoints/{EndpointName}/invocations
+        if len(parts) != 4 or parts[1] != "endpoints" or parts[3] != "invocations":
+            self._error(404, "UnknownOperationException", f"no route {self.path}")
+            return
+        endpoint = unquote(parts[2])
+        component = self.headers.get(COMPONENT_HEADER)
+        request = self._read_json()
+        signed = self.headers.get("Authorization", "").startswith("AWS4-HMAC-SHA256 ")
+        self._count("signed" if signed else "unsigned")
+        with self.server.lock:
+            self.server.last = {"endpoint": endpoint, "component": component, "body": request}
+        if component not in self.server.served_models:
+            self._error(
+                400,
+                "ValidationError",
+                f"Inference Component Name header is required or names no component of endpoint "
+                f"{endpoint}: got {component!r}",
+            )
+            return
+        if not request.get("messages"):
+            self._error(424, "ModelError", "Received client error (400) from primary: messages is required")
+            return
+        with self.server.lock:
+            fail = self.server.fail_status
+        if fail is not None:
+            self._count("failed")
+            self._error(fail, "ServiceUnavailable", "the inference component has no capacity")
+            return
+        with self.server.lock:
+            self.server.models[component] += 1
+        self._count("invocations")
+        self._delay()
+        self._send_json(
+            200,
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:8]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": SAGEMAKER_TEXT},
+                        "logprobs": None,
+                        "finish_reason": "length",
+                    }
+                ],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+            },
+            {"x-Amzn-Invoked-Production-Variant": "AllTraffic"},
+        )
+
+
 class _AlbServer(_StandInServer):
     """The stand-in ALB's state: one model route, its targets and how busy each is."""
 
@@ -597,6 +683,7 @@ class AlbHandler(_Handler):
 HANDLERS: dict[str, type[_Handler]] = {
     "vllm": VllmHandler,
     "bedrock": BedrockHandler,
+    "sagemaker": SageMakerHandler,
     "alb": AlbHandler,
     "sglang": EngineHandler,
     "trtllm": EngineHandler,

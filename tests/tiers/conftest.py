@@ -58,6 +58,18 @@ def ec2_poc_template(ec2_poc_dir: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
+def sagemaker_poc_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cloud assembly folder of the sagemaker-poc tier (a SageMaker endpoint; the gate has passed)."""
+    return synthesize_once("sagemaker-poc", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def sagemaker_poc_template(sagemaker_poc_dir: Path) -> dict[str, Any]:
+    """The synthesized sagemaker-poc template."""
+    return _template(sagemaker_poc_dir, "sagemaker-poc")
+
+
+@pytest.fixture(scope="session")
 def poc_document() -> dict[str, Any]:
     """The poc preset as a plain document, to derive variants from."""
     import yaml

@@ -90,7 +90,7 @@ def test_unknown_tier_exits_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "invalid tier selection:\n  - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', "
-        "got 'staging'"
+        "'sagemaker-poc', got 'staging'"
     )
 
 

@@ -18,7 +18,13 @@ EXEMPT_TYPES = {
     "AWS::CDK::Metadata": "not an AWS API resource",
 }
 
-TEMPLATES = ("poc_template", "production_template", "enterprise_template", "ec2_poc_template")
+TEMPLATES = (
+    "poc_template",
+    "production_template",
+    "enterprise_template",
+    "ec2_poc_template",
+    "sagemaker_poc_template",
+)
 
 
 @pytest.mark.parametrize("fixture", TEMPLATES)

@@ -80,7 +80,7 @@ def test_unknown_preset_is_rejected() -> None:
         load_preset("prod")
     assert caught.value.render() == (
         "invalid tier selection:\n  - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', "
-        "got 'prod'"
+        "'sagemaker-poc', got 'prod'"
     )
 
 
@@ -183,7 +183,7 @@ def test_extends_unknown_preset(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_tier_file(file)
     assert [str(i) for i in caught.value.issues] == [
-        "extends: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', got 'pco'"
+        "extends: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', 'sagemaker-poc', got 'pco'"
     ]
 
 

@@ -453,7 +453,8 @@ def test_an_unknown_preset_further_up_the_chain_names_the_chain(tmp_path: Path) 
     mine = write_bytes(tmp_path / "my.yaml", b"extends: team.yaml\n")
     assert rendered(mine) == (
         f"invalid {tmp_path / 'team.yaml'} (reached through {mine} extends team.yaml):\n"
-        "  - extends: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', got 'prod'"
+        "  - extends: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', "
+        "'sagemaker-poc', got 'prod'"
     )
 
 
@@ -525,7 +526,7 @@ def test_an_empty_tier_in_the_context_is_refused() -> None:
         select_tiers({"tier": ""})
     assert caught.value.render() == (
         "invalid tier selection:\n  - tier: must be one of 'ec2-poc', 'enterprise', 'poc', 'production', "
-        "got ''"
+        "'sagemaker-poc', got ''"
     )
 
 

@@ -33,9 +33,11 @@ from gpufarm.aws.preflight.results import (
     PreflightReport,
     Status,
 )
+from gpufarm.aws.preflight.sagemaker_quotas import check_sagemaker_quotas
 from gpufarm.aws.preflight.secrets import check_hf_token_secrets
 from gpufarm.aws.preflight.vcpu_quotas import check_vcpu_quotas
 from gpufarm.config import TierConfig
+from gpufarm.config.model import Provisioning
 from gpufarm.config.placeholders import UNPINNED_IMAGE, find_placeholders
 from gpufarm.core.pools import gpu_instance_types
 
@@ -163,6 +165,8 @@ def run_preflight(
     offered: dict[str, set[str]] = {}
 
     def quotas() -> list[CheckResult]:
+        if tier.cluster.provisioning is Provisioning.SAGEMAKER:
+            return check_sagemaker_quotas(tier, quotas=client("service-quotas"))
         info.update(describe_instance_types(ec2, gpu_instance_types(tier)))
         return check_vcpu_quotas(tier, region=region, info=info, quotas=client("service-quotas"))
 
