@@ -13,10 +13,12 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from gpufarm.aws.preflight import run_preflight
 from gpufarm.aws.preflight.results import Check, Status
 from gpufarm.aws.preflight.sagemaker_quotas import check_sagemaker_quotas
 from gpufarm.config import TierConfig, load_preset
 from tests.aws.moto_account import moto_account
+from tests.aws.test_preflight import NOW, AwsStubs, aws  # noqa: F401  (the fixture)
 
 REGION = "us-east-1"
 G6_12XLARGE = "L-0A29AACF"
@@ -96,3 +98,21 @@ def test_a_type_without_a_known_code_warns_and_names_the_quota(quotas: tuple[Any
 def test_other_provisioning_modes_have_no_sagemaker_row(quotas: tuple[Any, Stubber]) -> None:
     client, _ = quotas
     assert check_sagemaker_quotas(load_preset("poc"), quotas=client) == []
+
+
+def test_a_sagemaker_tier_gets_no_instance_offering_or_kubernetes_rows(aws: AwsStubs) -> None:  # noqa: F811
+    # SageMaker places the endpoint's instances and there is no cluster: the node pool the schema
+    # still carries launches nothing, so neither its offerings nor a Kubernetes version is read
+    # (no EKS stub is given a response: a call would show as a warning row).
+    report = run_preflight(load_preset("sagemaker-poc"), region=REGION, session=aws, now=NOW)
+    checks = {row.check for row in report.results}
+    assert Check.OFFERING not in checks
+    assert Check.KUBERNETES not in checks
+    assert Check.QUOTA in checks
+
+
+def test_an_ec2_tier_checks_offerings_but_no_kubernetes_version(aws: AwsStubs) -> None:  # noqa: F811
+    report = run_preflight(load_preset("ec2-poc"), region=REGION, session=aws, now=NOW)
+    checks = {row.check for row in report.results}
+    assert Check.OFFERING in checks
+    assert Check.KUBERNETES not in checks

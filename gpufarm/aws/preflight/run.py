@@ -171,6 +171,9 @@ def run_preflight(
         return check_vcpu_quotas(tier, region=region, info=info, quotas=client("service-quotas"))
 
     def offerings() -> list[CheckResult]:
+        if tier.cluster.provisioning is Provisioning.SAGEMAKER:
+            # SageMaker places the endpoint's instances; the tier's node pools launch nothing.
+            return []
         if not info:
             info.update(describe_instance_types(ec2, gpu_instance_types(tier)))
         offered.update(
@@ -195,9 +198,12 @@ def run_preflight(
     results += _guarded(
         Check.BEDROCK_ACCESS, lambda: check_bedrock_access(tier, region=region, bedrock=bedrock)
     )
-    results += _guarded(
-        Check.KUBERNETES, lambda: check_kubernetes_version(tier, region=region, eks=client("eks"), now=moment)
-    )
+    if tier.cluster.provisioning not in (Provisioning.EC2, Provisioning.SAGEMAKER):
+        # Only an EKS tier has a Kubernetes version to check.
+        results += _guarded(
+            Check.KUBERNETES,
+            lambda: check_kubernetes_version(tier, region=region, eks=client("eks"), now=moment),
+        )
     if template is None:
         results.append(no_template_row(tier))
     else:
