@@ -12,7 +12,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from gpufarm.config.model import ModelConfig, RunaiStreamerConfig, ServingConfig, TargetOptimizerConfig
-from gpufarm.constructs._util import construct_id, pod_identity_role
+from gpufarm.constructs._util import acknowledge, construct_id, pod_identity_role
 from gpufarm.constructs.cluster import through_image_cache
 from gpufarm.constructs.feature_flags import check_feature_flags
 from gpufarm.constructs.model_store import grant_model_read
@@ -143,6 +143,13 @@ class VllmServing(Construct):
                 )
             if streamed:
                 grant_model_read(role, streamed, reader="The Run:ai Model Streamer in the vLLM pods")
+            acknowledge(
+                role,
+                "NIST.800.53.R5-IAMNoInlinePolicy",
+                "The vLLM pods' Pod Identity role may only read the named Hugging Face token secrets "
+                "and the streamed models' prefixes; the grant is inline so that it belongs to this "
+                "role alone: it cannot be attached to another principal and is deleted with the role.",
+            )
             eks.CfnPodIdentityAssociation(
                 self,
                 "PodIdentity",

@@ -17,14 +17,31 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
 from gpufarm.config import AccessLogsConfig, ClusterConfig, IngressConfig, LoadBalancerScheme
-from gpufarm.config.model import CompliancePack, NlbConfig, PrivateLinkConfig, Provisioning, WafConfig
-from gpufarm.constructs import InferenceAlb, InferenceCluster, enable_compliance_checks
+from gpufarm.config.model import (
+    CompliancePack,
+    ModelConfig,
+    NlbConfig,
+    PrivateLinkConfig,
+    Provisioning,
+    ServingConfig,
+    WafConfig,
+)
+from gpufarm.constructs import InferenceAlb, InferenceCluster, VllmServing, enable_compliance_checks
 from gpufarm.constructs._util import DELETED_LOG_RECOVERY_DAYS
 from gpufarm.constructs.compliance import require_compliance_pack
 from gpufarm.constructs.nlb import InferenceNlb
 from gpufarm.constructs.private_link import InferencePrivateLink
 from tests.conftest import cdk_context
-from tests.constructs.helpers import AZS, CLUSTER_NAME, REGION, logical_id, new_stack, new_vpc, resources
+from tests.constructs.helpers import (
+    AZS,
+    CLUSTER_NAME,
+    REGION,
+    imported_cluster,
+    logical_id,
+    new_stack,
+    new_vpc,
+    resources,
+)
 
 CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012"
 PRINCIPALS = ["arn:aws:iam::123456789012:root"]
@@ -286,3 +303,20 @@ def test_internet_facing_nlb_with_access_logs_passes_both_packs(tmp_path: Path) 
     _nlb(stack, vpc, config=config, deletion_protection=True)
     _synth_report(app)
     assert _nist_findings(tmp_path, "NistNlb/Ingress/") == {}
+
+
+def test_gated_models_pod_role_passes_both_packs(tmp_path: Path) -> None:
+    # A model with a Hugging Face token secret gets the pods' Pod Identity role, whose grant is
+    # inline (the enterprise tier runs the NIST pack).
+    app, stack = _nag_app(tmp_path, "NistServing")
+    VllmServing(
+        stack,
+        "Serving",
+        cluster=imported_cluster(stack),
+        config=ServingConfig(),
+        models=[ModelConfig(name="llama", weights="meta-llama/Llama-3.1-8B-Instruct", hf_token_secret="hf")],
+        default_pool="l40s",
+        region=REGION,
+    )
+    _synth_report(app)
+    assert _nist_findings(tmp_path, "NistServing/Serving/") == {}
