@@ -1,4 +1,5 @@
-"""Reusable L3 constructs for GPU inference on EKS; each takes an existing VPC or cluster where it can.
+"""Reusable L3 constructs for GPU inference on EKS, EC2 and SageMaker; each takes an existing VPC or
+cluster where it can.
 
 Example::
 
@@ -14,8 +15,11 @@ from gpufarm.constructs.cluster import InferenceCluster
 from gpufarm.constructs.compliance import enable_compliance_checks
 from gpufarm.constructs.fsx_model_store import FsxModelStore
 from gpufarm.constructs.gateway import FallbackGateway
+from gpufarm.constructs.gateway_fleet import GatewayFleet, GatewayRoutes
 from gpufarm.constructs.gateway_nlb import GatewayNlb
+from gpufarm.constructs.gpu_fleet import GpuFleet
 from gpufarm.constructs.gpu_node_pool import AutoModeGpuNodePool
+from gpufarm.constructs.hybrid_nodes import HybridNodes
 from gpufarm.constructs.ingress import InferenceAlb, route_prefix
 from gpufarm.constructs.inspection import TrafficInspection
 from gpufarm.constructs.karpenter import (
@@ -28,13 +32,16 @@ from gpufarm.constructs.kv_cache_routing import KvCacheRouting
 from gpufarm.constructs.lb_controller import AwsLoadBalancerController
 from gpufarm.constructs.logs_key import LogsKey
 from gpufarm.constructs.lws import LeaderWorkerSetController, MultiNodeServing
+from gpufarm.constructs.model_replica import ModelReplica
 from gpufarm.constructs.model_store import S3ModelStore
 from gpufarm.constructs.network import InferenceNetwork
 from gpufarm.constructs.network_policy import ServingNetworkPolicies
 from gpufarm.constructs.nlb import AlpnPolicy, InferenceNlb
 from gpufarm.constructs.observability import InferenceAlarms, InferenceDashboard, PrometheusMonitoring
 from gpufarm.constructs.private_link import InferencePrivateLink
+from gpufarm.constructs.regional_record import RegionalRecord
 from gpufarm.constructs.reserved_capacity import EfaDevicePlugin, ReservedGpuNodeGroup
+from gpufarm.constructs.sagemaker_endpoint import SageMakerEndpoint
 from gpufarm.constructs.serving import VllmServing
 from gpufarm.constructs.waf import InferenceWaf
 
@@ -45,8 +52,12 @@ __all__ = [
     "EfaDevicePlugin",
     "FallbackGateway",
     "FsxModelStore",
+    "GatewayFleet",
     "GatewayNlb",
+    "GatewayRoutes",
+    "GpuFleet",
     "GpuNodePoolOptions",
+    "HybridNodes",
     "InferenceAlarms",
     "InferenceAlb",
     "InferenceCluster",
@@ -61,12 +72,15 @@ __all__ = [
     "KvCacheRouting",
     "LeaderWorkerSetController",
     "LogsKey",
+    "ModelReplica",
     "MultiNodeServing",
     "NvidiaDevicePlugin",
     "PrometheusAlerts",
     "PrometheusMonitoring",
+    "RegionalRecord",
     "ReservedGpuNodeGroup",
     "S3ModelStore",
+    "SageMakerEndpoint",
     "ServingNetworkPolicies",
     "TrafficInspection",
     "VllmServing",
