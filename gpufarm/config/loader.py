@@ -252,7 +252,12 @@ def _resolve_unions(errors: list[ErrorDetails]) -> list[ErrorDetails]:
             unions.setdefault(loc[:at], []).append((str(loc[at]), {**err, "loc": loc[:at] + loc[at + 1 :]}))
     for prefix, members in unions.items():
         section = [e for tag, e in members if not tag.startswith("literal[")]
-        if section and section[0]["type"] not in ("model_type", "model_attributes_type"):
+        # The section's own type error (its loc ends at the union) means no mapping was given;
+        # a type error deeper in (a sub-section given a scalar) is the section's to report.
+        if section and not any(
+            e["type"] in ("model_type", "model_attributes_type") and tuple(e["loc"]) == prefix
+            for e in section
+        ):
             out += section
             continue
         literals = [e for tag, e in members if tag.startswith("literal[")]

@@ -201,6 +201,13 @@ INVALID = [
         id="zero-model-units",
     ),
     pytest.param(
+        # A scalar where the sub-section's mapping belongs is the sub-section's error, not the
+        # target's ("must be 'none' or a mapping, got a mapping" named neither).
+        provisioned_target(provisioned=-1),
+        ["models[0].bedrock.provisioned: must be a mapping, got -1"],
+        id="provisioned-given-a-scalar",
+    ),
+    pytest.param(
         provisioned_target(provisioned={"model_units": 1, "commitment": "1-month"}),
         [
             "models[0].bedrock.provisioned.commitment: must be one of 'none', 'one-month' or 'six-months', "
