@@ -265,3 +265,11 @@ def test_the_checks_leave_other_provisioning_modes_alone() -> None:
     # The same model settings a sagemaker tier refuses are the poc tier's business otherwise.
     tier = build_tier(merge(poc_document(), {"sagemaker": {"instance_type": "ml.m5.xlarge"}}))
     assert tier.sagemaker.instance_type == "ml.m5.xlarge"
+
+
+def test_a_multi_node_model_is_refused_once_with_the_modes_reason() -> None:
+    # The EKS check ("needs karpenter provisioning") does not add a second, contradicting line.
+    assert [i for i in issues_of(model(0, pipeline_parallel=2)) if "pipeline_parallel" in i] == [
+        f"models[0].pipeline_parallel: must be 1 {MODE} (an inference component's copy runs on one "
+        "instance), got 2"
+    ]

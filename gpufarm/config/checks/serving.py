@@ -231,8 +231,9 @@ def _model_placement(cfg: TierConfig, where: str, model: ModelConfig) -> Iterato
             f"notice (set critical: false, or allow_spot: true to accept it), got {chosen!r}",
         )
     if model.pipeline_parallel > 1:
-        # ec2 provisioning refuses multi-node models with its own reason (checks/ec2.py).
-        if cfg.cluster.provisioning not in (Provisioning.KARPENTER, Provisioning.EC2):
+        # ec2 and sagemaker provisioning refuse multi-node models with their own reason
+        # (checks/ec2.py, checks/sagemaker.py): only Auto Mode gets this one.
+        if cfg.cluster.provisioning is Provisioning.AUTO_MODE:
             yield ConfigIssue(
                 path=f"{where}.pipeline_parallel",
                 message="needs karpenter provisioning (multi-node replicas run as LeaderWorkerSets, "
