@@ -1229,3 +1229,10 @@ def test_route_priority_clash_asks_for_an_explicit_priority() -> None:
         "models[1].route_priority: must differ from that of models[0] ('a-model'); both are 2000: "
         "set route_priority on one of them"
     ]
+
+
+def test_a_multi_node_model_needs_karpenter_on_auto_mode() -> None:
+    assert [i for i in issues_of(model_override(pipeline_parallel=2)) if "pipeline_parallel" in i] == [
+        "models[0].pipeline_parallel: needs karpenter provisioning (multi-node replicas run as "
+        "LeaderWorkerSets, which gpufarm installs on standard compute), got 2 with 'auto-mode'"
+    ]
